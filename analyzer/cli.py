@@ -1,0 +1,149 @@
+"""The ``hangscope`` command. A thin adapter: it parses arguments, calls the library, turns
+typed errors into one-line messages and exit codes.
+
+Exit codes: 0 no problem found, 1 a hang or problem found, 2 bad usage or nothing
+analyzable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from analyzer.errors import AnalyzerError
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_BAD_INPUT = 2
+
+app = typer.Typer(
+    name="hangscope",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps.",
+)
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+Paths = Annotated[list[str], typer.Argument(
+    help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
+    show_default=False)]
+PrefixOpt = Annotated[Optional[str], typer.Option(
+    "--prefix", help="File-name prefix before the rank number (when names are unusual)")]
+WorldOpt = Annotated[Optional[int], typer.Option(
+    "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)")]
+JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Parser processes (0: all cores)")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"hangscope: error: {message}", err=True)
+    return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int, quiet: bool):  # type: ignore[no-untyped-def]
+    from analyzer.analysis import analyze
+    from analyzer.loader import ProgressPrinter
+
+    try:
+        return analyze(paths, prefix=prefix, world_size=world, jobs=jobs or None,
+                       progress=ProgressPrinter(not quiet))
+    except AnalyzerError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+
+
+@app.command()
+def analyze(
+    paths: Paths,
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="text or json")] = OutputFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Name the culprit rank(s) of a hang and explain why.
+
+    Example: hangscope analyze ./dumps --format json
+    """
+    from analyzer.render.jsondoc import to_json
+    from analyzer.render.text import render_text
+
+    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    text = (json.dumps(to_json(result), indent=1) + "\n" if fmt is OutputFormat.json
+            else render_text(result))
+    _write(text, output)
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
+@app.command()
+def entries(
+    paths: Paths,
+    rank: Annotated[Optional[list[int]], typer.Option("--rank", "-r", help="Only these ranks")] = None,
+    group: Annotated[Optional[list[str]], typer.Option("--group", "-g", help="Only these groups (name or desc)")] = None,
+    last: Annotated[int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")] = 0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
+    prefix: PrefixOpt = None,
+    jobs: JobsOpt = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Show the per-rank entry table, optionally filtered by rank and group."""
+    result = _analyze(paths, prefix, None, jobs, quiet)
+    e = result.tables.entries
+    if rank:
+        e = e[e["rank"].isin(rank)]
+    if group:
+        e = e[e["pg_name"].astype(str).isin(group) | e["pg_desc"].astype(str).isin(group)]
+    e = e.sort_values(["rank", "record_id"])
+    if last > 0:
+        e = e.groupby("rank", sort=False).tail(last)
+    cols = ["rank", "record_id", "pg_name", "pg_desc", "seq", "p2p_seq", "profiling_name",
+            "peer", "input_sizes", "input_dtypes", "state", "retired", "time_created_ns"]
+    view = e[cols]
+    if fmt == "csv":
+        _write(view.to_csv(index=False), None)
+    elif fmt == "json":
+        _write(view.to_json(orient="records", lines=True), None)
+    elif fmt == "text":
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", None, "display.width", 200,
+                               "display.max_columns", None, "display.max_colwidth", 40):
+            _write(view.to_string(index=False) + "\n" if len(view) else "no entries match\n", None)
+    else:
+        raise _fail(f"--format {fmt!r}: choose text, csv or json")
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except AnalyzerError as exc:  # pragma: no cover - commands already convert these
+        typer.echo(f"hangscope: error: {exc}", err=True)
+        raise SystemExit(EXIT_BAD_INPUT) from None

@@ -1,0 +1,386 @@
+"""Diagnosis: from matching and the wait-for graph to culprits, findings and a verdict.
+
+The taxonomy (``Finding.kind``) is stable and documented in the README:
+
+=====================  ==================================================================
+``not_joined``         members never enqueued the collective (or posted the send/recv)
+                       the others wait in; the culprit is stalled outside communication
+``missing_dump``       no file from a rank that others wait on (crashed or killed)
+``op_mismatch``        members enqueued different ops at the same sequence number
+``size_mismatch``      ... the same op with different shapes
+``dtype_mismatch``     ... the same op with different dtypes
+``deadlock``           waits form a cycle (groups run in a different order, or pipeline
+                       stages that both receive first)
+``stuck_in_collective`` every member enqueued the op, none completed: network or GPU
+``unrecorded_ops``     pg_status counters ahead of the recorded entries (e.g. gloo
+                       send/recv, which the recorder does not record)
+``no_hang``            everything recorded completed and the counters agree
+=====================  ==================================================================
+
+Cause comes before consequence: a desync outranks the waits it causes (a rank that crashed
+on a desynchronised message is a victim, listed in ``missing_dumps``), and among waits only
+the roots of the graph are culprits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+
+from analyzer.graph import Roots, chain, root_ranks, waiters_of
+from analyzer.matching import NO_MAJORITY, Matching
+from analyzer.tables import Tables
+
+SCHEMA_VERSION = "hangscope.diagnosis/1"
+
+KINDS: tuple[str, ...] = (
+    "not_joined", "missing_dump", "op_mismatch", "size_mismatch", "dtype_mismatch",
+    "deadlock", "stuck_in_collective", "unrecorded_ops", "no_hang",
+)
+
+
+class Verdict(str, Enum):
+    HANG = "hang"
+    NO_HANG = "no_hang"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """One piece of evidence, JSON-safe."""
+
+    kind: str
+    ranks: tuple[int, ...]
+    summary: str
+    group: str = ""
+    group_desc: str = ""
+    seq: int = -1
+    op: str = ""
+    culprit: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    stack: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "ranks": list(self.ranks), "culprit": self.culprit,
+            "summary": self.summary, "group": self.group, "group_desc": self.group_desc,
+            "seq": self.seq, "op": self.op, "evidence": self.evidence,
+            "stack": list(self.stack),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Diagnosis:
+    """The answer: verdict, culprits, and the findings that explain them."""
+
+    verdict: Verdict
+    culprit_ranks: tuple[int, ...]
+    kind: str
+    """The kind of the leading finding (what stopped the job)."""
+    headline: str
+    findings: tuple[Finding, ...]
+    missing_dumps: tuple[int, ...]
+    deadlock_cycles: tuple[tuple[int, ...], ...]
+    chains: dict[int, list[dict[str, Any]]]
+
+
+def _stack(tables: Tables, stack_id: int) -> tuple[dict[str, Any], ...]:
+    if stack_id < 0:
+        return ()
+    frames = tables.stacks[tables.stacks["stack_id"] == stack_id].sort_values("depth")
+    return tuple({"name": str(n), "filename": str(f), "line": int(ln)}
+                 for n, f, ln in frames[["name", "filename", "line"]].itertuples(index=False))
+
+
+def _entry(tables: Tables, *, rank: int | None = None, group: str, seq: int,
+           p2p: bool = False) -> pd.Series | None:
+    e = tables.entries
+    col = "p2p_seq" if p2p else "seq"
+    mask = (e["pg_name"] == group) & (e[col] == seq) & (e["is_p2p"] == p2p)
+    if rank is not None:
+        mask &= e["rank"] == rank
+    rows = e[mask]
+    if rows.empty:
+        return None
+    with_stack = rows[rows["stack_id"] >= 0]
+    return (with_stack if len(with_stack) else rows).iloc[0]
+
+
+def _last_entry(tables: Tables, rank: int) -> pd.Series | None:
+    e = tables.entries
+    rows = e[e["rank"] == rank]
+    if rows.empty:
+        return None
+    return rows.loc[rows["record_id"].idxmax()]
+
+
+def _describe_entry(row: pd.Series | None) -> dict[str, Any]:
+    if row is None:
+        return {}
+    return {
+        "rank": int(row["rank"]), "group": str(row["pg_name"]), "group_desc": str(row["pg_desc"]),
+        "seq": int(row["seq"]), "p2p_seq": int(row["p2p_seq"]), "op": str(row["op"]),
+        "profiling_name": str(row["profiling_name"]), "state": str(row["state"]),
+        "retired": bool(row["retired"]), "input_sizes": str(row["input_sizes"]),
+        "input_dtypes": str(row["input_dtypes"]), "record_id": int(row["record_id"]),
+    }
+
+
+def _group_label(name: str, desc: str) -> str:
+    return f"{desc} (group {name})" if desc and desc != name else f"group {name}"
+
+
+def _mismatch_findings(tables: Tables, matching: Matching) -> list[Finding]:
+    mm = matching.mismatches
+    out: list[Finding] = []
+    if mm.empty:
+        return out
+    for (name, seq, kind), grp in mm.groupby(["pg_name", "seq", "kind"], sort=True):
+        ranks = tuple(sorted(int(r) for r in grp["rank"]))
+        desc = str(grp["pg_desc"].iloc[0])
+        expected = str(grp["expected"].iloc[0])
+        n_agree, n_rec = int(grp["n_agree"].iloc[0]), int(grp["n_recorded"].iloc[0])
+        values = {str(int(r)): str(v) for r, v in zip(grp["rank"], grp["value"])}
+        what = {"op_mismatch": "op", "size_mismatch": "sizes", "dtype_mismatch": "dtypes"}[kind]
+        ambiguous = expected == NO_MAJORITY
+        row = _entry(tables, rank=ranks[0], group=str(name), seq=int(seq))
+        if ambiguous:
+            summary = (
+                f"members of {_group_label(str(name), desc)} issued seq {int(seq)} with different "
+                f"{what} ({'; '.join(f'rank {r}: {v}' for r, v in values.items())}) and no value has "
+                "a majority: every side is listed"
+            )
+        else:
+            summary = (
+                f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} issued "
+                f"{_group_label(str(name), desc)} seq {int(seq)} with {what} "
+                f"{', '.join(sorted(set(values.values())))} while {n_agree} of {n_rec} members "
+                f"used {expected}"
+            )
+        out.append(Finding(
+            kind=str(kind), ranks=ranks, summary=summary, group=str(name), group_desc=desc,
+            seq=int(seq), op=str(grp["op"].iloc[0]), culprit=True,
+            evidence={"values": values, "majority": expected, "agreeing_members": n_agree,
+                      "recorded_members": n_rec, "ambiguous": ambiguous},
+            stack=_stack(tables, int(row["stack_id"])) if row is not None else (),
+        ))
+    return out
+
+
+def _as_kwargs(f: Finding) -> dict[str, Any]:
+    return {k: getattr(f, k) for k in Finding.__slots__}  # type: ignore[attr-defined]
+
+
+def _ranks_text(ranks: tuple[int, ...] | list[int]) -> str:
+    ranks = list(ranks)
+    if len(ranks) <= 8:
+        return ", ".join(str(r) for r in ranks)
+    return ", ".join(str(r) for r in ranks[:6]) + f", ... ({len(ranks)} ranks)"
+
+
+def _waited_text(w: dict[str, Any]) -> str:
+    who = f"rank{'s' if len(w['waiters']) > 1 else ''} {_ranks_text(w['waiters'])}"
+    where = _group_label(w["group"], w["group_desc"])
+    if w["kind"] == "p2p":
+        mine = "recv" if w["op"] == "send" else "send"
+        return f"the {mine} matching {who}'s {w['op']} in {where} p2p seq {w['seq']}"
+    return f"{w['op']} in {where} seq {w['seq']} (awaited by {who})"
+
+
+def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame) -> Finding:
+    incoming = waits[waits["holder"] == root]
+    everyone = waiters_of(g, root)
+    dumped = bool(g.nodes[root].get("dumped", False))
+    sizes = dict(zip(tables.groups["pg_name"], tables.groups["size"], strict=True))
+    # One line per op the root is waited on in; the smallest group is the most direct evidence.
+    waited_in = []
+    for (group, desc, seq, op, wkind), grp in incoming.groupby(
+            ["pg_name", "pg_desc", "seq", "op", "kind"], sort=False):
+        waited_in.append({"group": str(group), "group_desc": str(desc), "seq": int(seq),
+                          "op": str(op), "kind": str(wkind),
+                          "waiters": sorted(int(w) for w in grp["waiter"])})
+    waited_in.sort(key=lambda w: (w["kind"] == "p2p", sizes.get(w["group"], 0), w["seq"], w["group"]))
+    first = waited_in[0] if waited_in else None
+    group = first["group"] if first else ""
+    desc = first["group_desc"] if first else ""
+    seq = first["seq"] if first else -1
+    op = first["op"] if first else ""
+    wkind = first["kind"] if first else ""
+    waited = None
+    if first is not None:
+        waited = _entry(tables, rank=first["waiters"][0], group=group, seq=seq, p2p=wkind == "p2p")
+    last = _last_entry(tables, root)
+    where = "; ".join(_waited_text(w) for w in waited_in[:4]) + (
+        f"; and {len(waited_in) - 4} more" if len(waited_in) > 4 else "")
+    total = f"{len(everyone)} rank(s) wait on it in all"
+    if not dumped:
+        kind = "missing_dump"
+        summary = (f"rank {root} wrote no dump and others wait on it: {where}. {total}; it "
+                   "crashed, was killed, or hung before dumping")
+    elif wkind == "unrecorded":
+        kind = "unrecorded_ops"
+        summary = (f"rank {root} is behind: its pg_status counter stops before ops its peers "
+                   f"enqueued but the recorder did not record (e.g. gloo send/recv): {where}. {total}")
+    else:
+        kind = "not_joined"
+        seen = (f"its last recorded op is {last['op']} in "
+                f"{_group_label(str(last['pg_name']), str(last['pg_desc']))} seq {int(last['seq'])}"
+                if last is not None else "it recorded nothing")
+        summary = (f"rank {root} never enqueued {where}. {total}. It is stalled outside "
+                   f"communication (compute, data loading, a lock, or a host problem): {seen}")
+    evidence: dict[str, Any] = {
+        "waited_in": waited_in[:32],
+        "all_waiters": len(everyone),
+        "waited_op": _describe_entry(waited),
+        "last_recorded_op": _describe_entry(last),
+        "wait_kind": wkind,
+    }
+    stack = _stack(tables, int(waited["stack_id"])) if waited is not None else ()
+    if last is not None and int(last["stack_id"]) >= 0:
+        evidence["last_recorded_stack"] = list(_stack(tables, int(last["stack_id"])))
+    return Finding(kind=kind, ranks=(root,), summary=summary, group=group, group_desc=desc,
+                   seq=seq, op=op, culprit=True, evidence=evidence, stack=stack)
+
+
+def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
+    """All members joined, none completed: the network or a GPU."""
+    c = matching.collectives
+    out: list[Finding] = []
+    if c.empty:
+        return out
+    if matching.gloo_like:
+        e = tables.entries
+        last = e.loc[e.groupby("rank")["record_id"].idxmax()]
+        pend = last[~last["retired"] & ~last["is_p2p"]]
+        if pend.empty:
+            return out
+        key = pend.groupby(["pg_name", "seq"], observed=True).size().idxmax()
+        cand = c[(c["pg_name"] == str(key[0])) & (c["seq"] == int(key[1]))]
+    else:
+        cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0)]
+    cand = cand[cand["n_joined"] >= cand["n_members"]]
+    if cand.empty:
+        return out
+    row = cand.sort_values(["first_created_ns"]).iloc[0]
+    members = tables.members().get(str(row["pg_name"]), ())
+    e = tables.entries
+    mine = e[(e["pg_name"] == row["pg_name"]) & (e["seq"] == row["seq"]) & ~e["is_p2p"]]
+    started = mine[mine["time_started_ns"] > 0]
+    evidence: dict[str, Any] = {"members": list(members), "started": int(row["n_started"]),
+                                "completed": int(row["n_completed"])}
+    ranks = tuple(sorted(int(m) for m in members))
+    if len(started):
+        latest = started.sort_values("time_started_ns").tail(max(1, len(started) // 8))
+        evidence["last_to_start"] = sorted(int(r) for r in latest["rank"])
+    summary = (f"every member of {_group_label(str(row['pg_name']), str(row['pg_desc']))} enqueued "
+               f"{row['op']} seq {int(row['seq'])} and none completed it: suspect the network or a "
+               "GPU of these ranks, not the program")
+    stack_row = mine[mine["stack_id"] >= 0]
+    stack = _stack(tables, int(stack_row["stack_id"].iloc[0])) if len(stack_row) else ()
+    out.append(Finding(kind="stuck_in_collective", ranks=ranks, summary=summary,
+                       group=str(row["pg_name"]), group_desc=str(row["pg_desc"]),
+                       seq=int(row["seq"]), op=str(row["op"]), culprit=True, evidence=evidence,
+                       stack=stack))
+    return out
+
+
+def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
+    p = matching.progress
+    ahead = p[(p["counter_enqueued"] > p["window_hi"]) & (p["window_hi"] >= 0)]
+    out: list[Finding] = []
+    for name, grp in ahead.groupby("pg_name", sort=True):
+        out.append(Finding(
+            kind="unrecorded_ops", ranks=tuple(sorted(int(r) for r in grp["rank"])),
+            summary=(f"pg_status counters of {_group_label(str(name), str(grp['pg_desc'].iloc[0]))} run "
+                     "ahead of the recorded entries: ops happened that the buffer never saw "
+                     "(send/recv under gloo, or entries not recorded)"),
+            group=str(name), group_desc=str(grp["pg_desc"].iloc[0]),
+            evidence={"counters": {str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
+                      "last_recorded": {str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}},
+        ))
+    return out
+
+
+def _all_done(tables: Tables, matching: Matching) -> bool:
+    e = tables.entries
+    if matching.gloo_like:
+        finished = bool(e["retired"].all())
+    else:
+        finished = bool((e["state"].astype(str) == "completed").all())
+    p = matching.progress
+    known = p[p["enqueued"] >= 0]
+    agree = bool((known.groupby("pg_name")["enqueued"].nunique() <= 1).all()) if len(known) else True
+    return finished and agree and not tables.missing_ranks
+
+
+def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph) -> Diagnosis:
+    """Name the culprits and explain them. Deterministic for a given input."""
+    roots: Roots = root_ranks(g)
+    findings: list[Finding] = []
+    mismatches = _mismatch_findings(tables, matching)
+    findings.extend(mismatches)
+    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots]
+    deadlock: list[Finding] = []
+    for cycle in roots.cycles:
+        closing = [
+            {"waiter": int(a), "holder": int(b), **{k: g.edges[a, b][k] for k in ("pg_name", "pg_desc", "seq", "op")}}
+            for a, b in g.subgraph(cycle).edges
+        ]
+        odd = [r for r in roots.cycle_culprits if r in cycle]
+        ranks = tuple(sorted(odd or cycle))
+        why = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} run the groups of the cycle "
+               "in a different order than the others" if odd and len(odd) < len(cycle) else
+               "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)")
+        deadlock.append(Finding(
+            kind="deadlock", ranks=ranks, culprit=bool(set(cycle) & set(roots.cycle_culprits)),
+            summary=f"ranks {_ranks_text(cycle)} wait on each other in a cycle; {why}",
+            group=str(closing[0]["pg_name"]) if closing else "",
+            group_desc=str(closing[0]["pg_desc"]) if closing else "",
+            seq=int(closing[0]["seq"]) if closing else -1, op=str(closing[0]["op"]) if closing else "",
+            evidence={"cycle": list(cycle), "edges": sorted(closing, key=lambda d: (d["waiter"], d["holder"]))},
+        ))
+
+    culprits: set[int]
+    if mismatches:
+        culprits = {r for f in mismatches for r in f.ranks}
+        findings.extend(
+            Finding(**{**_as_kwargs(f), "culprit": False,
+                       "summary": f.summary + " (a consequence of the desync)"})
+            for f in root_findings)
+        findings.extend(deadlock)
+        kind = mismatches[0].kind
+    elif root_findings or any(f.culprit for f in deadlock):
+        culprits = {r for f in root_findings for r in f.ranks} | set(roots.cycle_culprits)
+        findings.extend(root_findings)
+        findings.extend(deadlock)
+        kind = "deadlock" if any(f.culprit for f in deadlock) and not root_findings else root_findings[0].kind if root_findings else "deadlock"
+    else:
+        stuck = _stuck_findings(tables, matching)
+        findings.extend(stuck)
+        culprits = {r for f in stuck for r in f.ranks}
+        kind = "stuck_in_collective" if stuck else ""
+    findings.extend(_unrecorded_info(tables, matching))
+
+    missing = tuple(tables.missing_ranks)
+    if culprits:
+        verdict = Verdict.HANG
+    elif _all_done(tables, matching):
+        verdict, kind = Verdict.NO_HANG, "no_hang"
+        findings.append(Finding(kind="no_hang", ranks=(), summary=(
+            "every recorded op completed and the counters of every group agree")))
+    else:
+        verdict, kind = Verdict.INCONCLUSIVE, kind or "inconclusive"
+    chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
+    lead = next((f for f in findings if f.culprit), None)
+    headline = (lead.summary if lead else findings[-1].summary if findings
+                else "ops are still pending but no rank can be blamed from these dumps")
+    order = {k: i for i, k in enumerate(KINDS)}
+    findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
+    return Diagnosis(
+        verdict=verdict, culprit_ranks=tuple(sorted(culprits)), kind=kind, headline=headline,
+        findings=tuple(findings), missing_dumps=missing, deadlock_cycles=roots.cycles, chains=chains,
+    )

@@ -1,0 +1,1 @@
+"""Renderers: they read an :class:`analyzer.analysis.Analysis` and never recompute it."""

@@ -1,0 +1,78 @@
+"""The readable summary: culprit first, then the evidence."""
+
+from __future__ import annotations
+
+import textwrap
+
+from analyzer.analysis import Analysis
+
+_KIND_TITLES = {
+    "not_joined": "a rank stalled outside communication",
+    "missing_dump": "a rank crashed or was killed (no dump)",
+    "op_mismatch": "desync: ranks issued different ops",
+    "size_mismatch": "desync: ranks issued different sizes",
+    "dtype_mismatch": "desync: ranks issued different dtypes",
+    "deadlock": "deadlock: ranks wait on each other in a cycle",
+    "stuck_in_collective": "every rank is inside one collective: network or GPU",
+    "unrecorded_ops": "a rank is behind in ops the recorder did not record",
+    "no_hang": "no hang",
+    "inconclusive": "inconclusive",
+}
+
+
+def _wrap(text: str, indent: str, width: int) -> str:
+    return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12) -> str:
+    """Plain text for a terminal or a ticket."""
+    d = analysis.diagnosis
+    t = analysis.tables
+    lines: list[str] = []
+    if d.verdict.value == "hang":
+        ranks = ", ".join(str(r) for r in d.culprit_ranks)
+        lines.append(f"HANG: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {ranks}"
+                     f" ({_KIND_TITLES.get(d.kind, d.kind)})")
+    elif d.verdict.value == "no_hang":
+        lines.append("NO HANG: every recorded op completed and the counters agree")
+    else:
+        lines.append("INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps")
+    lines.append(_wrap(d.headline, "  ", width))
+    for rank, steps in d.chains.items():
+        if not steps:
+            continue
+        parts = [
+            f"rank {s['waiter']} waits on {s['holder']} in {s['pg_desc'] or s['pg_name']} "
+            f"{'p2p seq' if s['kind'] == 'p2p' else 'seq'} {s['seq']} ({s['op']})"
+            for s in steps
+        ]
+        lines.append(_wrap(f"chain to rank {rank}: " + "; ".join(parts) + f"; {rank} waits on nobody",
+                           "  ", width))
+    lead = next((f for f in d.findings if f.culprit and f.stack), None)
+    if lead is not None:
+        lines.append("  issued at:")
+        for fr in lead.stack[:8]:
+            lines.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
+    lines.append("")
+    lines.append(f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
+                 + (f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
+                    if len(t.entries) else ""))
+    if d.missing_dumps:
+        lines.append(f"missing dumps: ranks {', '.join(str(r) for r in d.missing_dumps)}")
+    if d.deadlock_cycles:
+        for cycle in d.deadlock_cycles:
+            lines.append(f"deadlock cycle: ranks {', '.join(str(r) for r in cycle)}")
+    shown = [f for f in d.findings if f.summary != d.headline][:max_findings]
+    if shown:
+        lines.append("findings:")
+        for f in shown:
+            mark = "*" if f.culprit else "-"
+            lines.append(_wrap(f"{mark} [{f.kind}] {f.summary}", "  ", width))
+        hidden = len(d.findings) - 1 - len(shown)
+        if hidden > 0:
+            lines.append(f"  ... {hidden} more (use --format json)")
+    if len(t.skipped):
+        lines.append("skipped files:")
+        for path, reason in t.skipped[["path", "reason"]].itertuples(index=False):
+            lines.append(f"  {path}: {reason}")
+    return "\n".join(lines) + "\n"
