@@ -1,0 +1,123 @@
+"""Tests for tools/record_gloo.py and the dumps it recorded into sample_dumps/.
+
+The recording test needs torch and is skipped without it; the others only read files.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from tools import record_gloo as rg
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_dumps"
+KINDS = {"not_joined", "missing_dump", "op_mismatch", "size_mismatch", "dtype_mismatch",
+         "unrecorded_ops", "deadlock", "no_hang"}
+EXPECTED_KEYS = {"scenario", "world", "torch", "backend", "format", "dumped_ranks", "hang",
+                 "culprits", "kind", "deadlock", "description"}
+
+
+def _dump_files(d: Path) -> dict[int, Path]:
+    out = {}
+    for f in d.iterdir():
+        if f.name.startswith("nccl_trace_rank_"):
+            out[int(f.name.rsplit("_", 1)[1])] = f
+        elif f.name.startswith("rank_") and f.suffix == ".json":
+            out[int(f.stem.split("_")[1])] = f
+    return out
+
+
+# ----------------------------------------------------------------------------- no torch
+
+
+def test_unpickler_refuses_globals(tmp_path: Path) -> None:
+    evil = tmp_path / "nccl_trace_rank_0"
+    evil.write_bytes(pickle.dumps({"f": print}, protocol=2))
+    with pytest.raises(pickle.UnpicklingError):
+        rg.load_dump(evil)
+
+
+def test_scrub_rewrites_only_frame_filenames(tmp_path: Path) -> None:
+    # This machine's site-packages prefix, whatever it is here.
+    site = next(old for old, new in rg._scrub_prefixes() if new.endswith("/site-packages"))
+    repo_file = str(rg.REPO_ROOT / "tools" / "record_gloo.py")
+    entry = {
+        "record_id": 0,
+        "profiling_name": "gloo:all_reduce",
+        "process_group": ("0", "default_pg"),
+        "frames": [
+            {"name": "all_reduce", "filename": site + "/torch/x.py", "line": 1},
+            {"name": "main", "filename": repo_file, "line": 2},
+            {"name": "<module>", "filename": "<frozen runpy>", "line": 3},
+        ],
+    }
+    dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [entry]}
+    pkl = tmp_path / "nccl_trace_rank_0"
+    pkl.write_bytes(pickle.dumps(dump, protocol=2))
+    assert rg.scrub_dump(pkl)
+    got = rg.load_dump(pkl)
+    names = [f["filename"] for f in got["entries"][0]["frames"]]
+    assert names[1] == "/jobs/hangscope/tools/record_gloo.py"
+    assert names[2] == "<frozen runpy>"
+    assert not names[0].startswith(site) and names[0].startswith("/opt/venv/lib/python")
+    assert got["entries"][0]["process_group"] == ("0", "default_pg")  # tuples survive
+    assert not rg.scrub_dump(pkl)  # idempotent: nothing left to rewrite
+
+    js = tmp_path / "rank_0.json"
+    raw = json.dumps({"version": "2.10", "entries": [{"record_id": 0}]})
+    js.write_text(raw)
+    assert not rg.scrub_dump(js)
+    assert js.read_text() == raw  # untouched when there is nothing to rewrite
+
+
+def test_sample_dumps_match_expected() -> None:
+    dirs = sorted(p for p in SAMPLES.iterdir() if p.is_dir()) if SAMPLES.is_dir() else []
+    if not dirs:
+        pytest.skip("no recorded samples")
+    for d in dirs:
+        exp = json.loads((d / "EXPECTED.json").read_text())
+        assert set(exp) == EXPECTED_KEYS, d.name
+        assert exp["scenario"] == d.name
+        assert exp["backend"] == "gloo" and exp["kind"] in KINDS
+        files = _dump_files(d)
+        assert sorted(files) == exp["dumped_ranks"], d.name
+        assert set(exp["culprits"]) <= set(range(exp["world"]))
+        assert exp["hang"] == (exp["kind"] != "no_hang")
+        for rank, f in files.items():
+            assert (f.suffix == ".json") == (exp["format"] == "json")
+            data = f.read_bytes()
+            assert 0 < len(data) < 16_000, f
+            assert b"/work/" not in data and b"/root/" not in data and b"/home/" not in data
+            dump = rg.load_dump(f)
+            assert dump["version"] and "pg_status" in dump
+            assert all(e["profiling_name"].startswith("gloo:") for e in dump["entries"])
+
+
+# ----------------------------------------------------------------------------- torch
+
+
+@pytest.mark.torch
+def test_record_stall_scenario(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed")
+    summary = rg.record("stall_w4", tmp_path, log_dir=tmp_path / "logs", verbose=False)
+    out = tmp_path / "stall_w4"
+    files = _dump_files(out)
+    assert sorted(files) == [0, 1, 2, 3], summary
+    exp = json.loads((out / "EXPECTED.json").read_text())
+    assert exp["torch"] == torch.__version__ and exp["culprits"] == [1]
+    last_seq = {}
+    for rank, f in files.items():
+        data = f.read_bytes()
+        assert str(rg.REPO_ROOT).encode() not in data
+        dump = rg.load_dump(f)  # refuses globals
+        entries = dump["entries"]
+        assert entries and all(e["profiling_name"].startswith("gloo:") for e in entries)
+        assert any(e["frames"] for e in entries)  # stack traces were included
+        last_seq[rank] = max(e["collective_seq_id"] for e in entries)
+    # The stalled rank enqueued one collective fewer than the ranks waiting for it.
+    assert last_seq[1] == last_seq[0] - 1 == last_seq[2] - 1 == last_seq[3] - 1
