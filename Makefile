@@ -1,0 +1,36 @@
+# hangscope: every target sets up what it needs on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO   ?= sample_dumps/chain_tp_dp_w8
+OUT    ?= out
+
+.PHONY: demo test bench samples lint clean help
+
+help:
+	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
+	@echo "make test   - run the test suite"
+	@echo "make bench  - speed and memory benchmarks"
+	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "$$ hangscope analyze $(DEMO)"
+	@$(BIN)/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+samples:
+	test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch
+	.venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy
+	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

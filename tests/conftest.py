@@ -1,0 +1,102 @@
+"""Builders for small synthetic dumps, and paths to the real ones."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_dumps"
+FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+
+def entry(
+    seq: int,
+    *,
+    op: str = "all_reduce",
+    pg: tuple[str, str] = ("0", "default_pg"),
+    pg_id: int = 0,
+    record_id: int = 0,
+    sizes: list[list[int]] | None = None,
+    dtype: str = "Float",
+    state: str = "scheduled",
+    retired: bool = False,
+    backend: str = "nccl",
+    p2p_seq: int = 0,
+    is_p2p: bool = False,
+    t: int = 0,
+    frames: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One flight-recorder entry in the shape PyTorch writes (format 2.10)."""
+    sizes = [[8]] if sizes is None else sizes
+    return {
+        "record_id": record_id, "pg_id": pg_id, "process_group": pg,
+        "collective_seq_id": seq, "p2p_seq_id": p2p_seq, "op_id": seq,
+        "profiling_name": f"{backend}:{op}", "time_created_ns": 1_000_000 + t * 1000,
+        "input_sizes": sizes, "output_sizes": sizes, "input_dtypes": [dtype] * len(sizes),
+        "output_dtypes": [dtype] * len(sizes), "state": state,
+        "time_discovered_started_ns": None, "time_discovered_completed_ns": None,
+        "retired": retired, "timeout_ms": 600000, "is_p2p": is_p2p, "thread_id": "1",
+        "thread_name": "python",
+        "frames": frames if frames is not None else [
+            {"name": "train_step", "filename": "/jobs/train.py", "line": 40 + seq % 3}],
+    }
+
+
+def dump(entries: list[dict[str, Any]], *, world: int = 4, backend: str = "nccl",
+         status: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+    if status is None:
+        last = max((e["collective_seq_id"] for e in entries), default=-1)
+        done = max((e["collective_seq_id"] for e in entries if e["state"] == "completed"), default=-1)
+        status = {"0": {"last_enqueued_collective": last, "last_started_collective": -1,
+                        "last_completed_collective": done}}
+    return {
+        "version": "2.10",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
+        "pg_status": status,
+        "comm_lib_version": "2.21.5" if backend == "nccl" else "",
+        "entries": entries,
+    }
+
+
+def write_pickle(path: Path, obj: Any) -> Path:
+    path.write_bytes(pickle.dumps(obj))
+    return path
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj))
+    return path
+
+
+@pytest.fixture
+def make_job(tmp_path: Path) -> Callable[..., Path]:
+    """Write one dump per rank: ``make_job({rank: [entries]}, world=4)`` -> directory."""
+
+    def _make(per_rank: dict[int, list[dict[str, Any]]], *, world: int = 4,
+              backend: str = "nccl", fmt: str = "pickle", name: str = "job") -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        for rank, entries in per_rank.items():
+            for i, e in enumerate(entries):
+                e["record_id"] = i
+            obj = dump(entries, world=world, backend=backend)
+            if fmt == "json":
+                write_json(out / f"rank_{rank}.json", json.loads(json.dumps(obj)))
+            else:
+                write_pickle(out / f"nccl_trace_rank_{rank}", obj)
+        return out
+
+    return _make
+
+
+def fixture_dir(*parts: str) -> Path:
+    path = FIXTURES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared fixtures not present at {FIXTURES}")
+    return path

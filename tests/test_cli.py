@@ -1,0 +1,110 @@
+"""The command line: exit codes, JSON document, bad input as one-line messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from tests.conftest import ROOT, entry
+
+runner = CliRunner()
+
+
+def _stall_job(make_job: Callable[..., Path]) -> Path:
+    job = {r: [entry(1, state="completed", retired=True), entry(2)] for r in (0, 2, 3)}
+    job[1] = [entry(1, state="completed", retired=True)]
+    return make_job(job)
+
+
+def test_analyze_text_names_culprit_first(make_job: Callable[..., Path]) -> None:
+    res = runner.invoke(app, ["analyze", str(_stall_job(make_job))])
+    assert res.exit_code == 1
+    assert res.stdout.splitlines()[0].startswith("HANG: culprit rank 1")
+
+
+def test_analyze_json_document(make_job: Callable[..., Path]) -> None:
+    res = runner.invoke(app, ["analyze", str(_stall_job(make_job)), "--format", "json"])
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    for key in ("schema", "verdict", "culprit_ranks", "missing_dumps", "deadlock_cycles",
+                "findings", "skipped_files", "graph", "chains"):
+        assert key in doc
+    assert doc["schema"].startswith("hangscope.diagnosis/")
+    assert doc["verdict"] == "hang" and doc["culprit_ranks"] == [1]
+    f = doc["findings"][0]
+    assert {"kind", "ranks", "group", "seq", "op", "evidence"} <= f.keys()
+    assert f["kind"] == "not_joined" and f["seq"] == 2
+
+
+def test_no_hang_exits_zero(make_job: Callable[..., Path]) -> None:
+    job = {r: [entry(1, state="completed", retired=True)] for r in range(4)}
+    res = runner.invoke(app, ["analyze", str(make_job(job))])
+    assert res.exit_code == 0, res.stdout
+    assert res.stdout.startswith("NO HANG")
+
+
+@pytest.mark.parametrize("setup", ["missing", "empty", "unrelated", "all_bad"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, setup: str) -> None:
+    target = tmp_path / "dumps"
+    if setup != "missing":
+        target.mkdir()
+    if setup == "unrelated":
+        (target / "notes.txt").write_text("x")
+        (target / "weights.bin").write_bytes(b"\x00" * 10)
+    if setup == "all_bad":
+        (target / "nccl_trace_rank_0").write_bytes(b"")
+        (target / "nccl_trace_rank_1").write_bytes(b"\x80\x04garbage")
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(target)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hangscope: error:"), res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_files_are_skipped_and_analysis_continues(make_job: Callable[..., Path], tmp_path: Path) -> None:
+    job_dir = _stall_job(make_job)
+    (job_dir / "nccl_trace_rank_4").write_bytes(b"")
+    evil_target = tmp_path / "created_by_pickle"
+
+    class Evil:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (os.system, (f"touch {evil_target}",))
+
+    (job_dir / "nccl_trace_rank_5").write_bytes(pickle.dumps({"version": "2.10", "entries": [Evil()]}))
+    good = (job_dir / "nccl_trace_rank_0").read_bytes()
+    (job_dir / "nccl_trace_rank_6").write_bytes(good[: len(good) // 3])
+    res = runner.invoke(app, ["analyze", str(job_dir), "-f", "json"])
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    reasons = {Path(s["path"]).name: s["reason"] for s in doc["skipped_files"]}
+    assert reasons["nccl_trace_rank_4"] == "empty file"
+    assert "unsafe pickle" in reasons["nccl_trace_rank_5"]
+    assert "truncated" in reasons["nccl_trace_rank_6"]
+    assert not evil_target.exists()
+    assert doc["culprit_ranks"] == [1]
+
+
+def test_entries_command_filters(make_job: Callable[..., Path]) -> None:
+    res = runner.invoke(app, ["entries", str(_stall_job(make_job)), "--rank", "1", "-f", "csv"])
+    assert res.exit_code == 0
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("rank,record_id,pg_name")
+    assert len(lines) == 2 and lines[1].startswith("1,")
+
+
+def test_help_lists_every_command() -> None:
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0
+    for cmd in ("analyze", "entries"):
+        assert cmd in res.stdout

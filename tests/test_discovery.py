@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+
+from analyzer.discovery import discover, rank_from_name
+from analyzer.errors import InputError, RankResolutionError
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("nccl_trace_rank_12", 12),
+        ("_dump_12", 12),
+        ("rank_12.json", 12),
+        ("trace_rank12", 12),
+        ("nccl_trace_rank_node02_5", 5),
+        ("comm_lib_trace_rank_0", 0),
+        ("host-a17.cluster_rank_301.pkl", 301),
+        ("README.md", None),
+        ("EXPECTED.json", None),
+    ],
+)
+def test_rank_from_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
+
+
+def test_prefix_override() -> None:
+    assert rank_from_name("job7_rank_3", prefix="job7_rank_") == 3
+    assert rank_from_name("other_3", prefix="job7_rank_") is None
+
+
+def _touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    return path
+
+
+def test_directory_is_searched_recursively_and_non_dumps_ignored(tmp_path: Path) -> None:
+    _touch(tmp_path / "a" / "nccl_trace_rank_0")
+    _touch(tmp_path / "b" / "nccl_trace_rank_1")
+    _touch(tmp_path / "EXPECTED.json")
+    _touch(tmp_path / "fault_injection.log")
+    files = discover([tmp_path])
+    assert [f.rank for f in files] == [0, 1]
+
+
+def test_path_prefix_and_glob(tmp_path: Path) -> None:
+    for r in range(3):
+        _touch(tmp_path / f"nccl_trace_rank_{r}")
+    _touch(tmp_path / "other_9")
+    assert [f.rank for f in discover([str(tmp_path / "nccl_trace_rank_")])] == [0, 1, 2]
+    assert [f.rank for f in discover([str(tmp_path / "nccl_trace_rank_*")])] == [0, 1, 2]
+
+
+def test_list_of_files(tmp_path: Path) -> None:
+    a = _touch(tmp_path / "rank_4.json")
+    b = _touch(tmp_path / "rank_2.json")
+    assert [f.rank for f in discover([a, b])] == [2, 4]
+
+
+def test_missing_directory_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file or directory"):
+        discover([tmp_path / "nope"])
+
+
+def test_directory_of_unrelated_files(tmp_path: Path) -> None:
+    _touch(tmp_path / "notes.txt")
+    _touch(tmp_path / "model.ckpt")
+    with pytest.raises(InputError, match="named like a per-rank dump"):
+        discover([tmp_path])
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no files found"):
+        discover([tmp_path])
+
+
+def test_two_files_for_one_rank(tmp_path: Path) -> None:
+    _touch(tmp_path / "nccl_trace_rank_1")
+    _touch(tmp_path / "rank_1.json")
+    with pytest.raises(RankResolutionError, match="rank 1"):
+        discover([tmp_path])

@@ -1,0 +1,124 @@
+"""Safe loading: bad files are reported, crafted pickles never run."""
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from analyzer.errors import DumpFormatError, UnsafeDumpError
+from analyzer.reader import load_raw, parse_dump, parse_ranks, split_profiling_name
+from tests.conftest import dump, entry, write_json, write_pickle
+
+
+class _Evil:
+    """Pickles to a call of os.system that would create a file."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.system, (f"touch {self.target}",))
+
+
+def test_malicious_pickle_is_refused_and_not_executed(tmp_path: Path) -> None:
+    target = tmp_path / "pwned"
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(pickle.dumps({"version": "2.10", "entries": [_Evil(target)]}))
+    with pytest.raises(UnsafeDumpError, match="unsafe pickle"):
+        load_raw(path)
+    assert not target.exists()
+
+
+def test_builtins_eval_is_refused(tmp_path: Path) -> None:
+    # GLOBAL builtins.eval + REDUCE, hand-written protocol 2.
+    payload = b"\x80\x02cbuiltins\neval\nX\x0b\x00\x00\x00open('x','w')\x85R."
+    path = tmp_path / "_dump_0"
+    path.write_bytes(payload)
+    with pytest.raises(UnsafeDumpError):
+        load_raw(path)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(b"")
+    with pytest.raises(DumpFormatError, match="empty file"):
+        load_raw(path)
+
+
+def test_truncated_pickle(tmp_path: Path) -> None:
+    data = pickle.dumps(dump([entry(1)]))
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DumpFormatError, match="truncated"):
+        load_raw(path)
+
+
+def test_truncated_json(tmp_path: Path) -> None:
+    text = json.dumps(dump([entry(1)]))
+    path = tmp_path / "rank_0.json"
+    path.write_text(text[:-20])
+    with pytest.raises(DumpFormatError, match="JSON"):
+        load_raw(path)
+
+
+def test_foreign_files(tmp_path: Path) -> None:
+    p1 = write_pickle(tmp_path / "a_1", {"model": [1, 2, 3]})
+    p2 = tmp_path / "b_1"
+    p2.write_text("hello world")
+    p3 = write_json(tmp_path / "c_1.json", [1, 2])
+    for p in (p1, p2, p3):
+        with pytest.raises(DumpFormatError, match="not a flight-recorder dump"):
+            load_raw(p)
+
+
+def test_json_quirks_are_normalized(tmp_path: Path) -> None:
+    raw = dump([entry(1, state="completed"), entry(2)])
+    as_json = json.loads(json.dumps(raw))
+    for e in as_json["entries"]:
+        e["time_discovered_started_ns"] = 0
+        e["time_discovered_completed_ns"] = 0
+    as_json["pg_status"] = {"0": {k: str(v) for k, v in raw["pg_status"]["0"].items()}}
+    as_json["nccl_version"] = as_json.pop("comm_lib_version")
+    p_json = write_json(tmp_path / "rank_0.json", as_json)
+    p_pkl = write_pickle(tmp_path / "nccl_trace_rank_0", raw)
+    a, b = parse_dump(0, p_json), parse_dump(0, p_pkl)
+    assert a.fmt == "json" and b.fmt == "pickle"
+    assert a.pg_status == b.pg_status == {0: (2, -1, 1)}
+    assert a.comm_lib_version == b.comm_lib_version == "2.21.5"
+    assert list(a.ints["time_started_ns"]) == list(b.ints["time_started_ns"]) == [0, 0]
+    for key in a.vocab:
+        assert [a.vocab[key][c] for c in a.strings[key]] == [b.vocab[key][c] for c in b.strings[key]]
+
+
+def test_parse_ranks_forms() -> None:
+    assert parse_ranks("[0, 1, 2]") == (0, 1, 2)
+    assert parse_ranks([3, 4]) == (3, 4)
+    assert parse_ranks("[]") == ()
+    assert parse_ranks("garbage") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "parts"),
+    [
+        ("nccl:all_reduce", ("nccl", "all_reduce", -1, -1)),
+        ("gloo:barrier", ("gloo", "barrier", -1, -1)),
+        ("nccl:send 3->0", ("nccl", "send", 3, 0)),
+        ("nccl:recv 3<-2", ("nccl", "recv", 3, 2)),
+        ("ncclx:recv", ("ncclx", "recv", -1, -1)),
+        ("nccl:ALLGATHER_coalesced", ("nccl", "allgather_coalesced", -1, -1)),
+        ("xccl:_reduce_scatter_base", ("xccl", "_reduce_scatter_base", -1, -1)),
+    ],
+)
+def test_split_profiling_name(name: str, parts: tuple[str, str, int, int]) -> None:
+    assert split_profiling_name(name) == parts
+
+
+def test_stacks_are_stored_once(tmp_path: Path) -> None:
+    frames = [{"name": "f", "filename": "/x.py", "line": 1}]
+    p = write_pickle(tmp_path / "nccl_trace_rank_0",
+                     dump([entry(i, frames=frames) for i in range(1, 50)]))
+    parsed = parse_dump(0, p)
+    assert len(parsed.stacks) == 1
+    assert set(parsed.ints["stack"]) == {0}
