@@ -126,6 +126,43 @@ def entries(
         raise _fail(f"--format {fmt!r}: choose text, csv or json")
 
 
+class GraphFormat(str, Enum):
+    text = "text"
+    json = "json"
+    graphml = "graphml"
+    dot = "dot"
+
+
+@app.command()
+def graph(
+    paths: Paths,
+    fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")] = GraphFormat.text,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Print or export the wait-for graph (who waits on whom, in which group and op).
+
+    Example: hangscope graph ./dumps -f dot -o waits.dot
+    """
+    from analyzer.render.graphdoc import graph_dot, graph_graphml, graph_text
+    from analyzer.render.jsondoc import graph_dict
+
+    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    if fmt is GraphFormat.json:
+        text = json.dumps(graph_dict(result), indent=1) + "\n"
+    elif fmt is GraphFormat.graphml:
+        text = graph_graphml(result)
+    elif fmt is GraphFormat.dot:
+        text = graph_dot(result)
+    else:
+        text = graph_text(result)
+    _write(text, output)
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         try:

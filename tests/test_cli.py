@@ -108,3 +108,24 @@ def test_help_lists_every_command() -> None:
     assert res.exit_code == 0
     for cmd in ("analyze", "entries"):
         assert cmd in res.stdout
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "graphml", "dot"])
+def test_graph_command_exports(make_job: Callable[..., Path], fmt: str) -> None:
+    res = runner.invoke(app, ["graph", str(_stall_job(make_job)), "-f", fmt])
+    assert res.exit_code == 1
+    out = res.stdout
+    if fmt == "json":
+        doc = json.loads(out)
+        assert {(e["waiter"], e["holder"]) for e in doc["edges"]} == {(0, 1), (2, 1), (3, 1)}
+        assert [n["rank"] for n in doc["nodes"] if n["culprit"]] == [1]
+    elif fmt == "graphml":
+        import networkx as nx
+
+        g = nx.parse_graphml(out, node_type=int)
+        assert set(g.edges) == {(0, 1), (2, 1), (3, 1)}
+        assert g.nodes[1]["culprit"] is True
+    elif fmt == "dot":
+        assert out.startswith("digraph waits {") and "0 -> 1" in out
+    else:
+        assert "rank 1 [culprit] is waited on by:" in out
