@@ -17,6 +17,7 @@ from analyzer.diagnosis import Diagnosis, diagnose
 from analyzer.graph import build_graph, waits
 from analyzer.loader import Progress, load_dumps
 from analyzer.matching import Matching, match
+from analyzer.store import is_store, read_store
 from analyzer.tables import Tables, normalize
 
 PathLike = str | os.PathLike[str]
@@ -68,10 +69,16 @@ def analyze(
     jobs: int | None = None,
     progress: Progress | None = None,
 ) -> Analysis:
-    """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them)."""
+    """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
+
+    A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
+    """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
-    tables = normalize(loaded, world_size=world_size)
+    if len(inputs) == 1 and is_store(inputs[0]):
+        tables = read_store(inputs[0])  # normalized tables exported earlier
+    else:
+        loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
+        tables = normalize(loaded, world_size=world_size)
     matching = match(tables)
     wait_rows = waits(tables, matching)
     graph = build_graph(tables, wait_rows)

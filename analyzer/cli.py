@@ -126,6 +126,33 @@ def entries(
         raise _fail(f"--format {fmt!r}: choose text, csv or json")
 
 
+@app.command()
+def export(
+    paths: Paths,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write the normalized tables as Parquet; every command accepts the folder as input.
+
+    Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
+    """
+    from analyzer.store import write_store
+
+    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    try:
+        folder = write_store(result.tables, output)
+    except OSError as exc:
+        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    except AnalyzerError as exc:
+        raise _fail(str(exc)) from None
+    t = result.tables
+    typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(t.dumped_ranks)} ranks, "
+               f"{t.stacks['stack_id'].nunique():,} distinct stacks")
+
+
 class GraphFormat(str, Enum):
     text = "text"
     json = "json"

@@ -129,3 +129,18 @@ def test_graph_command_exports(make_job: Callable[..., Path], fmt: str) -> None:
         assert out.startswith("digraph waits {") and "0 -> 1" in out
     else:
         assert "rank 1 [culprit] is waited on by:" in out
+
+
+def test_export_store_reopens_with_the_same_answer(make_job: Callable[..., Path], tmp_path: Path) -> None:
+    job = _stall_job(make_job)
+    store = tmp_path / "incident"
+    res = runner.invoke(app, ["export", str(job), "-o", str(store)])
+    assert res.exit_code == 0, res.output
+    assert (store / "entries.parquet").exists() and (store / "stacks.parquet").exists()
+    direct = json.loads(runner.invoke(app, ["analyze", str(job), "-f", "json"]).stdout)
+    reopened = json.loads(runner.invoke(app, ["analyze", str(store), "-f", "json"]).stdout)
+    for doc in (direct, reopened):
+        doc.pop("skipped_files")
+    assert reopened == direct
+    res = runner.invoke(app, ["entries", str(store), "-r", "1", "-f", "csv"])
+    assert res.exit_code == 0 and res.stdout.count("\n") == 2
