@@ -289,18 +289,38 @@ def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
 
 
 def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
-    p = matching.progress
-    ahead = p[(p["counter_enqueued"] > p["window_hi"]) & (p["window_hi"] >= 0)]
+    """Ops the buffers never saw: op_id gaps between recorded entries (gloo send/recv) and
+    counters ahead of the newest entry."""
     out: list[Finding] = []
-    for name, grp in ahead.groupby("pg_name", sort=True):
+    e = tables.entries
+    if not matching.gloo_like or e.empty:
+        p = matching.progress
+        ahead = p[(p["counter_enqueued"] > p["window_hi"]) & (p["window_hi"] >= 0)
+                  & (p["source"] == "entries+pg_status")]
+        for name, grp in ahead.groupby("pg_name", sort=True):
+            out.append(Finding(
+                kind="unrecorded_ops", ranks=tuple(sorted(int(r) for r in grp["rank"])),
+                summary=(f"pg_status counters of {_group_label(str(name), str(grp['pg_desc'].iloc[0]))} "
+                         "run ahead of the recorded entries: ops happened that the buffer never saw"),
+                group=str(name), group_desc=str(grp["pg_desc"].iloc[0]),
+                evidence={"counters": {str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
+                          "last_recorded": {str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}},
+            ))
+        return out
+    ordered = e.sort_values(["rank", "pg_name", "op_id"])[["rank", "pg_name", "pg_desc", "op_id", "seq"]]
+    gap = ordered.groupby(["rank", "pg_name"], observed=True)["op_id"].diff().fillna(1) - 1
+    gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
+    for name, grp in gaps.groupby("pg_name", observed=True, sort=True):
+        desc = str(grp["pg_desc"].iloc[0])
+        per_rank = grp.groupby("rank")["missing"].sum()
         out.append(Finding(
-            kind="unrecorded_ops", ranks=tuple(sorted(int(r) for r in grp["rank"])),
-            summary=(f"pg_status counters of {_group_label(str(name), str(grp['pg_desc'].iloc[0]))} run "
-                     "ahead of the recorded entries: ops happened that the buffer never saw "
-                     "(send/recv under gloo, or entries not recorded)"),
-            group=str(name), group_desc=str(grp["pg_desc"].iloc[0]),
-            evidence={"counters": {str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
-                      "last_recorded": {str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}},
+            kind="unrecorded_ops", ranks=tuple(sorted(int(r) for r in per_rank.index)),
+            summary=(f"{int(per_rank.max())} op(s) of {_group_label(str(name), desc)} ran between recorded "
+                     "entries but are in no buffer (op_id gaps): gloo does not record send/recv, so a "
+                     "hang inside such an op cannot be seen in these dumps"),
+            group=str(name), group_desc=desc,
+            evidence={"unrecorded_ops_per_rank": {str(int(r)): int(m) for r, m in per_rank.items()},
+                      "gaps_before_seq": sorted({int(s) for s in grp["seq"]})[:20]},
         ))
     return out
 
@@ -366,8 +386,11 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     findings.extend(_unrecorded_info(tables, matching))
 
     missing = tuple(tables.missing_ranks)
+    unseen = any(f.kind == "unrecorded_ops" for f in findings)
     if culprits:
         verdict = Verdict.HANG
+    elif unseen and matching.gloo_like:
+        verdict, kind = Verdict.INCONCLUSIVE, "unrecorded_ops"
     elif _all_done(tables, matching):
         verdict, kind = Verdict.NO_HANG, "no_hang"
         findings.append(Finding(kind="no_hang", ranks=(), summary=(

@@ -103,6 +103,9 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
                         rows.append((int(w), int(s_rank), name, desc, int(n),
                                      ops.get((name, int(n)), "unknown"), kind))
 
+    if matching.gloo_like:
+        rows.extend(_gloo_unrecorded_waits(tables, prog))
+
     p2p = matching.p2p
     if len(p2p):
         blocked = p2p[p2p["peer_state"].isin(["not_posted", "no_dump"]) & (p2p["state"] != "completed")]
@@ -115,6 +118,27 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
         out = out.sort_values(["holder", "pg_name", "seq", "waiter"], ignore_index=True)
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
+
+
+def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[tuple[int, int, str, str, int, str, str]]:
+    """gloo: a member whose op counter (op_id units) stops before ops its peers enqueued that
+    no buffer recorded (send/recv) is waited on through those unrecorded ops."""
+    e = tables.entries
+    recorded = set(zip(e["pg_name"].astype(str), e["op_id"].astype(int)))
+    rows = []
+    known = prog[(prog["op_progress"] >= 0) & prog["dumped"]]
+    for name, grp in known.groupby("pg_name", sort=False):
+        name = str(name)
+        frontier = int(grp["op_progress"].max())
+        desc = str(grp["pg_desc"].iloc[0])
+        for lag_rank, lag in zip(grp["rank"], grp["op_progress"]):
+            n = int(lag) + 1
+            if lag >= frontier or (name, n) in recorded:
+                continue  # a recorded collective: the sequence-number matching covers it
+            for w, wp in zip(grp["rank"], grp["op_progress"]):
+                if int(wp) >= n:
+                    rows.append((int(w), int(lag_rank), name, desc, n, "unrecorded", "unrecorded"))
+    return rows
 
 
 def build_graph(tables: Tables, wait_rows: pd.DataFrame) -> nx.DiGraph:

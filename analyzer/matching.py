@@ -59,14 +59,20 @@ def _group_key(entries: pd.DataFrame) -> np.ndarray:
     return (codes << 40) | (entries["seq"].to_numpy(np.int64) & ((1 << 40) - 1))
 
 
-def _progress(tables: Tables, coll: pd.DataFrame) -> pd.DataFrame:
-    """Per (group, member): recorded window and enqueue/complete progress in collectives."""
+def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFrame:
+    """Per (group, member): recorded window and enqueue/complete progress in collectives.
+
+    NCCL's ``pg_status`` counters count sequence numbers (of collectives, or of send/recv
+    when the group's last op was one). gloo's count the per-group ``op_id`` and ignore
+    send/recv, which gloo does not record either: for gloo the counter is compared in op_id
+    units (``op_progress``), never with collective sequence numbers.
+    """
     entries = tables.entries
     groups = tables.groups
     # What each rank's entries say, per group.
     per = entries.groupby(["pg_name", "rank"], observed=True, sort=False).agg(
         lo=("seq", "min"), hi=("seq", "max"), last_record=("record_id", "max"),
-        n=("seq", "size"),
+        n=("seq", "size"), op_hi=("op_id", "max"),
     )
     coll_only = coll.groupby(["pg_name", "rank"], observed=True, sort=False).agg(
         coll_lo=("seq", "min"), coll_hi=("seq", "max"),
@@ -102,7 +108,7 @@ def _progress(tables: Tables, coll: pd.DataFrame) -> pd.DataFrame:
 
     rows: dict[str, list[object]] = {k: [] for k in (
         "pg_name", "pg_desc", "rank", "dumped", "window_lo", "window_hi", "enqueued",
-        "completed", "counter_enqueued", "counter_completed", "source")}
+        "completed", "counter_enqueued", "counter_completed", "op_progress", "source")}
     for name, desc, members in groups[["pg_name", "pg_desc", "ranks"]].itertuples(index=False):
         if name not in active_groups:
             continue
@@ -118,7 +124,13 @@ def _progress(tables: Tables, coll: pd.DataFrame) -> pd.DataFrame:
             comp = done_idx.get(key, -1)
             source = "entries" if e_row is not None else "none"
             c_enq = c_comp = -1
-            if counter is not None:
+            op_progress = int(e_row.op_hi) if e_row is not None else -1
+            if counter is not None and gloo_like:
+                c_enq, _, c_comp = counter
+                op_progress = max(op_progress, c_enq)
+                if e_row is None:
+                    source = "unknown"
+            elif counter is not None:
                 c_enq, _, c_comp = counter
                 if e_row is not None:
                     counts_coll = not bool(last_is_p2p.get(key, False))
@@ -147,11 +159,12 @@ def _progress(tables: Tables, coll: pd.DataFrame) -> pd.DataFrame:
             rows["completed"].append(comp)
             rows["counter_enqueued"].append(c_enq)
             rows["counter_completed"].append(c_comp)
+            rows["op_progress"].append(op_progress)
             rows["source"].append(source)
     out = pd.DataFrame(rows)
     return out.astype({"rank": "int32", "window_lo": "int64", "window_hi": "int64",
                        "enqueued": "int64", "completed": "int64", "counter_enqueued": "int64",
-                       "counter_completed": "int64", "dumped": "bool"})
+                       "counter_completed": "int64", "op_progress": "int64", "dumped": "bool"})
 
 
 def _majority(values: pd.Series) -> str:
@@ -365,7 +378,7 @@ def match(tables: Tables) -> Matching:
     coll = entries[~entries["is_p2p"]]
     backends = set(entries["backend"].astype(str).unique())
     gloo_like = bool(backends) and backends <= {"gloo"}
-    progress = _progress(tables, coll)
+    progress = _progress(tables, coll, gloo_like)
     return Matching(
         progress=progress,
         collectives=_collectives(coll, progress, tables),

@@ -22,6 +22,15 @@ SAMPLE_DIRS = sorted(p.parent for p in SAMPLES.glob("*/EXPECTED.json"))
 
 
 def _check(path: Path, expected: dict) -> None:
+    # Where the dumps cannot show what was injected, EXPECTED.json says what an honest
+    # analysis concludes instead (``analyzer``), and why.
+    if "analyzer" in expected:
+        honest = expected["analyzer"]
+        result = analyzer.analyze(path)
+        assert result.diagnosis.verdict.value == honest["verdict"], result.diagnosis.headline
+        assert list(result.diagnosis.culprit_ranks) == honest["culprits"]
+        assert result.diagnosis.kind == honest["kind"]
+        return
     result = analyzer.analyze(path)
     d = result.diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
