@@ -50,8 +50,12 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
                            "  ", width))
     lead = next((f for f in d.findings if f.culprit and f.stack), None)
     if lead is not None:
+        frames = list(lead.stack)
+        # Start at the caller: skip torch.distributed's own frames at the top.
+        while len(frames) > 1 and "/torch/distributed/" in str(frames[0]["filename"]):
+            frames.pop(0)
         lines.append("  issued at:")
-        for fr in lead.stack[:8]:
+        for fr in frames[:8]:
             lines.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
     lines.append("")
     lines.append(f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
