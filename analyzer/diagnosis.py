@@ -267,6 +267,10 @@ def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
         return out
     row = cand.sort_values(["first_created_ns"]).iloc[0]
     members = tables.members().get(str(row["pg_name"]), ())
+    if not matching.gloo_like:
+        slow = _slow_completers(matching)
+        if slow:
+            return [slow]
     e = tables.entries
     mine = e[(e["pg_name"] == row["pg_name"]) & (e["seq"] == row["seq"]) & ~e["is_p2p"]]
     started = mine[mine["time_started_ns"] > 0]
@@ -286,6 +290,43 @@ def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
                        seq=int(row["seq"]), op=str(row["op"]), culprit=True, evidence=evidence,
                        stack=stack))
     return out
+
+
+def _slow_completers(matching: Matching) -> Finding | None:
+    """Ranks that enqueued as far as their peers but whose completions stopped earlier.
+
+    Every member joined, so no rank is missing from the program's point of view; the rank
+    whose own GPU work stopped completing first (its completed counter lags the others')
+    is stuck on its GPU or link.
+    """
+    p = matching.progress
+    known = p[(p["enqueued"] >= 0) & (p["completed"] >= -1)]
+    laggers: dict[int, dict[str, Any]] = {}
+    for name, grp in known.groupby("pg_name", sort=True):
+        if grp["enqueued"].nunique() != 1 or len(grp) < 2:
+            continue
+        done = grp["completed"]
+        top = int(done.max())
+        if (done == top).sum() * 2 <= len(grp):
+            continue  # no majority that completed further: not this pattern
+        for r, c in zip(grp["rank"], done):
+            if int(c) < top:
+                laggers.setdefault(int(r), {"group": str(name), "group_desc": str(grp["pg_desc"].iloc[0]),
+                                            "completed": int(c), "peers_completed": top,
+                                            "enqueued": int(grp["enqueued"].iloc[0])})
+    if not laggers:
+        return None
+    ranks = tuple(sorted(laggers))
+    first = laggers[ranks[0]]
+    return Finding(
+        kind="stuck_in_collective", ranks=ranks, culprit=True,
+        summary=(f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} enqueued as far as "
+                 f"{'their' if len(ranks) > 1 else 'its'} peers but stopped completing first (in "
+                 f"{_group_label(first['group'], first['group_desc'])} completed {first['completed']} while the "
+                 f"peers completed {first['peers_completed']}): stuck on the GPU or its link, not in the program"),
+        group=first["group"], group_desc=first["group_desc"], seq=first["completed"] + 1,
+        evidence={"per_rank": {str(r): v for r, v in laggers.items()}},
+    )
 
 
 def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:

@@ -167,3 +167,13 @@ def test_gloo_counters_ahead_of_entries(make_job: Callable[..., Path], tmp_path:
     d = analyzer.analyze(tmp_path).diagnosis
     assert d.culprit_ranks == (1,)
     assert d.kind == "unrecorded_ops"
+
+
+def test_rank_whose_completions_stopped_first_is_stuck_on_its_gpu(make_job: Callable[..., Path]) -> None:
+    # Everyone enqueued seq 1..5; ranks 0, 1, 3 completed up to 4, rank 2 only up to 2.
+    job = {r: _completed(4) + [entry(5, t=5, state="started")] for r in (0, 1, 3)}
+    job[2] = _completed(2) + [entry(s, t=s, state="started" if s == 3 else "scheduled") for s in (3, 4, 5)]
+    d = analyzer.analyze(make_job(job)).diagnosis
+    assert d.kind == "stuck_in_collective"
+    assert d.culprit_ranks == (2,)
+    assert "stopped completing first" in d.headline
