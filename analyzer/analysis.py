@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import pandas as pd
@@ -59,6 +60,43 @@ class Analysis:
     @property
     def verdict(self) -> str:
         return self.diagnosis.verdict.value
+
+    # Figures and the HTML report (render modules are imported lazily: plotly stays out of
+    # the analysis layers).
+    def timeline(self, **kw: Any) -> Any:
+        """The timeline figure (``max_lanes``, ``window_s``, ``clock="job"|"rank"``, ``collapse``)."""
+        from analyzer.render.figures import timeline
+
+        return timeline(self, **kw)
+
+    def wait_graph_figure(self, **kw: Any) -> Any:
+        """The wait-for graph figure."""
+        from analyzer.render.figures import wait_graph
+
+        return wait_graph(self, **kw)
+
+    def progress_figure(self) -> Any:
+        """Per group and rank: lag behind the group's frontier."""
+        from analyzer.render.figures import progress
+
+        return progress(self)
+
+    def report_html(self, **kw: Any) -> str:
+        """The self-contained HTML incident report (``plotlyjs="inline"|"cdn"``, timeline options)."""
+        from analyzer.render.html import render_html
+
+        return render_html(self, **kw)
+
+    def save_report(self, path: PathLike, **kw: Any) -> str:
+        """Write the HTML incident report to ``path``; returns the path."""
+        from analyzer.render.html import write_html
+
+        return write_html(self, path, **kw)
+
+    def _repr_html_(self) -> str:
+        from analyzer.render.html import verdict_html
+
+        return verdict_html(self)
 
 
 def analyze(
