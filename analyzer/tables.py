@@ -137,14 +137,17 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     file_ranks = [f.rank for f in loaded.files]
     config_votes: dict[str, Counter[tuple[str, tuple[int, ...]]]] = defaultdict(Counter)
+    unnamed_max = -1  # gloo's nameless pg_config entry: no group to trust, but a world bound
     for d in dumps:
         for name, (desc, members) in d.pg_config.items():
             if name and members:
                 config_votes[name][(desc, members)] += 1
+            elif members:
+                unnamed_max = max(unnamed_max, max(members))
     world = world_size or 0
     if not world:
         default = config_votes.get("0")
-        candidates = [max(file_ranks) + 1 if file_ranks else 0]
+        candidates = [max(file_ranks) + 1 if file_ranks else 0, unnamed_max + 1]
         if default:
             candidates.append(max(max(m) for (_, m) in default) + 1)
         for votes in config_votes.values():

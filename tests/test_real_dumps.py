@@ -41,6 +41,9 @@ def _check(path: Path, expected: dict) -> None:
         assert d.deadlock_cycles, d.headline
     if "dumped_ranks" in expected:
         assert result.tables.dumped_ranks == sorted(expected["dumped_ranks"])
+        if "world" in expected:  # every rank without a dump is reported as missing
+            missing = sorted(set(range(expected["world"])) - set(expected["dumped_ranks"]))
+            assert list(d.missing_dumps) == missing
 
 
 @pytest.mark.parametrize("path", SAMPLE_DIRS, ids=[p.name for p in SAMPLE_DIRS])
