@@ -190,6 +190,58 @@ def graph(
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
+class PlotlyJs(str, Enum):
+    inline = "inline"
+    cdn = "cdn"
+
+
+class Clock(str, Enum):
+    job = "job"
+    rank = "rank"
+
+
+@app.command()
+def report(
+    paths: Paths,
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    plotlyjs: Annotated[PlotlyJs, typer.Option(
+        "--plotlyjs", help="inline: offline, one file (default); cdn: small file, loads plotly.js from its CDN")
+    ] = PlotlyJs.inline,
+    png: Annotated[Optional[Path], typer.Option(
+        "--png", help="Also write the timeline as a static image (.png via kaleido + Chromium; "
+        ".svg needs nothing)")] = None,
+    clock: Annotated[Clock, typer.Option(
+        "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)")] = Clock.job,
+    max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
+    window: Annotated[Optional[float], typer.Option(
+        "--window", help="Seconds before the hang shown by default (default: the last ops of every rank)")] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write the HTML incident report: verdict first, then timeline, wait graph and evidence.
+
+    Example: hangscope report ./dumps -o report.html --png timeline.png
+    """
+    from analyzer.render.html import render_html, verdict_line
+
+    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    kw = {"clock": clock.value, "max_lanes": max_lanes, "window_s": window}
+    _write(render_html(result, plotlyjs=plotlyjs.value, **kw), output)
+    typer.echo(f"wrote {output}")
+    if png is not None:
+        from analyzer.render.static import StaticImageError, write_timeline_image
+
+        try:
+            write_timeline_image(result, png, **kw)
+        except (StaticImageError, OSError) as exc:
+            raise _fail(f"{png}: {exc}") from None
+        typer.echo(f"wrote {png}")
+    typer.echo(verdict_line(result))
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         try:

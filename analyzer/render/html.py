@@ -109,6 +109,11 @@ def _verdict_line(analysis: Analysis) -> str:
 
 def verdict_line(analysis: Analysis) -> str:
     """One line: verdict, culprits and kind (the CLI prints it)."""
+    v = analysis.diagnosis.verdict.value
+    if v == "no_hang":
+        return "NO HANG: every recorded op completed and the counters agree"
+    if v == "inconclusive":
+        return "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
     return f"{_verdict_line(analysis)} ({_kind_title(analysis.diagnosis.kind)})"
 
 
