@@ -101,8 +101,12 @@ def check_dump(rank: int, dump: dict, *, timing: bool, frames: bool, fmt: str,
             assert all(isinstance(s, list) and all(isinstance(x, int) for x in s) for s in e[key])
         assert set(e["input_dtypes"]) | set(e["output_dtypes"]) <= {"BFloat16", "Float", "Double"}
         m = P2P_RE.match(e["profiling_name"])
-        assert e["is_p2p"] == bool(m)
-        if m:
+        coalesced = e["profiling_name"] == "nccl:coalesced"
+        assert e["is_p2p"] == bool(m or coalesced)
+        if coalesced:
+            # endCoalescing's work: no tensors, the group's p2p counter of the batch.
+            assert e["input_sizes"] == e["output_sizes"] == [] == e["input_dtypes"]
+        elif m:
             local, peer = (m.group(2), m.group(3)) if m.group(2) else (m.group(4), m.group(5))
             ranks = members[name]
             assert ranks[int(local)] == rank, "send/recv names this rank's group-local index"
@@ -112,7 +116,8 @@ def check_dump(rank: int, dump: dict, *, timing: bool, frames: bool, fmt: str,
         # Counters move by one per op of their kind inside a group (a contiguous window).
         k = (name, e["is_p2p"])
         if k in last_seq:
-            assert seq_of(e) == last_seq[k] + 1, (rank, e["record_id"])
+            step = 0 if coalesced else 1  # the work shares the seq of the ops it batches
+            assert seq_of(e) == last_seq[k] + step, (rank, e["record_id"])
         last_seq[k] = seq_of(e)
         state = e["state"]
         none = None if fmt == "pickle" else 0
@@ -332,9 +337,10 @@ def test_desync_odd_one_out(tmp_path, fault, what):
     assert all(vals[6] != v for r, v in vals.items() if r != 6)
 
 
+@pytest.mark.parametrize("batch_p2p", [False, True])
 @pytest.mark.parametrize("fault", FAULTS)
-def test_every_fault_tells_its_story(tmp_path, fault):
-    expected, dumps = run(tmp_path, fault=fault, seed=3)
+def test_every_fault_tells_its_story(tmp_path, fault, batch_p2p):
+    expected, dumps = run(tmp_path, fault=fault, seed=3, batch_p2p=batch_p2p)
     check_all(expected, dumps)
     assert expected["scenario"] == expected["kind"] == fault
     assert expected["hang"] == (fault != "none")
@@ -376,6 +382,32 @@ def test_deterministic_for_a_seed_and_parallel_writes_match(tmp_path):
 
     assert blobs("a") == blobs("b")
     assert blobs("a") != blobs("c")
+
+
+def test_batched_p2p_records_ops_without_events_plus_a_coalesced_work(tmp_path):
+    expected, dumps = run(tmp_path, fault="none", batch_p2p=True, timing=True)
+    check_all(expected, dumps, timing=True)
+    for d in dumps.values():
+        es = d["entries"]
+        for i, e in enumerate(es):
+            if P2P_RE.match(e["profiling_name"]):
+                # batch_isend_irecv ops never get events: scheduled forever, never retired.
+                assert e["state"] == "scheduled" and e["retired"] is False
+                if i + 1 < len(es):
+                    w = es[i + 1]
+                    assert w["profiling_name"] == "nccl:coalesced"
+                    assert (w["p2p_seq_id"], w["op_id"], w["process_group"]) == (
+                        e["p2p_seq_id"], e["op_id"], e["process_group"])
+                    assert w["state"] == "completed" and w["retired"] is True
+        assert any(e["profiling_name"] == "nccl:coalesced" for e in es)
+
+
+def test_batched_p2p_hang(tmp_path):
+    expected, dumps = run(tmp_path, fault="pipeline_stall", fault_rank=0, batch_p2p=True)
+    check_all(expected, dumps)
+    nxt = dumps[2]["entries"]
+    stuck = [e for e in nxt if e["profiling_name"] == "nccl:coalesced" and e["state"] != "completed"]
+    assert stuck, "the next stage's coalesced recv work never completes"
 
 
 def test_without_frames(tmp_path):

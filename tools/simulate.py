@@ -34,14 +34,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import multiprocessing
 import os
 import pickle
 import random
-import struct
 import sys
+from array import array
 import time
 from collections import deque
 from pathlib import Path
@@ -82,6 +83,7 @@ US = 1_000
 MS = 1_000_000
 SEC = 1_000_000_000
 WATCHDOG_TICK_NS = 100 * MS  # kWatchdogThreadSleepMillis
+BATCH_OP_LEAD_NS = 12 * US  # an op inside batch_isend_irecv is recorded before its work
 SYNC_NS = 25 * US  # CPU wake-up after a synchronising op finished
 POST_STEP_NS = 18 * MS  # optimizer step and logging between iterations
 DEFAULT_TIMEOUT_MS = 600_000
@@ -190,10 +192,11 @@ class Site:
         "cpu_ns",
         "gpu_ns",
         "comm_ns",
+        "coalesced",
     )
 
     def __init__(self, key, op, in_sizes, in_dtypes, out_sizes, out_dtypes, frames,
-                 autograd, cpu_ns, gpu_ns, comm_ns):
+                 autograd, cpu_ns, gpu_ns, comm_ns, coalesced=None):
         self.key = key
         self.op = op
         self.in_sizes = in_sizes
@@ -205,6 +208,12 @@ class Site:
         self.cpu_ns = cpu_ns
         self.gpu_ns = gpu_ns
         self.comm_ns = comm_ns
+        # For an op issued inside batch_isend_irecv: the "nccl:coalesced" work recorded by
+        # endCoalescing right after it. The op's own record has no CUDA events.
+        self.coalesced = coalesced
+        # For an op issued inside batch_isend_irecv: the "nccl:coalesced" work recorded by
+        # endCoalescing right after it. The op's own record has no CUDA events.
+        self.coalesced = coalesced
 
 
 class Op:
@@ -380,10 +389,10 @@ class SiteTable:
         )
 
     # -- pipeline p2p
-    def p2p(self, kind: int, forward: bool) -> Site:
-        return self._get(("p2p", kind, forward), lambda: self._p2p(kind, forward))
+    def p2p(self, kind: int, forward: bool, batched: bool = False) -> Site:
+        return self._get(("p2p", kind, forward, batched), lambda: self._p2p(kind, forward, batched))
 
-    def _p2p(self, kind: int, forward: bool) -> Site:
+    def _p2p(self, kind: int, forward: bool, batched: bool) -> Site:
         shape = [self.sp_seq, MICRO_BATCH, HIDDEN]
         if kind == SEND:
             api = "send_forward" if forward else "send_backward"
@@ -391,20 +400,34 @@ class SiteTable:
         else:
             api = "recv_forward" if forward else "recv_backward"
             c10d, p2p_line, comm_line = ("irecv", _C10D, 2420), 256, 372
-        frames = [c10d, ("_p2p_ops", _P2P, p2p_line), ("_communicate", _P2P, comm_line),
-                  (api, _P2P, {"send_forward": 480, "recv_forward": 430,
+        caller = [(api, _P2P, {"send_forward": 480, "recv_forward": 430,
                                "send_backward": 505, "recv_backward": 455}[api]),
                   (api, _SCHED, {"send_forward": 1708, "recv_forward": 1691,
                                  "send_backward": 1742, "recv_backward": 1725}[api])]
-        frames += self._tail
+        caller += self._tail
+        coalesced = None
+        if batched:
+            batch = [("batch_isend_irecv", _C10D, 2786), ("_batched_p2p_ops", _P2P, 170),
+                     ("_communicate", _P2P, 363)]
+            frames = [c10d] + batch + caller
+            coalesced = Site(
+                key=("coalesced", kind, forward), op="coalesced",
+                in_sizes=[], in_dtypes=[], out_sizes=[], out_dtypes=[],
+                frames=_frames(("_coalescing_manager", _C10D, 2545),
+                               ("__exit__", "/usr/lib/python3.12/contextlib.py", 144),
+                               *batch, *caller),
+                autograd=False, cpu_ns=0, gpu_ns=0, comm_ns=0)
+        else:
+            frames = [c10d, ("_p2p_ops", _P2P, p2p_line), ("_communicate", _P2P, comm_line)] + caller
         nbytes = shape[0] * shape[1] * shape[2] * 2
         gpu = (350 if forward else 500) * US if kind == SEND else 40 * US
         return Site(
-            key=("p2p", kind, forward), op="send" if kind == SEND else "recv",
+            key=("p2p", kind, forward, batched), op="send" if kind == SEND else "recv",
             in_sizes=[shape], in_dtypes=["BFloat16"], out_sizes=[shape], out_dtypes=["BFloat16"],
             frames=_frames(*frames), autograd=False,
-            cpu_ns=45 * US, gpu_ns=gpu,
+            cpu_ns=(60 if batched else 45) * US, gpu_ns=gpu,
             comm_ns=int(15 * US + nbytes / NETWORK_BYTES_PER_NS),
+            coalesced=coalesced,
         )
 
     # -- end of step
@@ -489,26 +512,32 @@ class SiteTable:
         )
 
 
-def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: int) -> list[Op]:
-    """One training step of a rank on pipeline stage ``stage``."""
+def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: int,
+                  batch_p2p: bool = False) -> list[Op]:
+    """One training step of a rank on pipeline stage ``stage``.
+
+    With ``batch_p2p`` every send/recv goes through ``batch_isend_irecv`` (Megatron's
+    ``batch_p2p_comm``), which the flight recorder records as the op plus a coalesced work.
+    """
     pp, tp = topo.pp, topo.tp
     ops: list[Op] = []
+    b = batch_p2p
     for m in range(microbatches):
         if stage > 0:
-            ops.append(Op(sites.p2p(RECV, True), PP, RECV, stage - 1, tag=("F", m, "recv")))
+            ops.append(Op(sites.p2p(RECV, True, b), PP, RECV, stage - 1, tag=("F", m, "recv")))
         if tp > 1:
             for j in range(TP_OPS_PER_PASS):
                 ops.append(Op(sites.tp_op(j, False), TP, tag=("F", m, "tp", j)))
         if stage < pp - 1:
-            ops.append(Op(sites.p2p(SEND, True), PP, SEND, stage + 1, tag=("F", m, "send")))
+            ops.append(Op(sites.p2p(SEND, True, b), PP, SEND, stage + 1, tag=("F", m, "send")))
     for m in range(microbatches):
         if stage < pp - 1:
-            ops.append(Op(sites.p2p(RECV, False), PP, RECV, stage + 1, tag=("B", m, "recv")))
+            ops.append(Op(sites.p2p(RECV, False, b), PP, RECV, stage + 1, tag=("B", m, "recv")))
         if tp > 1:
             for j in range(TP_OPS_PER_PASS):
                 ops.append(Op(sites.tp_op(j, True), TP, tag=("B", m, "tp", j)))
         if stage > 0:
-            ops.append(Op(sites.p2p(SEND, False), PP, SEND, stage - 1, tag=("B", m, "send")))
+            ops.append(Op(sites.p2p(SEND, False, b), PP, SEND, stage - 1, tag=("B", m, "send")))
     if pp > 1 and stage in (0, pp - 1):
         ops.append(Op(sites.emb(), EMB, tag=("E", "emb")))
     if topo.dp > 1:
@@ -548,11 +577,10 @@ class _Inst:
 class Schedule:
     """Per-rank times of one iteration, relative to its start (-1: never happened)."""
 
-    def __init__(self, enq, ready, done, keys):
+    def __init__(self, enq, ready, done):
         self.enq = enq  # enqueue (time_created) of each enqueued op
         self.ready = ready  # the op reached the head of the stream (its kernel started)
         self.done = done  # the op finished on the GPU
-        self.keys = keys  # matching key of each enqueued op
 
 
 def run_schedule(
@@ -589,7 +617,6 @@ def run_schedule(
     ready: list[list[int]] = [[-1] * len(p) for p in progs]
     done: list[list[int]] = [[-1] * len(p) for p in progs]
     opinst: list[list[_Inst]] = [[] for _ in range(n)]
-    keys: list[list[tuple]] = [[] for _ in range(n)]
     coll_cnt = [[0] * 6 for _ in range(n)]
     p2p_cnt: list[dict] = [dict() for _ in range(n)]
     insts: dict[tuple, _Inst] = {}
@@ -682,12 +709,11 @@ def run_schedule(
             if inst.enq == inst.size:
                 del insts[key]
             opinst[r].append(inst)
-            keys[r].append(key)
             p += 1
             pc[r] = p
             if head[r] == p - 1:
                 start(r, p - 1)
-    return Schedule(enq, ready, done, keys)
+    return Schedule(enq, ready, done)
 
 
 # --------------------------------------------------------------------------- faults
@@ -783,8 +809,8 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
         plan.description = (
             f"Rank {r} (pipeline stage {stage(r)}) stopped sending activations to rank {nxt} "
             f"from microbatch {m} on while still running everything else: rank {nxt} waits "
-            "in a recv whose send was never posted, and rank {r} later waits for gradients "
-            "that can never come.").replace("{r}", str(r))
+            f"in a recv whose send was never posted, and rank {r} later waits for gradients "
+            "that can never come.")
         return r, plan
 
     if fault == "pp_deadlock":
@@ -912,7 +938,8 @@ def _iteration_start(t0: int, period: int, seed: int, k: int) -> int:
 
 
 def _float32(x: float) -> float:
-    return struct.unpack("f", struct.pack("f", x))[0]
+    """cudaEventElapsedTime returns a float: keep single precision."""
+    return array("f", (x,))[0]
 
 
 class _Job:
@@ -920,6 +947,15 @@ class _Job:
 
     def __init__(self, **kw) -> None:
         self.__dict__.update(kw)
+        self._ranks_str: dict[int, str] = {}
+
+    def ranks_str(self, gid: int) -> str:
+        """pg_config's ``ranks`` value, e.g. ``"[0, 1, 2]"`` (built once per group)."""
+        s = self._ranks_str.get(gid)
+        if s is None:
+            s = "[" + ", ".join(map(str, self.topo.group_ranks[gid])) + "]"
+            self._ranks_str[gid] = s
+        return s
 
 
 _JOB: _Job | None = None
@@ -974,12 +1010,14 @@ def build_dump(r: int) -> dict[str, Any]:
 
     statics: dict[tuple, tuple] = {}
 
-    def static(op: Op) -> tuple:
-        key = (id(op.site), op.role, op.kind, op.peer)
+    def static(op: Op, part: int = 0) -> tuple:
+        key = (id(op.site), op.role, op.kind, op.peer, part)
         st = statics.get(key)
         if st is None:
-            site = op.site
-            if op.kind == SEND:
+            site = op.site if part != 2 else op.site.coalesced
+            if part == 2:
+                pname = "nccl:coalesced"
+            elif op.kind == SEND:
                 pname = f"nccl:send {s_}->{op.peer}"
             elif op.kind == RECV:
                 pname = f"nccl:recv {s_}<-{op.peer}"
@@ -995,8 +1033,6 @@ def build_dump(r: int) -> dict[str, Any]:
             statics[key] = st
         return st
 
-    st_h = [static(op) for op in prog_h]
-    st_f = [static(op) for op in prog_f]
     ca_h, pa_h, ncoll, np2p = _counters(prog_h)
     ca_f, pa_f, _, _ = _counters(prog_f)
 
@@ -1007,8 +1043,23 @@ def build_dump(r: int) -> dict[str, Any]:
         # Events that fired after the watchdog stopped observing were never seen.
         rdy_f = [x if 0 <= x < blind_t else -1 for x in rdy_f]
         don_f = [x if 0 <= x < blind_t else -1 for x in don_f]
-    nT = len(prog_h)
-    nF = len(enq_f)
+
+    def records(prog: list[Op], n_ops: int) -> list[tuple[int, int]]:
+        """(op index, part): part 0 a plain op, 1 an op inside batch_isend_irecv (no
+        events: it stays scheduled forever), 2 the coalesced work that follows it."""
+        out = []
+        for j in range(n_ops):
+            if prog[j].site.coalesced is not None:
+                out.append((j, 1))
+                out.append((j, 2))
+            else:
+                out.append((j, 0))
+        return out
+
+    rec_h = records(prog_h, len(prog_h))
+    rec_f = records(prog_f, len(enq_f))
+    nT = len(rec_h)
+    nF = len(rec_f)
     total = F * nT + nF
     lo = max(0, total - B)
 
@@ -1070,11 +1121,15 @@ def build_dump(r: int) -> dict[str, Any]:
 
     # Healthy history, laid out from the template iteration (the hot loop: dict literals).
     tmpl = []
-    for j, op in enumerate(prog_h):
+    scales = (0.94, 0.97, 1.0, 1.03, 1.06)  # run-to-run spread of kernel durations
+    all_durs = array("f", [(d - s) / 1e6 * v for d, s in zip(don_h, rdy_h) for v in scales]).tolist()
+    for j, part in rec_h:
+        op = prog_h[j]
         role = op.role
-        dur = (don_h[j] - rdy_h[j]) / 1e6
-        durs = tuple(_float32(dur * (0.94 + 0.03 * v)) for v in range(5))
-        tmpl.append((st_h[j], ncoll[role], np2p[role], ca_h[j], pa_h[j], enq_h[j], don_h[j], durs))
+        durs = all_durs[5 * j:5 * j + 5]
+        e_rel = enq_h[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
+        tmpl.append((static(op, part), ncoll[role], np2p[role], ca_h[j], pa_h[j], e_rel,
+                     don_h[j] if part != 1 else -1, durs))
     g = lo
     while g < F * nT:
         k, j0 = divmod(g, nT)
@@ -1089,6 +1144,10 @@ def build_dump(r: int) -> dict[str, Any]:
             coll = k * nc + ca
             p2p = k * npp + pa
             created = base_t + e_rel - (rid * 7919) % 4000
+            if d_rel < 0:  # recorded without events: scheduled forever, never retired
+                emit(rid, (pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames,
+                           phase), coll, p2p, created, -1, -1)
+                continue
             don = base_t + d_rel
             completed = don + (phase - don) % tick + 2_000 + (rid % 17) * 1_300
             if timing:
@@ -1138,13 +1197,15 @@ def build_dump(r: int) -> dict[str, Any]:
         g = (k + 1) * nT
     # The last iteration, scheduled op by op.
     base_t = it_start(F)
-    for j in range(max(0, lo - F * nT), nF):
+    for i in range(max(0, lo - F * nT), nF):
+        j, part = rec_f[i]
         op = prog_f[j]
         role = op.role
-        rdy = rdy_f[j]
-        don = don_f[j]
-        emit(F * nT + j, st_f[j], F * ncoll[role] + ca_f[j], F * np2p[role] + pa_f[j],
-             base_t + enq_f[j], base_t + rdy if rdy >= 0 else -1, base_t + don if don >= 0 else -1)
+        rdy = rdy_f[j] if part != 1 else -1
+        don = don_f[j] if part != 1 else -1
+        created = base_t + enq_f[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
+        emit(F * nT + i, static(op, part), F * ncoll[role] + ca_f[j], F * np2p[role] + pa_f[j],
+             created, base_t + rdy if rdy >= 0 else -1, base_t + don if don >= 0 else -1)
 
     # pg_status: counters of the works this rank enqueued, observed by its watchdogs.
     status: dict[int, list[int]] = {}
@@ -1157,7 +1218,7 @@ def build_dump(r: int) -> dict[str, Any]:
             st[2] = seq
             if timing and seq > st[1]:
                 st[1] = seq
-    for j in range(nF):
+    for j in range(len(enq_f)):
         op = prog_f[j]
         seq = F * (np2p[op.role] if op.kind != COLL else ncoll[op.role]) + (
             pa_f[j] if op.kind != COLL else ca_f[j])
@@ -1179,8 +1240,7 @@ def build_dump(r: int) -> dict[str, Any]:
     pg_config = {}
     for role in sorted(pgtuple, key=lambda x: (pgtuple[x][0], pgtuple[x][1])):
         name, desc = pgtuple[role]
-        ranks = topo.group_ranks[rg[role]]
-        pg_config[name] = {"name": name, "desc": desc, "ranks": "[" + ", ".join(map(str, ranks)) + "]"}
+        pg_config[name] = {"name": name, "desc": desc, "ranks": job.ranks_str(rg[role])}
 
     return {
         "version": FORMAT_VERSION,
@@ -1220,6 +1280,7 @@ def dump_path(out_dir: Path, r: int, fmt: str) -> Path:
 def _write_ranks(ranks: list[int]) -> int:
     job = _JOB
     assert job is not None
+    gc.disable()  # dumps are trees of fresh dicts: nothing for the cycle collector to find
     written = 0
     for r in ranks:
         dump = build_dump(r)
@@ -1255,6 +1316,7 @@ def simulate_job(
     microbatches: int | None = None,
     inflight: int = DEFAULT_INFLIGHT,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    batch_p2p: bool = False,
 ) -> dict[str, Any]:
     """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED."""
     if fault not in FAULTS:
@@ -1269,9 +1331,23 @@ def simulate_job(
     sites = SiteTable(topo)
     M = microbatches if microbatches is not None else min(16, max(4, pp))
     inflight = max(2, inflight)
-    by_stage = [build_program(topo, sites, s, M) for s in range(pp)]
+    by_stage = [build_program(topo, sites, s, M, batch_p2p) for s in range(pp)]
     base = [by_stage[topo.coords(r)[1]] for r in range(topo.world)]
 
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small objects, no cycles: the collector would only rescan them
+    try:
+        return _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing, fmt,
+                         buffer_size, with_frames, seed, jobs, entries_per_rank, inflight,
+                         timeout_ms)
+    finally:
+        gc.unfreeze()
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing, fmt,
+              buffer_size, with_frames, seed, jobs, entries_per_rank, inflight, timeout_ms):
     rng = random.Random(seed * 1_000_003 + 17)
     fault_rank, plan = plan_fault(fault, topo, sites, base, fault_rank, M, rng)
 
@@ -1336,6 +1412,7 @@ def simulate_job(
     try:
         if jobs > 1 and len(live) > 1:
             chunks = [live[i::jobs * 4] for i in range(jobs * 4)]
+            gc.freeze()  # children inherit the schedule without copying its pages
             ctx = multiprocessing.get_context("fork")
             with ctx.Pool(jobs) as pool:
                 sum(pool.map(_write_ranks, [c for c in chunks if c]))
@@ -1394,6 +1471,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries-per-rank", type=int, default=None)
     ap.add_argument("--microbatches", type=int, default=None)
     ap.add_argument("--no-frames", action="store_true")
+    ap.add_argument("--batch-p2p", action="store_true",
+                    help="send/recv through batch_isend_irecv (coalesced records)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
@@ -1403,6 +1482,7 @@ def main(argv: list[str] | None = None) -> int:
         timing=args.timing, fmt="json" if args.json else "pickle", buffer_size=args.buffer_size,
         with_frames=not args.no_frames, seed=args.seed, jobs=args.jobs,
         entries_per_rank=args.entries_per_rank, microbatches=args.microbatches,
+        batch_p2p=args.batch_p2p,
     )
     elapsed = time.perf_counter() - t
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
