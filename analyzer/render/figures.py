@@ -91,15 +91,38 @@ def ranks_text(ranks: Sequence[int], limit: int = 8) -> str:
     return ", ".join(runs)
 
 
+def members_label(ranks: Sequence[int]) -> str:
+    """Short label of a set of ranks: ``rank 5`` or ``ranks 0-7, 32-39, … ×248``."""
+    rs = sorted(set(int(r) for r in ranks))
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    text = ranks_text(rs, 2)
+    if "…" in text:
+        text = text.split(", …")[0] + ", …"
+    return f"ranks {text} ×{len(rs)}"
+
+
 def _group_label(name: str, desc: str) -> str:
     return f"{desc} (group {name})" if desc and desc != name else f"group {name}"
 
 
+def _note_lines(notes: list[str], width: int = 125) -> list[str]:
+    import textwrap
+
+    return [line for n in notes for line in textwrap.wrap(n, width, break_on_hyphens=False)]
+
+
+def _top_margin(notes: list[str], extra: int = 40) -> int:
+    """Room for the title, its note lines and a row of legend/buttons under them."""
+    return 46 + 16 * len(_note_lines(notes)) + extra
+
+
 def _base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
-    sub = "<br>".join(f"<span style='font-size:12px;color:#555'>{n}</span>" for n in notes)
+    sub = "<br>".join(f"<span style='font-size:12px;color:#555'>{n}</span>" for n in _note_lines(notes))
     return {
         "title": {"text": f"<b>{title}</b>" + (f"<br>{sub}" if sub else ""), "x": 0.01,
-                  "xanchor": "left", "font": {"size": 16}},
+                  "xanchor": "left", "yref": "container", "y": 1.0, "yanchor": "top",
+                  "pad": {"t": 12}, "font": {"size": 16}},
         "height": height,
         "font": {"family": _FONT, "size": 12},
         "paper_bgcolor": "white",
@@ -247,10 +270,7 @@ class _Lane:
 
     def label(self) -> str:
         st = f"PP{self.stage} · " if self.stage is not None else ""
-        if len(self.ranks) == 1:
-            who = f"rank {self.rep}"
-        else:
-            who = f"ranks {ranks_text(self.ranks, 3)} ×{len(self.ranks)}"
+        who = members_label(self.ranks)
         txt = f"{st}{who}" + ("" if self.dumped else " (no dump)")
         if self.culprit:
             return f"<b style='color:{CULPRIT}'>★ {txt}</b>"
@@ -598,7 +618,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         bargap=0.2,
         showlegend=True,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 10, "r": 10, "t": 110 + 16 * len(notes), "b": 50},
+        margin={"l": 10, "r": 10, "t": _top_margin(notes, 44), "b": 50},
         shapes=shapes,
         hovermode="closest",
         xaxis={"title": {"text": "seconds before the end of the record" if clock == "job"
@@ -790,8 +810,7 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         xs = [pos[c][0] for c in cs]
         ys = [pos[c][1] for c in cs]
         sizes = [16 + 6 * math.log2(len(members[c])) for c in cs]
-        labels = [(f"{members[c][0]}" if len(members[c]) == 1 else f"{ranks_text(members[c], 2)} ×{len(members[c])}")
-                  for c in cs]
+        labels = [members_label(members[c]).removeprefix("ranks ").removeprefix("rank ") for c in cs]
         hovers = []
         for c in cs:
             rs = members[c]
@@ -821,7 +840,7 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         **layout,
         showlegend=True,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 30, "r": 30, "t": 90 + 16 * len(notes), "b": 30},
+        margin={"l": 30, "r": 30, "t": _top_margin(notes, 36), "b": 30},
         annotations=annotations,
         hovermode="closest",
         xaxis={"visible": True, "showgrid": False, "zeroline": False, "range": [-(ncols - 1) - 0.6, 0.8],
@@ -930,7 +949,7 @@ def progress(analysis: Analysis) -> go.Figure:
                      "(gloo retires an op that timed out as well)")
     layout = _base_layout("Progress per group: the lagging rank stands out", notes,
                           max(300, min(1400, 200 + n_rows * (60 + 26 * max(1, len(roles))))))
-    fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": 90 + 16 * len(notes), "b": 40})
+    fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": _top_margin(notes, 30), "b": 40})
     fig.update_yaxes(automargin=True, autorange="reversed")
     fig.update_xaxes(title_text="rank", row=n_rows, col=1)
     fig.update_xaxes(showgrid=False, range=[-0.5, world - 0.5], zeroline=False)

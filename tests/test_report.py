@@ -1,0 +1,181 @@
+"""The incident report: figures, HTML (self-contained, escaped), CLI and notebook API."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.analysis import analyze
+from analyzer.cli import app
+from analyzer.render import figures
+from analyzer.render.html import render_html, verdict_html
+from analyzer.render.static import timeline_svg
+from tests.conftest import entry, fixture_dir
+
+XSS = "<script>alert(1)</script>"
+XSS_IMG = "<img src=x onerror=alert(2)>"
+XSS_DIR = "<svg onload=alert(3)>"
+
+
+def _stall_job(make_job, *, world=4, culprit=1, n=6, desc="default_pg", name="job"):
+    """Every rank completes seq 1..n-1; all but ``culprit`` enqueue seq n and wait."""
+    per_rank = {}
+    for r in range(world):
+        last = n - 1 if r == culprit else n
+        per_rank[r] = [
+            entry(s, pg=("0", desc), state="completed" if s < n else "scheduled", t=s * 10 + r,
+                  frames=[{"name": XSS_IMG, "filename": "/jobs/<b>train</b>.py", "line": 7}])
+            for s in range(1, last + 1)
+        ]
+    return make_job(per_rank, world=world, name=name)
+
+
+@pytest.fixture
+def stall(make_job):
+    return analyze(_stall_job(make_job))
+
+
+def test_figures_are_plotly_figures(stall):
+    for fig in (figures.timeline(stall), figures.wait_graph(stall), figures.progress(stall)):
+        assert isinstance(fig, go.Figure)
+        assert "hangscope" in fig.layout.meta
+    tl = figures.timeline(stall)
+    labels = list(tl.layout.yaxis.ticktext)
+    assert any("rank 1" in t and "★" in t for t in labels), labels
+    names = {t.name for t in tl.data}
+    assert "never joined (peers wait in it)" in names
+    assert any(n.startswith("in flight") for n in names)
+
+
+def test_timeline_clock_and_window(stall):
+    fig = figures.timeline(stall, clock="rank", window_s=20e-6)  # the buffer spans 60 us
+    assert fig.layout.xaxis.range[0] == pytest.approx(-20.8e-6, rel=0.01)
+    assert fig.layout.meta["hangscope"]["whole"][0] < -40e-6
+    with pytest.raises(ValueError):
+        figures.timeline(stall, clock="utc")
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label.split(" (")[0] for b in buttons] == ["Hang window", "Whole buffer"]
+
+
+def test_timeline_collapses_and_caps_lanes(make_job):
+    a = analyze(_stall_job(make_job, world=48, culprit=17))
+    fig = figures.timeline(a, max_lanes=64)
+    labels = list(fig.layout.yaxis.ticktext)
+    # 47 waiters behave identically: one lane with a count, and the culprit alone.
+    assert len(labels) == 2
+    assert any("×47" in t for t in labels)
+    assert any("rank 17" in t for t in labels)
+    notes = " ".join(fig.layout.meta["hangscope"]["notes"])
+    assert "48 ranks in 2 lanes" in notes
+    capped = figures.timeline(a, collapse=False, max_lanes=5)
+    assert len(capped.layout.yaxis.ticktext) == 5
+    assert any("rank 17" in t for t in capped.layout.yaxis.ticktext)
+    assert "not drawn" in " ".join(capped.layout.meta["hangscope"]["notes"])
+
+
+def test_wait_graph_merges_alike_waiters(make_job):
+    a = analyze(_stall_job(make_job, world=40, culprit=3))
+    fig = figures.wait_graph(a)
+    nodes = [t for t in fig.data if t.mode == "markers+text"]
+    texts = [x for t in nodes for x in t.text]
+    assert "3" in texts
+    assert any("×39" in x for x in texts)
+    culprit = next(t for t in nodes if t.name == "culprit")
+    assert list(culprit.text) == ["3"]
+
+
+def test_progress_marks_the_lagging_rank(stall):
+    fig = figures.progress(stall)
+    z = fig.data[0].z
+    row = list(z[0])
+    assert row[1] > 0 and row[0] == 0 and row[2] == 0
+
+
+def test_html_is_self_contained_and_escaped(make_job, tmp_path):
+    job = _stall_job(make_job, desc=XSS, name=XSS_DIR)  # file names carry markup too
+    a = analyze(job)
+    page = render_html(a, plotlyjs="cdn")
+    for raw in (XSS, XSS_IMG, XSS_DIR, "<b>train</b>"):
+        assert raw not in page
+    assert "&lt;svg onload=alert(3)&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # Only the page's own scripts: the CDN loader, the figure data and the boot script.
+    tags = re.findall(r"<script[^>]*>", page)
+    assert all("nonce=" in t or 'type=\'application/json\'' in t for t in tags), tags
+    nonce = re.search(r"'nonce-([^']+)'", page).group(1)
+    assert sum(f'nonce="{nonce}"' in t for t in tags) == 2
+    # Figure JSON parses back and carries the escaped desc, never the raw one.
+    blobs = re.findall(r"<script type='application/json' data-plot='[^']+'>(.*?)</script>", page, re.S)
+    assert len(blobs) == 4
+    for blob in blobs:
+        assert "<" not in blob
+        json.loads(blob)
+    # No external resource apart from the plotly CDN script in cdn mode.
+    urls = set(re.findall(r"(?:src|href)=[\"']?(https?://[^\"' >]+)", page))
+    assert len(urls) == 1 and next(iter(urls)).startswith("https://cdn.plot.ly/")
+
+
+def test_html_inline_is_offline(stall):
+    page = render_html(stall)
+    assert "Plotly" in page and len(page) > 3_000_000
+    assert not re.search(r"<script[^>]+src=", page)
+    assert not re.search(r"<link[^>]+href=", page)
+    assert "default-src 'none'" in page
+    order = [page.index(k) for k in ("id='verdict'", "id='timeline'", "id='waits'", "id='progress'",
+                                     "id='findings'", "id='stack'", "id='skipped'", "id='input'")]
+    assert order == sorted(order)
+    banner = page[page.index("id='verdict'"):page.index("</header>")]
+    assert "HANG: culprit rank 1" in banner
+
+
+def test_repr_html_and_api(stall, tmp_path):
+    frag = stall._repr_html_()
+    assert "HANG: culprit rank 1" in frag and "<script" not in frag
+    assert verdict_html(stall) == frag
+    assert isinstance(stall.timeline(), go.Figure)
+    assert isinstance(stall.wait_graph_figure(), go.Figure)
+    assert isinstance(stall.progress_figure(), go.Figure)
+    out = stall.save_report(tmp_path / "r.html", plotlyjs="cdn")
+    assert Path(out).read_text().startswith("<!DOCTYPE html>")
+    assert stall.report_html(plotlyjs="cdn").count("data-plot=") == 4
+
+
+def test_svg_without_dependencies(stall):
+    svg = timeline_svg(stall)
+    assert svg.startswith("<svg") and "rank 1" in svg and "url(#hatch)" in svg
+    assert "<img" not in svg
+
+
+def test_cli_report(make_job, tmp_path):
+    job = _stall_job(make_job)
+    out = tmp_path / "report.html"
+    svg = tmp_path / "timeline.svg"
+    res = CliRunner().invoke(app, ["report", str(job), "-o", str(out), "--plotlyjs", "cdn", "--png", str(svg), "-q"])
+    assert res.exit_code == 1, res.output
+    assert f"wrote {out}" in res.output and "HANG: culprit rank 1" in res.output
+    assert out.stat().st_size < 1_000_000 and svg.read_text().startswith("<svg")
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "nothing-here"), "-o", str(out), "-q"])
+    assert res.exit_code == 2
+
+
+def test_cli_report_no_hang(make_job, tmp_path):
+    per_rank = {r: [entry(s, state="completed", t=s) for s in range(1, 4)] for r in range(2)}
+    job = make_job(per_rank, world=2)
+    res = CliRunner().invoke(app, ["report", str(job), "-o", str(tmp_path / "r.html"), "-q",
+                                   "--plotlyjs", "cdn"])
+    assert res.exit_code == 0, res.output
+    assert "NO HANG" in res.output
+
+
+def test_real_fixtures_render():
+    for name in ("gpu_error_2nd", "lock_gil_2nd"):
+        a = analyze(fixture_dir("nvrx-megatron-moe", name))
+        page = render_html(a, plotlyjs="cdn")
+        assert "HANG: culprit ranks" in page
+        tl = figures.timeline(a)
+        assert any("PP1" in t for t in tl.layout.yaxis.ticktext)
