@@ -544,7 +544,8 @@ def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: in
         for b in range(2):
             ops.append(Op(sites.dp_bucket(stage, b), DP, tag=("E", "dp", b)))
     if tp > 1:
-        ops.append(Op(sites.tp_norm(), TP, tag=("E", "tp")))
+        # get_grad_norm_fp32 returns total_norm.item(): the CPU waits for this one.
+        ops.append(Op(sites.tp_norm(), TP, sync=True, tag=("E", "tp")))
     ops.append(Op(sites.world_flag(), DEFAULT, sync=True, tag=("E", "world")))
     return ops
 
@@ -862,7 +863,8 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
             f"Rank {r} issued the end-of-step all_reduce over the whole job (default_pg, "
             f"whose result it reads) before its {ROLE_DESC[role]} all_reduce, while every "
             "other rank issues them in the opposite order: its peers wait in the "
-            f"{ROLE_DESC[role]} op for rank {r}, and rank {r} waits in default_pg for them.")
+            f"{ROLE_DESC[role]} op for rank {r}, and rank {r} waits in default_pg for them "
+            "(a cycle across two groups).")
         return r, plan
 
     if fault == "gpu_stuck":
