@@ -106,7 +106,7 @@ def _group_label(name: str, desc: str) -> str:
     return f"{desc} (group {name})" if desc and desc != name else f"group {name}"
 
 
-def _note_lines(notes: list[str], width: int = 125) -> list[str]:
+def _note_lines(notes: list[str], width: int = 170) -> list[str]:
     import textwrap
 
     return [line for n in notes for line in textwrap.wrap(n, width, break_on_hyphens=False)]
@@ -590,7 +590,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
     span = max(-x_lo, 1e-6)
     win = [x_lo - 0.04 * span, max(0.06 * span, 1.5 * pad)]
     whole_span = max(-x_min_all, span)
-    whole = [x_min_all - 0.02 * whole_span, max(0.04 * whole_span, 1.5 * pad)]
+    whole = [x_min_all - 0.04 * whole_span, max(0.06 * whole_span, 1.5 * pad)]
 
     shapes = [
         {"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": ln.y - 0.5, "y1": ln.y + 0.5,

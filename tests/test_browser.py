@@ -1,0 +1,195 @@
+"""Open generated reports in a real headless Chromium (Debian's) and check what a reader sees.
+
+Checks: the page loads with no console error, the figures render (plot SVGs with drawn
+bars, markers and arrows), the banner names the culprit, dump text cannot run script, the
+buttons and the on-demand timeline work, and no request leaves the page in offline mode
+(only file: and data: URLs). Screenshots go to ``$HANGSCOPE_SCREENSHOTS`` when set.
+
+Chromium comes from ``make browser`` (``apt-get install chromium``). Without it the tests
+fail in CI and as root (who can install it), and skip otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analyzer.analysis import analyze
+from tests.conftest import FIXTURES, ROOT, SAMPLES, entry
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+XSS = "<script>window.__xss=1;alert(1)</script>"
+
+
+def _require(what: str, ok: bool) -> None:
+    if ok:
+        return
+    msg = f"{what} is not installed (run `make browser` / `make test`)"
+    if os.environ.get("CI") or os.geteuid() == 0:
+        pytest.fail(msg)
+    pytest.skip(msg + "; not root, so it cannot be installed here")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _require(CHROMIUM, os.access(CHROMIUM, os.X_OK))
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _require("the playwright Python package", False)
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=ARGS,
+            viewport={"width": 1400, "height": 1000})
+        ctx.set_default_timeout(60_000)
+        yield ctx
+        ctx.close()
+
+
+def _shots() -> Path | None:
+    d = os.environ.get("HANGSCOPE_SCREENSHOTS")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        return Path(d)
+    return None
+
+
+def _open(ctx, path: Path, name: str) -> dict:
+    """Load a report; return what happened (errors, requests, timings, element counts)."""
+    page = ctx.new_page()
+    seen: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    page.on("request", lambda r: seen["requests"].append(r.url))
+    page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+    t0 = time.perf_counter()
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    page.wait_for_function("document.body.getAttribute('data-ready') !== '0'")
+    ready = time.perf_counter() - t0
+    info = {
+        "page": page, "ready_s": ready, "size": path.stat().st_size, **seen,
+        "state": page.evaluate("document.body.getAttribute('data-ready')"),
+        "svgs": page.locator(".js-plotly-plot .main-svg").count(),
+        "bars": page.locator("#plot-timeline .barlayer .point path").count(),
+        "graph_points": page.locator("#plot-waitgraph .scatterlayer .point").count(),
+        "arrows": page.locator("#plot-waitgraph .annotation-arrow-g path").count(),
+        "heatmaps": page.locator("#plot-progress .hm image").count(),
+        "banner": page.locator("header.banner").inner_text(),
+    }
+    shots = _shots()
+    if shots:
+        page.screenshot(path=str(shots / f"{name}.png"))
+        page.screenshot(path=str(shots / f"{name}-full.png"), full_page=True)
+    return info
+
+
+def _assert_rendered(info: dict, culprit: str) -> None:
+    assert info["state"] == "1", info["errors"]
+    assert info["errors"] == [], info["errors"]
+    assert info["dialogs"] == []
+    outside = [u for u in info["requests"] if not u.startswith(("file:", "data:"))]
+    assert outside == [], outside
+    assert info["svgs"] >= 3
+    assert info["bars"] > 0 and info["graph_points"] > 0 and info["heatmaps"] >= 1
+    assert culprit in info["banner"], info["banner"]
+
+
+def _stall_job(make_job, desc="default_pg", name="job"):
+    per_rank = {}
+    for r in range(8):
+        last = 5 if r == 6 else 6
+        per_rank[r] = [entry(s, pg=("0", desc), state="completed" if s < 6 else "scheduled", t=s * 10 + r,
+                             frames=[{"name": XSS, "filename": "/jobs/train.py", "line": 3}])
+                       for s in range(1, last + 1)]
+    return make_job(per_rank, world=8, name=name)
+
+
+def test_report_renders_offline(browser, make_job, tmp_path):
+    a = analyze(_stall_job(make_job))
+    path = tmp_path / "stall.html"
+    a.save_report(path)
+    info = _open(browser, path, "stall8")
+    _assert_rendered(info, "HANG: culprit rank 6")
+    assert info["arrows"] >= 1
+    page = info["page"]
+    # The buttons switch the x range between the hang window and the whole buffer.
+    before = page.evaluate("document.getElementById('plot-timeline').layout.xaxis.range")
+    page.locator("#plot-timeline .updatemenu-button").nth(1).click()
+    page.wait_for_timeout(300)
+    after = page.evaluate("document.getElementById('plot-timeline').layout.xaxis.range")
+    assert after[0] <= before[0]
+    # Hovering the culprit's never-joined op shows its label.
+    lane = page.locator("#plot-timeline .barlayer .trace").first.locator(".point path").first
+    box = lane.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    page.wait_for_timeout(300)
+    assert "never joined" in (page.locator("#plot-timeline .hoverlayer").text_content() or "")
+    # The per-rank-clock timeline renders when opened.
+    page.locator("#timeline-other summary").click()
+    page.wait_for_function("document.querySelectorAll('#plot-timeline2 .main-svg').length > 0")
+    assert page.locator("#plot-timeline2 .barlayer .point path").count() > 0
+    page.close()
+
+
+def test_dump_text_cannot_run_script(browser, make_job, tmp_path):
+    a = analyze(_stall_job(make_job, desc=XSS, name="<svg onload=alert(3)>"))
+    path = tmp_path / "xss.html"
+    a.save_report(path)
+    info = _open(browser, path, "xss")
+    _assert_rendered(info, "HANG: culprit rank 6")
+    page = info["page"]
+    assert page.evaluate("window.__xss === undefined")
+    assert XSS in page.locator("#findings").inner_text()  # shown as text, verbatim
+    page.close()
+
+
+def test_sample_and_real_dumps(browser, tmp_path):
+    cases = [(SAMPLES / "chain_tp_dp_w8", "chain"),
+             (FIXTURES / "nvrx-megatron-moe" / "gpu_error_2nd", "megatron16")]
+    ran = 0
+    for src, name in cases:
+        if not src.is_dir():
+            continue
+        a = analyze(src)
+        path = tmp_path / f"{name}.html"
+        a.save_report(path)
+        culprits = ", ".join(str(r) for r in a.culprit_ranks)
+        info = _open(browser, path, name)
+        _assert_rendered(info, culprits)
+        print(f"\n{name}: {info['size'] / 1e6:.2f} MB, ready in {info['ready_s']:.2f} s")
+        info["page"].close()
+        ran += 1
+    if not ran:
+        pytest.skip("no sample or shared dumps present")
+
+
+def test_large_synthetic_job(browser, tmp_path):
+    """A 128-rank x 2,000-entry simulated job: the report stays small and opens quickly."""
+    if not (ROOT / "tools" / "simulate.py").exists():
+        pytest.skip("tools/simulate.py not present")
+    out = tmp_path / "sim"
+    subprocess.run([sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", "4", "--pp", "4",
+                    "--dp", "8", "--fault", "stall", "--rank", "37", "--timing"],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    a = analyze(out)
+    path = tmp_path / "sim128.html"
+    t0 = time.perf_counter()
+    a.save_report(path)
+    built = time.perf_counter() - t0
+    info = _open(browser, path, "sim128")
+    _assert_rendered(info, "37")
+    print(f"\nsim128: {len(a.entries):,} entries, report {info['size'] / 1e6:.2f} MB built in "
+          f"{built:.2f} s, ready in {info['ready_s']:.2f} s")
+    assert info["size"] < 20_000_000
+    assert info["ready_s"] < 15
+    info["page"].close()
