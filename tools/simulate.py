@@ -38,12 +38,11 @@ import gc
 import json
 import math
 import multiprocessing
-import os
 import pickle
 import random
 import sys
-from array import array
 import time
+from array import array
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -230,7 +229,7 @@ class Op:
         self.sync = sync
         self.tag = tag
 
-    def copy(self, **kw) -> "Op":
+    def copy(self, **kw) -> Op:
         op = Op(self.site, self.role, self.kind, self.peer, self.sync, self.tag)
         for k, v in kw.items():
             setattr(op, k, v)
@@ -694,8 +693,7 @@ def run_schedule(
                 key = (gid, cnt[op.role])
                 size = len(group_ranks[gid])
             else:
-                t_, p_, d_ = r % tpn, (r // tpn) % ppn, r // (tpn * ppn)
-                peer = d_ * (ppn * tpn) + op.peer * tpn + t_
+                peer = (r // (tpn * ppn)) * (ppn * tpn) + op.peer * tpn + r % tpn
                 src, dst = (r, peer) if op.kind == SEND else (peer, r)
                 ck = (op.kind, peer)
                 c = p2p_cnt[r].get(ck, 0) + 1
@@ -751,7 +749,8 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
     if topo.world < 2:
         raise ValueError(f"fault {fault!r} needs at least two ranks")
     tp, pp, dp = topo.tp, topo.pp, topo.dp
-    stage = lambda r: topo.coords(r)[1]  # noqa: E731
+    def stage(r: int) -> int:
+        return topo.coords(r)[1]
 
     def check(r: int) -> int:
         if not 0 <= r < topo.world:
@@ -988,7 +987,7 @@ def build_dump(r: int) -> dict[str, Any]:
     job = _JOB
     assert job is not None
     topo: Topology = job.topo
-    t_, s_, d_ = topo.coords(r)
+    s_ = topo.coords(r)[1]
     prog_h: list[Op] = job.base[r]
     prog_f: list[Op] = job.fault_progs.get(r, prog_h)
     sch_h: Schedule = job.healthy
@@ -1428,7 +1427,7 @@ def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing
         tr, ti = plan.target
         prog = plan.progs.get(tr, base[tr])
         op = prog[ti]
-        ca, pa, ncoll, np2p = _counters(prog)
+        ca, pa, _, _ = _counters(prog)
         ncoll_h, np2p_h = _counters(base[tr])[2:]
         gid = topo.role_gid[tr][op.role]
         details.update({
