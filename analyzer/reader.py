@@ -13,10 +13,12 @@ import json
 import math
 import pickle
 import re
-from array import array
+from itertools import repeat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 
@@ -102,11 +104,11 @@ class ParsedDump:
     version: str
     comm_lib_version: str
     n_entries: int
-    strings: dict[str, array]
+    strings: dict[str, np.ndarray]
     vocab: dict[str, list[str]]
-    ints: dict[str, array]
-    bools: dict[str, bytearray]
-    floats: dict[str, array]
+    ints: dict[str, np.ndarray]
+    bools: dict[str, np.ndarray]
+    floats: dict[str, np.ndarray]
     stacks: list[tuple[tuple[str, str, int], ...]]
     pg_config: dict[str, tuple[str, tuple[int, ...] | None]]
     pg_status: dict[int, tuple[int, int, int]]
@@ -185,20 +187,131 @@ def split_profiling_name(name: str) -> tuple[str, str, int, int]:
     return backend, op, -1, -1
 
 
-class _Encoder:
-    __slots__ = ("codes", "index", "values")
+# Flattening works column by column: ``map(dict.get, entries, repeat(key))`` pulls one key out of
+# every entry at C speed, numpy converts columns of plain ints at once, and object-valued columns
+# (names, sizes, frames) are converted once per distinct object: the pickle memo and PyTorch's
+# pickler share repeated objects, so a dump of 20,000 entries holds a few dozen of them. Values
+# numpy cannot take as they are (None, JSON strings, odd types) go value by value through the
+# same helpers as before (_int, _bool, _text), so the result does not depend on the path taken.
 
-    def __init__(self) -> None:
-        self.codes = array("i")
-        self.index: dict[str, int] = {}
-        self.values: list[str] = []
 
-    def add(self, value: str) -> None:
-        code = self.index.get(value)
-        if code is None:
-            code = self.index[value] = len(self.values)
-            self.values.append(value)
-        self.codes.append(code)
+def _column(entries: list[dict[str, Any]], key: str) -> list[Any]:
+    """``[e.get(key) for e in entries]`` without a Python-level loop."""
+    return list(map(dict.get, entries, repeat(key)))
+
+
+def _as_array(values: list[Any]) -> np.ndarray | None:
+    """``values`` as a 1-d array in the dtype numpy infers, or None if it cannot."""
+    try:
+        arr = np.array(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return arr if arr.ndim == 1 else None
+
+
+def _exact(values: list[Any], kinds: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(array, None-mask) when every value is None or of a numpy kind in ``kinds``.
+
+    ``(None, None)`` when some value needs the per-value fallback.
+    """
+    arr = _as_array(values)
+    if arr is None:
+        return None, None
+    if arr.dtype.kind in kinds:
+        return arr, np.zeros(len(arr), dtype=bool)
+    if arr.dtype != object:
+        return None, None
+    none = np.equal(arr, None)
+    if none.all():
+        return np.zeros(0), none
+    rest = _as_array(arr[~none].tolist())
+    if rest is None or rest.dtype.kind not in kinds:
+        return None, None
+    return rest, none
+
+
+def _ints(values: list[Any], default: int) -> np.ndarray:
+    """``[_int(v, default) for v in values]`` as int64."""
+    arr, none = _exact(values, "ib")  # ints (and bools: _int(True) == 1)
+    if arr is None or none is None:
+        return np.array([_int(v, default) for v in values], dtype=np.int64)
+    out = np.full(len(values), default, dtype=np.int64)
+    out[~none] = arr
+    return out
+
+
+def _bools(values: list[Any]) -> np.ndarray:
+    """``[_bool(v) for v in values]``."""
+    arr, none = _exact(values, "bi")  # bool(None) is False, bool(int) is "not zero"
+    if arr is None or none is None:
+        return np.array([_bool(v) for v in values], dtype=bool)
+    out = np.zeros(len(values), dtype=bool)
+    out[~none] = arr != 0
+    return out
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    """Durations: NaN for None, "" or anything ``float`` rejects."""
+    arr, none = _exact(values, "bif")
+    if arr is None or none is None:
+        return np.array([_float(v) for v in values], dtype=np.float64)
+    out = np.full(len(values), math.nan, dtype=np.float64)
+    out[~none] = arr
+    return out
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value) if value not in (None, "") else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _distinct(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Each value's index among the distinct objects, and those objects in order of first use.
+
+    Objects are told apart by identity, which is exact and needs no hashing of lists.
+    """
+    if not values:
+        return np.empty(0, dtype=np.intp), []
+    ids = np.fromiter(map(id, values), dtype=np.uint64, count=len(values))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order))
+    return position[inverse.reshape(-1)], [values[i] for i in first[order]]
+
+
+def _vocab(texts: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes of ``texts`` into their distinct values, in order of first appearance."""
+    index: dict[Any, int] = {}
+    codes = np.fromiter((index.setdefault(t, len(index)) for t in texts), dtype=np.int32,
+                        count=len(texts))
+    return codes, list(index)
+
+
+def _text_of(value: Any) -> str:
+    """Sizes and dtypes as JSON-like text, whether they came as lists, tuples or text."""
+    if isinstance(value, (list, tuple)):
+        return repr(value).replace("(", "[").replace(")", "]").replace("'", '"')
+    return _text(value)
+
+
+def _pg_parts(pg: Any) -> tuple[str, str]:
+    pg = pg or ("", "")
+    if isinstance(pg, str):
+        pg = (pg, "")
+    return (str(pg[0]) if len(pg) > 0 else "", str(pg[1]) if len(pg) > 1 else "")
+
+
+def _stack_key(frames: Any) -> tuple[tuple[str, str, int], ...]:
+    try:
+        return tuple(
+            (str(f.get("name", "")), str(f.get("filename", "")), _int(f.get("line")))
+            for f in frames
+        )
+    except AttributeError:
+        return ()
 
 
 def parse_dump(rank: int, path: Path) -> ParsedDump:
@@ -208,80 +321,70 @@ def parse_dump(rank: int, path: Path) -> ParsedDump:
     entries = raw.get("entries") or []
     if not isinstance(entries, list):
         raise DumpFormatError(str(path), f"'entries' is a {type(entries).__name__}, not a list")
-
-    enc = {name: _Encoder() for name in STRING_FIELDS}
-    ints = {name: array("q") for name in INT_FIELDS}
-    bools = {name: bytearray() for name in BOOL_FIELDS}
-    floats = {name: array("d") for name in FLOAT_FIELDS}
-    stack_ids: dict[tuple[tuple[str, str, int], ...], int] = {}
-    stacks: list[tuple[tuple[str, str, int], ...]] = []
-    name_cache: dict[str, tuple[str, str, int, int]] = {}
     bad = 0
-    for e in entries:
-        if not isinstance(e, dict):
-            bad += 1
-            continue
-        pg = e.get("process_group") or ("", "")
-        if isinstance(pg, str):
-            pg = (pg, "")
-        pname = e.get("profiling_name") or ""
-        parts = name_cache.get(pname)
-        if parts is None:
-            parts = name_cache[pname] = split_profiling_name(pname)
-        backend, op, self_local, peer_local = parts
-        enc["pg_name"].add(str(pg[0]) if len(pg) > 0 else "")
-        enc["pg_desc"].add(str(pg[1]) if len(pg) > 1 else "")
-        enc["op"].add(op)
-        enc["backend"].add(backend)
-        enc["profiling_name"].add(pname)
-        for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes"):
-            value = e.get(key)
-            if isinstance(value, (list, tuple)):
-                # Sizes repeat a lot; cache the text by the object's repr-equivalent content.
-                text = repr(value).replace("(", "[").replace(")", "]").replace("'", '"')
-            else:
-                text = _text(value)
-            enc[key].add(text)
-        enc["state"].add(str(e.get("state") or "unknown"))
-        enc["thread_name"].add(str(e.get("thread_name") or ""))
-        is_p2p = _bool(e.get("is_p2p")) or op in ("send", "recv")
-        ints["pg_id"].append(_int(e.get("pg_id"), -1))
-        ints["record_id"].append(_int(e.get("record_id"), -1))
-        ints["seq"].append(_int(e.get("collective_seq_id"), -1))
-        ints["p2p_seq"].append(_int(e.get("p2p_seq_id"), -1))
-        ints["op_id"].append(_int(e.get("op_id"), -1))
-        ints["time_created_ns"].append(_int(e.get("time_created_ns")))
-        ints["time_started_ns"].append(_int(e.get("time_discovered_started_ns")))
-        ints["time_completed_ns"].append(_int(e.get("time_discovered_completed_ns")))
-        ints["timeout_ms"].append(_int(e.get("timeout_ms")))
-        ints["self_local"].append(self_local)
-        ints["peer_local"].append(peer_local)
-        frames = e.get("frames")
-        if frames:
-            try:
-                key = tuple(
-                    (str(f.get("name", "")), str(f.get("filename", "")), _int(f.get("line")))
-                    for f in frames
-                )
-            except AttributeError:
-                key = ()
-            sid = stack_ids.get(key)
-            if sid is None:
-                sid = stack_ids[key] = len(stacks)
-                stacks.append(key)
-            ints["stack"].append(sid)
-        else:
-            ints["stack"].append(-1)
-        bools["is_p2p"].append(is_p2p)
-        bools["retired"].append(_bool(e.get("retired")))
-        bools["coalesced"].append("coalesced" in op)
-        duration = e.get("duration_ms")
-        try:
-            floats["duration_ms"].append(float(duration) if duration not in (None, "") else math.nan)
-        except (TypeError, ValueError):
-            floats["duration_ms"].append(math.nan)
+    if any(t is not dict for t in set(map(type, entries))):
+        kept = [e for e in entries if isinstance(e, dict)]
+        bad, entries = len(entries) - len(kept), kept
     if bad:
         warnings.append(f"{bad} entries are not objects and were ignored")
+
+    strings: dict[str, np.ndarray] = {}
+    vocab: dict[str, list[str]] = {}
+
+    def encode(field: str, index: np.ndarray, texts: list[str]) -> None:
+        """``field`` of each entry is ``texts[index]``; store it as codes into a vocabulary."""
+        codes, vocab[field] = _vocab(texts)
+        strings[field] = codes[index] if len(codes) else np.empty(0, dtype=np.int32)
+
+    # Profiling name -> backend, op and the group-local ranks of a send/recv.
+    name_index, distinct = _distinct(_column(entries, "profiling_name"))
+    names = [pname or "" for pname in distinct]
+    split = [split_profiling_name(pname) for pname in names]
+    encode("profiling_name", name_index, names)
+    encode("op", name_index, [backend_op[1] for backend_op in split])
+    encode("backend", name_index, [backend_op[0] for backend_op in split])
+    # Group name and description.
+    index, distinct = _distinct(_column(entries, "process_group"))
+    pg_parts = [_pg_parts(pg) for pg in distinct]
+    encode("pg_name", index, [name for name, _ in pg_parts])
+    encode("pg_desc", index, [desc for _, desc in pg_parts])
+    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes"):
+        index, distinct = _distinct(_column(entries, key))
+        encode(key, index, [_text_of(v) for v in distinct])
+    index, distinct = _distinct(_column(entries, "state"))
+    encode("state", index, [str(v or "unknown") for v in distinct])
+    index, distinct = _distinct(_column(entries, "thread_name"))
+    encode("thread_name", index, [str(v or "") for v in distinct])
+
+    # Stacks: one key per distinct frames object, one stack id per distinct key.
+    index, distinct = _distinct(_column(entries, "frames"))
+    stack_ids: dict[tuple[tuple[str, str, int], ...], int] = {}
+    per_distinct = np.array(
+        [stack_ids.setdefault(_stack_key(frames), len(stack_ids)) if frames else -1
+         for frames in distinct] or [-1], dtype=np.int64)
+    stacks = list(stack_ids)
+
+    ints = {
+        "pg_id": _ints(_column(entries, "pg_id"), -1),
+        "record_id": _ints(_column(entries, "record_id"), -1),
+        "seq": _ints(_column(entries, "collective_seq_id"), -1),
+        "p2p_seq": _ints(_column(entries, "p2p_seq_id"), -1),
+        "op_id": _ints(_column(entries, "op_id"), -1),
+        "time_created_ns": _ints(_column(entries, "time_created_ns"), 0),
+        "time_started_ns": _ints(_column(entries, "time_discovered_started_ns"), 0),
+        "time_completed_ns": _ints(_column(entries, "time_discovered_completed_ns"), 0),
+        "timeout_ms": _ints(_column(entries, "timeout_ms"), 0),
+        "stack": per_distinct[index],
+        "peer_local": np.array([p[3] for p in split] or [-1], dtype=np.int64)[name_index],
+        "self_local": np.array([p[2] for p in split] or [-1], dtype=np.int64)[name_index],
+    }
+    sendrecv = np.isin(strings["op"], [c for c, op in enumerate(vocab["op"]) if op in ("send", "recv")])
+    bools = {
+        "is_p2p": _bools(_column(entries, "is_p2p")) | sendrecv,
+        "retired": _bools(_column(entries, "retired")),
+        "coalesced": np.isin(strings["op"], [c for c, op in enumerate(vocab["op"]) if "coalesced" in op]),
+    }
+    floats = {"duration_ms": _floats(_column(entries, "duration_ms"))}
 
     pg_config: dict[str, tuple[str, tuple[int, ...] | None]] = {}
     config = raw.get("pg_config") or {}
@@ -310,8 +413,8 @@ def parse_dump(rank: int, path: Path) -> ParsedDump:
         version=str(raw.get("version", "")),
         comm_lib_version=str(raw.get("comm_lib_version") or raw.get("nccl_version") or ""),
         n_entries=n,
-        strings={k: v.codes for k, v in enc.items()},
-        vocab={k: v.values for k, v in enc.items()},
+        strings={k: strings[k] for k in STRING_FIELDS},
+        vocab={k: vocab[k] for k in STRING_FIELDS},
         ints=ints,
         bools=bools,
         floats=floats,
