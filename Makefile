@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test bench samples lint clean help
+.PHONY: demo test browser bench samples lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -23,9 +23,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	@echo "$$ hangscope analyze $(DEMO)"
 	@$(BIN)/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
+	@mkdir -p $(OUT)
+	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# Debian's Chromium for the browser tests and static images (installed only when absent;
+# without root the browser tests skip and say why).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium missing and not root: browser tests will be skipped"; fi; \
+	fi
 
 samples:
 	test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch
