@@ -193,3 +193,17 @@ def test_large_synthetic_job(browser, tmp_path):
     assert info["size"] < 20_000_000
     assert info["ready_s"] < 15
     info["page"].close()
+
+
+def test_static_timeline_png(make_job, tmp_path):
+    """kaleido renders the timeline with the same Chromium, for tickets that strip HTML."""
+    _require(CHROMIUM, os.access(CHROMIUM, os.X_OK))
+    from analyzer.render.static import write_timeline_image
+
+    a = analyze(_stall_job(make_job))
+    png = Path(write_timeline_image(a, tmp_path / "timeline.png"))
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    shots = _shots()
+    if shots:
+        (shots / "timeline-kaleido.png").write_bytes(data)

@@ -114,7 +114,7 @@ def _note_lines(notes: list[str], width: int = 170) -> list[str]:
 
 def _top_margin(notes: list[str], extra: int = 40) -> int:
     """Room for the title, its note lines and a row of legend/buttons under them."""
-    return 46 + 16 * len(_note_lines(notes)) + extra
+    return 54 + 16 * len(_note_lines(notes)) + extra
 
 
 def _base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def _base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
     return {
         "title": {"text": f"<b>{title}</b>" + (f"<br>{sub}" if sub else ""), "x": 0.01,
                   "xanchor": "left", "yref": "container", "y": 1.0, "yanchor": "top",
-                  "pad": {"t": 12}, "font": {"size": 16}},
+                  "pad": {"t": 20}, "font": {"size": 16}},
         "height": height,
         "font": {"family": _FONT, "size": 12},
         "paper_bgcolor": "white",
