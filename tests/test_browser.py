@@ -74,7 +74,8 @@ def _open(ctx, path: Path, name: str) -> dict:
     page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
     t0 = time.perf_counter()
     page.goto(path.resolve().as_uri(), wait_until="load")
-    page.wait_for_function("document.body.getAttribute('data-ready') !== '0'")
+    # Selectors, not wait_for_function: the page's CSP forbids eval, which polling would use.
+    page.wait_for_selector("body[data-ready='1'], body[data-ready='error']", state="attached")
     ready = time.perf_counter() - t0
     info = {
         "page": page, "ready_s": ready, "size": path.stat().st_size, **seen,
@@ -136,7 +137,7 @@ def test_report_renders_offline(browser, make_job, tmp_path):
     assert "never joined" in (page.locator("#plot-timeline .hoverlayer").text_content() or "")
     # The per-rank-clock timeline renders when opened.
     page.locator("#timeline-other summary").click()
-    page.wait_for_function("document.querySelectorAll('#plot-timeline2 .main-svg').length > 0")
+    page.wait_for_selector("#plot-timeline2 .main-svg", state="attached")
     assert page.locator("#plot-timeline2 .barlayer .point path").count() > 0
     page.close()
 
