@@ -64,6 +64,7 @@ footer{color:var(--mute);font-size:12px;text-align:center;margin-top:18px}
 
 _BOOT = """
 (function(){
+  var t0=performance.now();
   var cfg={responsive:true,displaylogo:false,scrollZoom:false,
            modeBarButtonsToRemove:['select2d','lasso2d'],toImageButtonOptions:{format:'png',scale:2}};
   function plot(el){
@@ -80,7 +81,9 @@ _BOOT = """
       if(lazy.open&&!el.hasAttribute('data-done')){el.setAttribute('data-done','1');plot(el);}
     });
   });
-  Promise.all(jobs).then(function(){document.body.setAttribute('data-ready','1');},
+  Promise.all(jobs).then(function(){
+      document.body.setAttribute('data-render-ms',String(Math.round(performance.now()-t0)));
+      document.body.setAttribute('data-ready','1');},
                          function(err){document.body.setAttribute('data-ready','error');console.error(err);});
 })();
 """
