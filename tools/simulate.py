@@ -1319,7 +1319,39 @@ def simulate_job(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     batch_p2p: bool = False,
 ) -> dict[str, Any]:
-    """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED."""
+    """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED.
+
+    Files: ``nccl_trace_rank_<r>`` (pickle protocol 2 of plain dicts, lists, tuples, str,
+    int, float, bool and None, like torch's) or ``rank_<r>.json`` (``fmt="json"``: tuples
+    become lists, unobserved times 0, pg_status values strings, no frames, sorted keys),
+    plus ``EXPECTED.json`` (the returned dict).
+
+    Faults (``fault_rank`` defaults to a seed-chosen rank that can carry the fault):
+
+    * ``none``: healthy, every op completed; the dump is an on-demand one.
+    * ``stall``: the rank stops enqueuing before a TP collective (DP/world if tp == 1).
+    * ``crash``: like a stall in the backward pass, and the rank writes no file.
+    * ``pipeline_stall``: the rank (not on the last stage) stops sending activations to the
+      next stage from some microbatch on but runs everything else.
+    * ``pp_deadlock``: the rank posts a blocking recv of gradients from the next stage before
+      sending it the last activations; the next stage blocks in that recv. Culprits: both.
+    * ``group_order``: the rank issues the end-of-step world all_reduce before its TP (else DP,
+      else embedding) all_reduce; both are read by the CPU. Deadlock across two groups.
+    * ``gpu_stuck``: every member of the rank's TP group enqueued and started a collective that
+      never completes. Culprits: the group.
+    * ``slow_gpu``: the rank's GPU slows down, its watchdog stops observing completions, then
+      the GPU stops before a collective its peers started. Its CPU keeps enqueuing.
+    * ``size_desync`` / ``dtype_desync``: the rank enqueues a collective with another size /
+      dtype; everyone enqueued it, nobody completes it.
+
+    Other options: ``timing`` (TORCH_NCCL_ENABLE_TIMING: "started" states, duration_ms and
+    last_started_collective), ``entries_per_rank`` (history length; default 1.25 x the buffer
+    so the ring buffer is full and has wrapped), ``microbatches``, ``inflight`` (ops a CPU may
+    have in flight before it blocks), ``timeout_ms`` (the watchdog timeout; dumps are written
+    just after it), ``batch_p2p`` (send/recv through batch_isend_irecv: each op is recorded
+    without events, so it stays "scheduled" and unretired forever, followed by a
+    "nccl:coalesced" work that carries the state), ``jobs`` (writer processes).
+    """
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; choose one of {', '.join(FAULTS)}")
     if fmt not in ("pickle", "json"):
