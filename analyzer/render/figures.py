@@ -244,7 +244,8 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
         last_of_rank[:-1] = rank[1:] != rank[:-1]
         nxt[last_of_rank] = created[last_of_rank]
     known = comp > 0
-    end = np.where(known, comp, np.where(state != _ST_FLIGHT, np.maximum(nxt, created), -1))
+    # (A rank's last op with no completion time is drawn to the end of the record too.)
+    end = np.where(known, comp, np.where((state != _ST_FLIGHT) & (nxt > created), nxt, -1))
     starts: dict[int, tuple[int, int]] = {}
     if len(rank):
         cut = np.flatnonzero(np.diff(rank)) + 1
@@ -437,6 +438,8 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         ref = ref_of[ln.rep]
         x0 = (ea.created[sl] - ref) / 1e9
         x1 = np.where(ea.end[sl] < 0, pad, (ea.end[sl] - ref) / 1e9)
+        st0 = ea.state[sl]
+        x1 = np.where(st0 != _ST_DONE, np.maximum(x1, x0 + pad), x1)  # keep pending ops visible
         st = ea.state[sl]
         rows = ea.idx[sl]
         x_min_all = min(x_min_all, float(x0.min()))
@@ -729,6 +732,19 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         m = len(cs)
         for i, c in enumerate(cs):
             pos[c] = (-float(k), (m - 1) / 2.0 - i)
+    # Deadlock cycles: their members on a ring, so the arrows between them do not overlap.
+    for cycle in d.deadlock_cycles:
+        ring = [c for c in node_keys if set(members[c]) & set(int(r) for r in cycle)]
+        if len(ring) < 2:
+            continue
+        cx = sum(pos[c][0] for c in ring) / len(ring)
+        cy = sum(pos[c][1] for c in ring) / len(ring)
+        ry = max(1.0, len(ring) / 3.0)
+        for i, c in enumerate(sorted(ring, key=lambda c: min(members[c]))):
+            ang = math.pi / 2 - 2 * math.pi * i / len(ring)
+            pos[c] = (cx - 0.45 + 0.4 * math.cos(ang), cy + ry * math.sin(ang))
+    xs_all = [x for x, _ in pos.values()] or [0.0]
+    ys_all = [y for _, y in pos.values()] or [0.0]
 
     # Aggregate edges between nodes.
     agg: dict[tuple[int, int], dict[str, Any]] = {}
@@ -843,10 +859,10 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         margin={"l": 30, "r": 30, "t": _top_margin(notes, 36), "b": 30},
         annotations=annotations,
         hovermode="closest",
-        xaxis={"visible": True, "showgrid": False, "zeroline": False, "range": [-(ncols - 1) - 0.6, 0.8],
+        xaxis={"visible": True, "showgrid": False, "zeroline": False, "range": [min(xs_all) - 0.6, max(xs_all) + 0.8],
                "tickmode": "array", "tickvals": [-k for k in range(ncols)],
                "ticktext": ["culprit" if k == 0 else f"{k} hop{'s' if k > 1 else ''} away" for k in range(ncols)]},
-        yaxis={"visible": False, "range": [-(nrows / 2.0) - 0.5, nrows / 2.0 + 0.2]},
+        yaxis={"visible": False, "range": [min(ys_all) - 0.8, max(ys_all) + 0.5]},
     )
     return fig
 
