@@ -24,6 +24,7 @@ the roots of the graph are culprits.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -155,17 +156,20 @@ def _mismatch_findings(tables: Tables, matching: Matching) -> list[Finding]:
                 "a majority: every side is listed"
             )
         else:
+            basis = str(grp["basis"].iloc[0])
+            others = (f"{n_agree} of {n_rec} members" if basis == "group majority" else
+                      f"its peer and the other {desc} groups")
             summary = (
                 f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} issued "
                 f"{_group_label(str(name), desc)} seq {int(seq)} with {what} "
-                f"{', '.join(sorted(set(values.values())))} while {n_agree} of {n_rec} members "
-                f"used {expected}"
+                f"{', '.join(sorted(set(values.values())))} while {others} used {expected}"
             )
         out.append(Finding(
             kind=str(kind), ranks=ranks, summary=summary, group=str(name), group_desc=desc,
             seq=int(seq), op=str(grp["op"].iloc[0]), culprit=True,
             evidence={"values": values, "majority": expected, "agreeing_members": n_agree,
-                      "recorded_members": n_rec, "ambiguous": ambiguous},
+                      "recorded_members": n_rec, "ambiguous": ambiguous,
+                      "decided_by": str(grp["basis"].iloc[0])},
             stack=_stack(tables, int(row["stack_id"])) if row is not None else (),
         ))
     return out
@@ -246,6 +250,45 @@ def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame)
                    seq=seq, op=op, culprit=True, evidence=evidence, stack=stack)
 
 
+def _order_culprits(tables: Tables, g: nx.DiGraph, cycle: tuple[int, ...]) -> list[int]:
+    """Ranks of a cycle that issued the cycle's collectives in a different order than most.
+
+    The waited collectives are keyed by group role (the desc, so that every tensor-parallel
+    pair counts as "the TP group") and sequence number. For every rank, the order in which
+    it issued them (one it never issued counts as after those it did) is compared with the
+    majority order; the cycle members that disagree ran the groups in the other order.
+    """
+    inside = set(cycle)
+
+    def role(name: str, desc: str) -> str:
+        return desc if desc and desc != "undefined" else f"group {name}"
+
+    ops = sorted({(role(d["pg_name"], d["pg_desc"]), int(d["seq"])) for a, b, d in g.edges(data=True)
+                  if a in inside and b in inside and d["kind"] == "collective"})
+    if len({r for r, _ in ops}) < 2:
+        return []
+    e = tables.entries
+    rows = e[~e["is_p2p"] & e["seq"].isin([q for _, q in ops])]
+    roles = [role(str(n), str(d)) for n, d in zip(rows["pg_name"], rows["pg_desc"])]
+    issued: dict[tuple[int, str, int], int] = {}
+    for r, ro, q, rid in zip(rows["rank"], roles, rows["seq"], rows["record_id"]):
+        if (ro, int(q)) in ops:
+            issued.setdefault((int(r), ro, int(q)), int(rid))
+    big = 1 << 62
+    order = {
+        r: tuple(sorted(ops, key=lambda op: (issued.get((r, *op), big), op)))
+        for r in tables.dumped_ranks
+        if any((r, *op) in issued for op in ops)
+    }
+    counts = Counter(order.values())
+    if len(counts) < 2:
+        return []
+    (major, n_major), (_, n_next) = counts.most_common(2)
+    if n_major == n_next:
+        return []
+    return sorted(r for r in cycle if r in order and order[r] != major)
+
+
 def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
     """All members joined, none completed: the network or a GPU."""
     c = matching.collectives
@@ -299,21 +342,7 @@ def _slow_completers(matching: Matching) -> Finding | None:
     whose own GPU work stopped completing first (its completed counter lags the others')
     is stuck on its GPU or link.
     """
-    p = matching.progress
-    known = p[(p["enqueued"] >= 0) & (p["completed"] >= -1)]
-    laggers: dict[int, dict[str, Any]] = {}
-    for name, grp in known.groupby("pg_name", sort=True):
-        if grp["enqueued"].nunique() != 1 or len(grp) < 2:
-            continue
-        done = grp["completed"]
-        top = int(done.max())
-        if (done == top).sum() * 2 <= len(grp):
-            continue  # no majority that completed further: not this pattern
-        for r, c in zip(grp["rank"], done):
-            if int(c) < top:
-                laggers.setdefault(int(r), {"group": str(name), "group_desc": str(grp["pg_desc"].iloc[0]),
-                                            "completed": int(c), "peers_completed": top,
-                                            "enqueued": int(grp["enqueued"].iloc[0])})
+    laggers = matching.stale_completers
     if not laggers:
         return None
     ranks = tuple(sorted(laggers))
@@ -391,9 +420,10 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
             {"waiter": int(a), "holder": int(b), **{k: g.edges[a, b][k] for k in ("pg_name", "pg_desc", "seq", "op")}}
             for a, b in g.subgraph(cycle).edges
         ]
-        odd = [r for r in roots.cycle_culprits if r in cycle]
+        odd = _order_culprits(tables, g, cycle) or [r for r in roots.cycle_culprits if r in cycle]
         ranks = tuple(sorted(odd or cycle))
-        why = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} run the groups of the cycle "
+        why = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} "
+               f"{'run' if len(ranks) > 1 else 'runs'} the groups of the cycle "
                "in a different order than the others" if odd and len(odd) < len(cycle) else
                "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)")
         deadlock.append(Finding(
@@ -405,6 +435,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
             evidence={"cycle": list(cycle), "edges": sorted(closing, key=lambda d: (d["waiter"], d["holder"]))},
         ))
 
+    cycle_culprits = {r for f in deadlock if f.culprit for r in f.ranks}
     culprits: set[int]
     if mismatches:
         culprits = {r for f in mismatches for r in f.ranks}
@@ -415,7 +446,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
         findings.extend(deadlock)
         kind = mismatches[0].kind
     elif root_findings or any(f.culprit for f in deadlock):
-        culprits = {r for f in root_findings for r in f.ranks} | set(roots.cycle_culprits)
+        culprits = {r for f in root_findings for r in f.ranks} | cycle_culprits
         findings.extend(root_findings)
         findings.extend(deadlock)
         kind = "deadlock" if any(f.culprit for f in deadlock) and not root_findings else root_findings[0].kind if root_findings else "deadlock"

@@ -109,6 +109,9 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     p2p = matching.p2p
     if len(p2p):
         blocked = p2p[p2p["peer_state"].isin(["not_posted", "no_dump"]) & (p2p["state"] != "completed")]
+        # A rank whose completions stopped being observed shows finished send/recv as
+        # scheduled: its p2p states are no evidence that it waits.
+        blocked = blocked[~blocked["rank"].isin(list(matching.stale_completers))]
         for r, g, d, op, peer, pseq, st in blocked[
                 ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]].itertuples(index=False):
             rows.append((int(r), int(peer), str(g), str(d), int(pseq), str(op),

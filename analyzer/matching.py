@@ -52,6 +52,9 @@ class Matching:
     p2p: pd.DataFrame
     gloo_like: bool
     """True when completion is not observable (gloo): only enqueues are evidence."""
+    stale_completers: dict[int, dict[str, object]]
+    """Ranks that enqueued as far as their group but whose completions stopped earlier than
+    the others' (their GPU or link stopped; their ``scheduled`` states are stale)."""
 
 
 def _group_key(entries: pd.DataFrame) -> np.ndarray:
@@ -176,7 +179,7 @@ def _majority(values: pd.Series) -> str:
 def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
     """Rows whose op, dtype or size differs from the majority of their collective."""
     cols = ["pg_name", "pg_desc", "seq", "kind", "rank", "op", "value", "expected", "n_agree",
-            "n_recorded"]
+            "n_recorded", "basis"]
     if coll.empty:
         return pd.DataFrame({c: [] for c in cols})
     key = _group_key(coll)
@@ -202,30 +205,32 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
                 "output_sizes"):
         sub[col] = sub[col].astype(str)
     for (_, _), grp in sub.groupby(["pg_name", "seq"], sort=True):
-        # Coalesced: several entries of one rank share the seq; compare joined signatures.
-        per_rank = grp.sort_values("record_id").groupby("rank", sort=True).agg(
-            op=("op", lambda s: "+".join(map(str, s))),
-            dtypes=("input_dtypes", lambda s: "+".join(map(str, s))),
-            odtypes=("output_dtypes", lambda s: "+".join(map(str, s))),
-            sizes=("input_sizes", lambda s: "+".join(map(str, s))),
-            osizes=("output_sizes", lambda s: "+".join(map(str, s))),
-        )
+        per_rank = _signatures(grp)
         name, desc, seq = str(grp["pg_name"].iloc[0]), str(grp["pg_desc"].iloc[0]), int(grp["seq"].iloc[0])
         n = len(per_rank)
         if n < 2:
             continue
-        checks: list[tuple[str, pd.Series]] = [("op_mismatch", per_rank["op"])]
+        checks: list[tuple[str, pd.Series]] = [("op_mismatch", _check_series(per_rank, "op_mismatch"))]
         op_major = _majority(per_rank["op"])
         if (per_rank["op"] == op_major).all():
-            checks = [("dtype_mismatch", per_rank["dtypes"] + "|" + per_rank["odtypes"])]
+            checks = [("dtype_mismatch", _check_series(per_rank, "dtype_mismatch"))]
             if all(part in SIZE_CHECKED_OPS for part in op_major.split("+")):
-                checks.append(("size_mismatch", per_rank["sizes"] + "|" + per_rank["osizes"]))
+                checks.append(("size_mismatch", _check_series(per_rank, "size_mismatch")))
         for kind, series in checks:
             counts = series.value_counts()
             tie = len(counts) > 1 and counts.iloc[0] == counts.iloc[1]
             major = NO_MAJORITY if tie else _majority(series)
             agree = int(counts.iloc[0])
             deviating = series if tie else series[series != major]
+            basis = "no majority" if tie else "group majority"
+            if tie:
+                # No majority inside the group (a pair): ask the sibling groups (same desc,
+                # e.g. the other tensor-parallel pairs) what they issued at this seq.
+                sibling = _sibling_value(coll, name, desc, seq, kind)
+                if sibling is not None and (series == sibling).any():
+                    major, deviating = sibling, series[series != sibling]
+                    agree = int((series == sibling).sum())
+                    basis = "sibling groups"
             for rank, value in deviating.items():
                 out["pg_name"].append(name)
                 out["pg_desc"].append(desc)
@@ -237,9 +242,47 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
                 out["expected"].append(major)
                 out["n_agree"].append(agree)
                 out["n_recorded"].append(n)
+                out["basis"].append(basis)
             if len(deviating):
                 break
     return pd.DataFrame(out)
+
+
+def _signatures(grp: pd.DataFrame) -> pd.DataFrame:
+    """Per rank of one (group, seq): op, dtypes and sizes, joined over coalesced entries."""
+    grp = grp.sort_values("record_id")
+    joined = {
+        col: grp.groupby("rank", sort=True)[src].agg(lambda s: "+".join(map(str, s)))
+        for col, src in (("op", "op"), ("dtypes", "input_dtypes"), ("odtypes", "output_dtypes"),
+                         ("sizes", "input_sizes"), ("osizes", "output_sizes"))
+    }
+    return pd.DataFrame(joined)
+
+
+def _check_series(per_rank: pd.DataFrame, kind: str) -> pd.Series:
+    if kind == "op_mismatch":
+        return per_rank["op"]
+    if kind == "dtype_mismatch":
+        return per_rank["dtypes"] + "|" + per_rank["odtypes"]
+    return per_rank["sizes"] + "|" + per_rank["osizes"]
+
+
+def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str) -> str | None:
+    """The value most sibling groups (same desc, other name) used at ``seq``, if unanimous
+    enough to break a tie (a strict majority of the siblings' ranks)."""
+    if not desc or desc in ("undefined", "default_pg"):
+        return None
+    rows = coll[(coll["pg_desc"] == desc) & (coll["seq"] == seq) & (coll["pg_name"] != name)]
+    if rows.empty:
+        return None
+    rows = rows[["pg_name", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
+                 "input_sizes", "output_sizes"]].astype({c: str for c in (
+                     "op", "input_dtypes", "output_dtypes", "input_sizes", "output_sizes")})
+    values = _check_series(_signatures(rows), kind)
+    counts = values.value_counts()
+    if counts.iloc[0] * 2 <= len(values):
+        return None
+    return str(counts.index[0])
 
 
 def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> pd.DataFrame:
@@ -294,17 +337,17 @@ def _p2p(tables: Tables) -> pd.DataFrame:
 
     ``peer_state`` is one of:
 
-    * ``paired``: the peer posted the matching recv/send (or, by its counters, got past it);
-    * ``not_posted``: the peer has not enqueued the matching op: this rank waits on it;
-    * ``no_dump``: the peer wrote no dump;
-    * ``unknown``: the peer's dump says nothing about this group.
+    * ``paired``: completed, or matched by an op the peer posted;
+    * ``not_posted``: the peer holds no matching op: this rank waits on it;
+    * ``no_dump``: the peer wrote no dump.
 
-    In a group of two (the usual pipeline pair) both members count the same transfers, so
-    the p2p sequence number is an absolute key: an op with p2p seq k is paired when the
-    peer's p2p progress reaches k, however much of either ring buffer scrolled out. In
-    larger groups (interleaved pipelines) sends and receives are paired first-in first-out
-    per stream (group, sender, receiver) among the ops not yet completed, so a send is never
-    paired with a receive of another stage and no false size error arises.
+    A stream is (group, sender, receiver). Ops that completed are paired by definition (a
+    send and its recv finish together). The others are paired first-in first-out per stream,
+    which is how NCCL pairs them: the newest sends (or recvs) beyond what the other side
+    posted are the unmatched ones. Only ops still in flight are compared, so ring buffers
+    that kept different amounts of history do not matter, batched send/recv that stay
+    ``scheduled`` pair with the peer's ops, and a send is never paired with a receive of
+    another pipeline stage (no false size errors in groups larger than two).
     """
     e = tables.entries
     cols = ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "seq", "record_id", "state",
@@ -317,38 +360,11 @@ def _p2p(tables: Tables) -> pd.DataFrame:
     is_send = (p["op"] == "send").to_numpy()
     p["src"] = np.where(is_send, p["rank"], p["peer"])
     p["dst"] = np.where(is_send, p["peer"], p["rank"])
-    p["peer_state"] = np.where(p["peer"].isin(tables.dumped_ranks), "", "no_dump")
+    peer_dumped = p["peer"].isin(tables.dumped_ranks).to_numpy()
+    done = (p["state"] == "completed").to_numpy()
+    p["peer_state"] = np.where(done, "paired", np.where(peer_dumped, "", "no_dump"))
     p["pair_size"] = ""
-    sizes = dict(zip(tables.groups["pg_name"], tables.groups["size"], strict=True))
-    pair_group = p["pg_name"].map(sizes).fillna(0).to_numpy() == 2
-
-    # Groups of two: p2p seq is absolute. Peer progress from entries and typed counters.
-    progress = p.groupby(["pg_name", "rank"])["p2p_seq"].max()
-    status = tables.status[tables.status["pg_name"] != ""]
-    last = e.loc[e.groupby(["pg_name", "rank"], observed=True)["record_id"].idxmax()]
-    last_p2p = {(str(g), int(r)) for g, r, f in last[["pg_name", "rank", "is_p2p"]].itertuples(index=False) if f}
-    p2p_only = set(p["pg_name"]) - set(e.loc[~e["is_p2p"], "pg_name"].astype(str))
-    counters = {}
-    for g, r, enq in status[["pg_name", "rank", "last_enqueued"]].itertuples(index=False):
-        key = (str(g), int(r))
-        if key in last_p2p or (key not in progress.index and str(g) in p2p_only):
-            counters[key] = int(enq)
-    peer_prog = np.array([
-        max(int(progress.get((g, r), -1)), counters.get((g, r), -1))
-        if ((g, r) in progress.index or (g, r) in counters) else -2
-        for g, r in zip(p["pg_name"], p["peer"])
-    ], dtype=np.int64)
-    undecided = (p["peer_state"] == "").to_numpy()
-    two = undecided & pair_group
-    p.loc[two & (peer_prog == -2), "peer_state"] = "unknown"
-    p.loc[two & (peer_prog >= p["p2p_seq"].to_numpy()), "peer_state"] = "paired"
-    p.loc[two & (peer_prog >= -1) & (peer_prog < p["p2p_seq"].to_numpy()), "peer_state"] = "not_posted"
-
-    # Larger groups: FIFO per stream among ops not completed.
-    rest = p[undecided & ~pair_group]
-    done = rest["state"] == "completed"
-    p.loc[done[done].index, "peer_state"] = "paired"
-    live = rest[~done].sort_values("record_id", kind="stable")
+    live = p[p["peer_state"] == ""].sort_values("record_id", kind="stable")
     if len(live):
         stream = ["pg_name", "src", "dst", "op"]
         live = live.assign(k=live.groupby(stream).cumcount())
@@ -372,6 +388,33 @@ def _p2p(tables: Tables) -> pd.DataFrame:
     return p.drop(columns=["src", "dst"]).sort_values(["rank", "record_id"]).reset_index(drop=True)
 
 
+_COMPLETION_LAG = 2
+
+
+def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
+    """Members whose completed counter lags a majority of a group that all enqueued as far.
+
+    A lag of one op is the watchdog's polling; a stopped GPU falls further behind.
+    """
+    known = progress[progress["enqueued"] >= 0]
+    laggers: dict[int, dict[str, object]] = {}
+    for name, grp in known.groupby("pg_name", sort=True):
+        if grp["enqueued"].nunique() != 1 or len(grp) < 2:
+            continue
+        done = grp["completed"]
+        top = int(done.max())
+        behind = done <= top - _COMPLETION_LAG
+        if not behind.any() or behind.sum() * 2 >= len(grp) + (len(grp) == 2):
+            continue  # nobody behind, or no majority that completed further
+        for r, c in zip(grp["rank"], done):
+            if int(c) <= top - _COMPLETION_LAG:
+                laggers.setdefault(int(r), {
+                    "group": str(name), "group_desc": str(grp["pg_desc"].iloc[0]),
+                    "completed": int(c), "peers_completed": top,
+                    "enqueued": int(grp["enqueued"].iloc[0])})
+    return laggers
+
+
 def match(tables: Tables) -> Matching:
     """Match every collective and send/recv across ranks."""
     entries = tables.entries
@@ -385,4 +428,5 @@ def match(tables: Tables) -> Matching:
         mismatches=_mismatches(coll),
         p2p=_p2p(tables),
         gloo_like=gloo_like,
+        stale_completers={} if gloo_like else stale_completers(progress),
     )

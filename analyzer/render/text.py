@@ -13,7 +13,7 @@ _KIND_TITLES = {
     "size_mismatch": "desync: ranks issued different sizes",
     "dtype_mismatch": "desync: ranks issued different dtypes",
     "deadlock": "deadlock: ranks wait on each other in a cycle",
-    "stuck_in_collective": "every rank is inside one collective: network or GPU",
+    "stuck_in_collective": "stuck inside communication: network or GPU, not the program",
     "unrecorded_ops": "a rank is behind in ops the recorder did not record",
     "no_hang": "no hang",
     "inconclusive": "inconclusive",
@@ -46,8 +46,9 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
             f"{'p2p seq' if s['kind'] == 'p2p' else 'seq'} {s['seq']} ({s['op']})"
             for s in steps
         ]
-        lines.append(_wrap(f"chain to rank {rank}: " + "; ".join(parts) + f"; {rank} waits on nobody",
-                           "  ", width))
+        in_cycle = any(rank in c for c in d.deadlock_cycles)
+        end = f"{rank} is in the deadlock cycle" if in_cycle else f"{rank} waits on nobody"
+        lines.append(_wrap(f"chain to rank {rank}: " + "; ".join(parts) + f"; {end}", "  ", width))
     lead = next((f for f in d.findings if f.culprit and f.stack), None)
     if lead is not None:
         frames = list(lead.stack)

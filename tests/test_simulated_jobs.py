@@ -1,0 +1,61 @@
+"""Simulated NCCL jobs (tools/simulate.py): the culprit list is exactly the injected set.
+
+Each fault of the simulator leaves the trace a real NCCL job leaves (asynchronous enqueue,
+completions, pipeline send/recv, coalesced batches); the analyzer must name exactly the
+ranks the simulator says it injected, with the right kind, with and without timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import analyzer
+from tools.simulate import simulate_job
+
+KIND = {
+    "none": "no_hang", "stall": "not_joined", "crash": "missing_dump",
+    "pipeline_stall": "not_joined", "pp_deadlock": "deadlock", "group_order": "deadlock",
+    "gpu_stuck": "stuck_in_collective", "slow_gpu": "stuck_in_collective",
+    "size_desync": "size_mismatch", "dtype_desync": "dtype_mismatch",
+}
+
+
+@pytest.mark.parametrize("timing", [False, True], ids=["untimed", "timing"])
+@pytest.mark.parametrize("fault", sorted(KIND))
+def test_simulated_fault(tmp_path: Path, fault: str, timing: bool) -> None:
+    expected = simulate_job(tmp_path, tp=2, pp=2, dp=2, fault=fault, timing=timing, seed=3,
+                            buffer_size=400)
+    d = analyzer.analyze(tmp_path).diagnosis
+    assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
+    assert d.kind == KIND[fault], d.headline
+    assert bool(d.deadlock_cycles) == bool(expected["deadlock"]), d.headline
+    if fault == "crash":
+        assert list(d.missing_dumps) == sorted(expected["culprits"])
+
+
+@pytest.mark.parametrize("fault", [
+    "stall",
+    "group_order",
+    pytest.param("pipeline_stall", marks=pytest.mark.xfail(strict=True, reason=(
+        "4 stages: the missing sends close a wait cycle through tensor-parallel peers "
+        "(3 -> 2 -> 4 -> 5 -> 3); the analyzer reports the cycle but blames 3 and 4 (and the "
+        "last stage) instead of 3 alone"))),
+])
+def test_larger_simulated_job(tmp_path: Path, fault: str) -> None:
+    # 4 pipeline stages (send/recv in groups of more than two), JSON dumps, batched p2p.
+    expected = simulate_job(tmp_path, tp=2, pp=4, dp=2, fault=fault, seed=11, fmt="json",
+                            buffer_size=300)
+    result = analyzer.analyze(tmp_path)
+    d = result.diagnosis
+    assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
+    assert not [f for f in d.findings if f.kind == "size_mismatch"]  # no false p2p size errors
+
+
+def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
+    expected = simulate_job(tmp_path, tp=2, pp=2, dp=2, fault="stall", seed=5, buffer_size=400)
+    d = analyzer.analyze(tmp_path).diagnosis
+    (culprit,) = expected["culprits"]
+    steps = d.chains[culprit]
+    assert steps and steps[-1]["holder"] == culprit
