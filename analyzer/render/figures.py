@@ -67,8 +67,9 @@ _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, san
 
 
 def esc(value: object) -> str:
-    """HTML-escape anything that came from a dump."""
-    return html.escape(str(value), quote=True)
+    """Escape text from a dump for plotly labels (its pseudo-HTML decodes &lt; &gt; &amp;
+    but not &quot;, and these strings never land in an attribute)."""
+    return html.escape(str(value), quote=False)
 
 
 def _clip(text: str, n: int = 120) -> str:
@@ -244,8 +245,7 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
         last_of_rank[:-1] = rank[1:] != rank[:-1]
         nxt[last_of_rank] = created[last_of_rank]
     known = comp > 0
-    # (A rank's last op with no completion time is drawn to the end of the record too.)
-    end = np.where(known, comp, np.where((state != _ST_FLIGHT) & (nxt > created), nxt, -1))
+    end = np.where(known, comp, np.where(state == _ST_FLIGHT, -1, np.maximum(nxt, created)))
     starts: dict[int, tuple[int, int]] = {}
     if len(rank):
         cut = np.flatnonzero(np.diff(rank)) + 1
@@ -440,6 +440,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         x1 = np.where(ea.end[sl] < 0, pad, (ea.end[sl] - ref) / 1e9)
         st0 = ea.state[sl]
         x1 = np.where(st0 != _ST_DONE, np.maximum(x1, x0 + pad), x1)  # keep pending ops visible
+        x1 = np.maximum(x1, x0 + 0.3 * pad)  # and ops whose end is unknown (a rank's last, gloo)
         st = ea.state[sl]
         rows = ea.idx[sl]
         x_min_all = min(x_min_all, float(x0.min()))

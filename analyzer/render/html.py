@@ -15,13 +15,14 @@ the culprit's stack, the skipped files and a summary of the input.
 from __future__ import annotations
 
 import base64
+import html as _html
 import datetime as _dt
 import hashlib
 import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from analyzer.render.figures import esc, ranks_text
+from analyzer.render.figures import ranks_text
 from analyzer.render.text import _KIND_TITLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +88,11 @@ _BOOT = """
                          function(err){document.body.setAttribute('data-ready','error');console.error(err);});
 })();
 """
+
+
+def esc(value: object) -> str:
+    """HTML-escape anything that came from a dump (text and attribute values)."""
+    return _html.escape(str(value), quote=True)
 
 
 def _json_for_html(obj: Any) -> str:
