@@ -346,7 +346,7 @@ def _entry_hover(analysis: Analysis, rows: np.ndarray, lane: _Lane, state: np.nd
     for i in range(len(rows)):
         s = int(state[i])
         seq_txt = f"p2p seq {int(pseq[i])} (seq {int(seq[i])}) · peer {int(peer[i])}" if p2p[i] else f"seq {int(seq[i])}"
-        took = (f"{x1[i] - x0[i]:.6f} s" if known[i] else
+        took = (f"took {(x1[i] - x0[i]) * 1e3:.3f} ms" if known[i] else
                 "not completed (drawn to the end of the record)" if s == _ST_FLIGHT else
                 "completion time not recorded")
         gpu = f" · GPU {dur[i]:.3f} ms" if not math.isnan(dur[i]) else ""
