@@ -176,6 +176,6 @@ def test_real_fixtures_render():
     for name in ("gpu_error_2nd", "lock_gil_2nd"):
         a = analyze(fixture_dir("nvrx-megatron-moe", name))
         page = render_html(a, plotlyjs="cdn")
-        assert "HANG: culprit ranks" in page
+        assert "HANG: culprit rank" in page
         tl = figures.timeline(a)
         assert any("PP1" in t for t in tl.layout.yaxis.ticktext)

@@ -92,6 +92,11 @@ def ranks_text(ranks: Sequence[int], limit: int = 8) -> str:
     return ", ".join(runs)
 
 
+def is_p2p_op(op: object) -> bool:
+    """Waits on send/recv carry the p2p sequence number (whatever their wait kind)."""
+    return str(op) in ("send", "recv")
+
+
 def members_label(ranks: Sequence[int]) -> str:
     """Short label of a set of ranks: ``rank 5`` or ``ranks 0-7, 32-39, … ×248``."""
     rs = sorted(set(int(r) for r in ranks))
@@ -216,8 +221,8 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
     # retired them (gloo retires an op that timed out).
     w = analysis.waits
     if len(w) and len(e):
-        blocked = {(int(r), str(g), int(q), k == "p2p") for r, g, q, k in
-                   w[["waiter", "pg_name", "seq", "kind"]].itertuples(index=False)}
+        blocked = {(int(r), str(g), int(q), is_p2p_op(o)) for r, g, q, o in
+                   w[["waiter", "pg_name", "seq", "op"]].itertuples(index=False)}
         names = e["pg_name"].astype(str).to_numpy()
         p2p = e["is_p2p"].to_numpy(bool)
         seqs = np.where(p2p, e["p2p_seq"].to_numpy(np.int64), e["seq"].to_numpy(np.int64))
@@ -414,7 +419,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         if not f.culprit:
             continue
         for w in f.evidence.get("waited_in", []) or []:
-            focus.add((str(w["group"]), int(w["seq"]), w.get("kind") == "p2p"))
+            focus.add((str(w["group"]), int(w["seq"]), is_p2p_op(w.get("op"))))
         if f.group:
             focus.add((f.group, int(f.seq), False))
 
@@ -526,7 +531,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         items = []
         for (g, desc, s, op, kind), grp in mine.groupby(["pg_name", "pg_desc", "seq", "op", "kind"], sort=False):
             waiters = sorted(int(x) for x in grp["waiter"])
-            p2p = kind == "p2p"
+            p2p = is_p2p_op(op)
             col = pseq_all if p2p else seq_all
             m = (names_all == str(g)) & (col == int(s)) & (p2p_all == p2p) & np.isin(
                 e["rank"].to_numpy(), waiters)
@@ -543,13 +548,15 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
             items.append((x, str(g), str(desc), int(s), str(op), str(kind), waiters))
         items.sort()
         for x, g, desc, s, op, kind, waiters in items[:16]:
-            what = ("wrote no dump; " if kind == "no_dump" else "") + (
-                f"never posted the {'recv' if op == 'send' else 'send'} matching" if kind == "p2p"
-                else "never enqueued")
+            what = {
+                "p2p": f"never posted the {'recv' if op == 'send' else 'send'} matching",
+                "no_dump": "wrote no dump; peers wait in",
+                "queued": "posted, but has queued behind an op it is blocked in,",
+            }.get(kind, "never enqueued")
             gx.append(x)
             gy.append(ln.y)
             gtext.append(f"<b>never joined</b>: rank {int(c)} {esc(what)} {esc(op)} in "
-                         f"{esc(_clip(_group_label(g, desc), 80))} {'p2p ' if kind == 'p2p' else ''}seq {s}<br>"
+                         f"{esc(_clip(_group_label(g, desc), 80))} {'p2p ' if is_p2p_op(op) else ''}seq {s}<br>"
                          f"awaited by ranks {esc(ranks_text(waiters))}<br>peers enqueued it at {x:+.6f} s")
             ghost_x.append(x)
         x_first = items[0][0]
@@ -776,7 +783,7 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         ey[which] += [y0, y1, None]
         ra, rb = members[node_keys[ia]], members[node_keys[ib]]
         labels = sorted(rec["labels"].items(), key=lambda kv: -kv[1])
-        lines = [f"{esc(_clip(_group_label(gn, gd), 70))} {'p2p ' if k == 'p2p' else ''}seq {s} · "
+        lines = [f"{esc(_clip(_group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
                  f"{esc(op)} [{esc(k)}]" + (f" ×{c}" if c > 1 else "")
                  for (gn, gd, s, op, k), c in labels[:6]]
         if len(labels) > 6:

@@ -22,7 +22,7 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from analyzer.render.figures import ranks_text
+from analyzer.render.figures import is_p2p_op, ranks_text
 from analyzer.render.text import _KIND_TITLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,7 +133,7 @@ def _chain_lines(analysis: Analysis) -> list[str]:
             continue
         parts = [
             f"rank {s['waiter']} waits on {s['holder']} in {esc(s['pg_desc'] or s['pg_name'])} "
-            f"{'p2p seq' if s['kind'] == 'p2p' else 'seq'} {int(s['seq'])} ({esc(s['op'])})"
+            f"{'p2p seq' if is_p2p_op(s['op']) else 'seq'} {int(s['seq'])} ({esc(s['op'])})"
             for s in steps
         ]
         out.append(f"chain to rank {int(rank)}: " + "; ".join(parts) + f"; {int(rank)} waits on nobody")
