@@ -962,6 +962,22 @@ def progress(analysis: Analysis) -> go.Figure:
                                      marker={"symbol": "x-thin-open", "size": 8, "color": "#333",
                                              "line": {"width": 1.5}},
                                      name="unknown / no dump", showlegend=k == 1), row=k, col=1)
+    # At scale a cell is a pixel wide: ring the ranks furthest behind in each group role.
+    if len(roles) and world > 64:
+        lx, ly, ltext = [], [], []
+        for i, role in enumerate(roles):
+            row = z_enq[i]
+            top = np.nanmax(row) if not np.isnan(row).all() else 0
+            if top > 0:
+                for j in np.flatnonzero(row == top)[:32]:
+                    lx.append(int(j))
+                    ly.append(role)
+                    ltext.append(f"rank {int(j)}: {int(top)} behind in {esc(role)}")
+        if lx:
+            fig.add_trace(go.Scatter(x=lx, y=ly, mode="markers", hovertext=ltext, hoverinfo="text",
+                                     marker={"symbol": "circle-open", "size": 14, "color": CULPRIT,
+                                             "line": {"width": 2}},
+                                     name="furthest behind"), row=1, col=1)
     for c in d.culprit_ranks:
         if int(c) < world:
             fig.add_vline(x=int(c), line={"color": CULPRIT, "width": 1.5, "dash": "dot"})
