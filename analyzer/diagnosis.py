@@ -264,7 +264,7 @@ def _order_culprits(tables: Tables, g: nx.DiGraph, cycle: tuple[int, ...]) -> li
         return desc if desc and desc != "undefined" else f"group {name}"
 
     ops = sorted({(role(d["pg_name"], d["pg_desc"]), int(d["seq"])) for a, b, d in g.edges(data=True)
-                  if a in inside and b in inside and d["kind"] == "collective"})
+                  if a in inside and b in inside and d["kind"] in ("collective", "silent")})
     if len({r for r, _ in ops}) < 2:
         return []
     e = tables.entries
@@ -287,6 +287,27 @@ def _order_culprits(tables: Tables, g: nx.DiGraph, cycle: tuple[int, ...]) -> li
     if n_major == n_next:
         return []
     return sorted(r for r in cycle if r in order and order[r] != major)
+
+
+def _first_wait_culprit(tables: Tables, g: nx.DiGraph, cycle: tuple[int, ...]) -> list[int]:
+    """In a cycle that is not two pipeline stages facing each other, the wait that began
+    first started the deadlock: its holder is the culprit (it skipped an op its peer waits
+    in, and the rest of the cycle formed behind that)."""
+    inside = set(cycle)
+    edges = [(a, b, d) for a, b, d in g.edges(data=True) if a in inside and b in inside]
+    if len(cycle) == 2 and all(d["kind"] == "p2p" for _, _, d in edges):
+        return []  # symmetric: both stages receive (or send) first
+    e = tables.entries
+    starts: list[tuple[int, int]] = []
+    for a, b, d in edges:
+        p2p = d["op"] in ("send", "recv")
+        col = "p2p_seq" if p2p else "seq"
+        rows = e[(e["rank"] == a) & (e["pg_name"] == d["pg_name"]) & (e[col] == d["seq"])
+                 & (e["is_p2p"] == p2p)]
+        if rows.empty:
+            return []
+        starts.append((int(rows["time_created_ns"].min()), int(b)))
+    return [min(starts)[1]] if starts else []
 
 
 def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
@@ -420,12 +441,23 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
             {"waiter": int(a), "holder": int(b), **{k: g.edges[a, b][k] for k in ("pg_name", "pg_desc", "seq", "op")}}
             for a, b in g.subgraph(cycle).edges
         ]
-        odd = _order_culprits(tables, g, cycle) or [r for r in roots.cycle_culprits if r in cycle]
+        odd, why = _order_culprits(tables, g, cycle), ""
+        if odd and len(odd) < len(cycle):
+            why = (f"rank{'s' if len(odd) > 1 else ''} {_ranks_text(odd)} "
+                   f"{'run' if len(odd) > 1 else 'runs'} the groups of the cycle in a different "
+                   "order than the other ranks")
+        else:
+            odd = _first_wait_culprit(tables, g, cycle)
+            if odd:
+                why = (f"the first wait of the cycle is on rank {odd[0]}: it skipped an op its "
+                       "peer waits in and went on, and the rest of the cycle formed behind it")
+        if not odd:
+            odd = [r for r in roots.cycle_culprits if r in cycle]
+            why = ("the ranks wait on each other symmetrically (e.g. both pipeline stages "
+                   "receive first)" if len(odd) in (0, len(cycle)) else
+                   f"rank{'s' if len(odd) > 1 else ''} {_ranks_text(odd)} "
+                   f"{'are' if len(odd) > 1 else 'is'} blocked in a different group than the rest of the cycle")
         ranks = tuple(sorted(odd or cycle))
-        why = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} "
-               f"{'run' if len(ranks) > 1 else 'runs'} the groups of the cycle "
-               "in a different order than the others" if odd and len(odd) < len(cycle) else
-               "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)")
         deadlock.append(Finding(
             kind="deadlock", ranks=ranks, culprit=bool(set(cycle) & set(roots.cycle_culprits)),
             summary=f"ranks {_ranks_text(cycle)} wait on each other in a cycle; {why}",

@@ -38,7 +38,9 @@ class WaitEdge:
     seq: int
     op: str
     kind: str
-    """``collective``, ``p2p``, ``no_dump``, ``silent`` (holder recorded nothing) or ``unrecorded``."""
+    """``collective``, ``p2p``, ``no_dump``, ``silent`` (holder recorded nothing),
+    ``unrecorded``, or ``queued`` (every side posted the op, but a peer's matching op sits on
+    its GPU stream behind an op that peer is blocked in)."""
 
 
 def _pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
@@ -116,11 +118,67 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
                 ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]].itertuples(index=False):
             rows.append((int(r), int(peer), str(g), str(d), int(pseq), str(op),
                          "p2p" if st == "not_posted" else "no_dump"))
+    if not matching.gloo_like:
+        rows.extend(_queued_waits(tables, matching, list(rows)))
     out = pd.DataFrame(rows, columns=WAIT_COLUMNS)
     if len(out):
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
         out = out.sort_values(["holder", "pg_name", "seq", "waiter"], ignore_index=True)
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
+
+
+def _queued_waits(tables: Tables, matching: Matching,
+                  direct: list[tuple[int, int, str, str, int, str, str]],
+                  max_rounds: int = 8) -> list[tuple[int, int, str, str, int, str, str]]:
+    """NCCL runs each rank's ops in stream order: an op every side posted still cannot
+    finish while a peer's matching op is queued behind an op that peer is blocked in.
+
+    A rank that waits on nobody directly but has such an op in flight waits on that peer:
+    one edge, to the lowest blocked counterpart that does not itself (transitively) wait on
+    this rank, so these edges never close a cycle and a culprit, whose peers are blocked
+    because of it, never gets one. The graph stays linear in ranks.
+    """
+    e = tables.entries
+    pend = e[(e["state"].astype(str) != "completed") & ~e["is_p2p"]][["rank", "pg_name", "pg_desc", "seq", "op"]]
+    pend = pend.drop_duplicates(["rank", "pg_name", "seq"])
+    p2p = matching.p2p
+    ppend = p2p[(p2p["peer_state"] == "paired") & (p2p["state"] != "completed")] if len(p2p) else p2p
+    members = tables.members()
+    g = nx.DiGraph()
+    g.add_edges_from((w, h) for w, h, *_ in direct)
+    blocked = {w for w, *_ in direct}
+    rows: list[tuple[int, int, str, str, int, str, str]] = []
+    for _ in range(max_rounds):
+        added: dict[int, tuple[int, int, str, str, int, str, str]] = {}
+        waiting_on_me: dict[int, set[int]] = {}
+
+        def ancestors(r: int) -> set[int]:
+            if r not in waiting_on_me:
+                waiting_on_me[r] = nx.ancestors(g, r) if r in g else set()
+            return waiting_on_me[r]
+
+        candidates = [
+            (int(r), str(gn), str(d), int(q), str(op), [m for m in members.get(str(gn), ()) if m != r])
+            for r, gn, d, q, op in pend[~pend["rank"].isin(list(blocked))].itertuples(index=False)
+        ]
+        if len(ppend):
+            candidates += [
+                (int(r), str(gn), str(d), int(q), str(op), [int(peer)])
+                for r, gn, d, q, op, peer in ppend[~ppend["rank"].isin(list(blocked))][
+                    ["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)
+            ]
+        for r, gn, d, q, op, peers in candidates:
+            if r in added:
+                continue
+            holders = [m for m in peers if m in blocked and m not in ancestors(r)]
+            if holders:
+                added[r] = (r, int(min(holders)), gn, d, q, op, "queued")
+        if not added:
+            break
+        rows.extend(added.values())
+        g.add_edges_from((w, h) for w, h, *_ in added.values())
+        blocked |= set(added)
+    return rows
 
 
 def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[tuple[int, int, str, str, int, str, str]]:

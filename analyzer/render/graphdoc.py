@@ -11,7 +11,7 @@ from analyzer.analysis import Analysis
 
 
 def _label(d: dict[str, object]) -> str:
-    seq_word = "p2p seq" if d["kind"] == "p2p" else "seq"
+    seq_word = "p2p seq" if d["op"] in ("send", "recv") else "seq"
     return f"{d['pg_desc'] or d['pg_name']} {seq_word} {d['seq']} {d['op']} ({d['kind']})"
 
 
