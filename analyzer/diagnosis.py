@@ -341,12 +341,14 @@ def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
     evidence: dict[str, Any] = {"members": list(members), "started": int(row["n_started"]),
                                 "completed": int(row["n_completed"])}
     ranks = tuple(sorted(int(m) for m in members))
-    if len(started):
+    if len(started) >= 3:  # in a pair, "last to start" says nothing
         latest = started.sort_values("time_started_ns").tail(max(1, len(started) // 8))
         evidence["last_to_start"] = sorted(int(r) for r in latest["rank"])
     summary = (f"every member of {_group_label(str(row['pg_name']), str(row['pg_desc']))} enqueued "
                f"{row['op']} seq {int(row['seq'])} and none completed it: suspect the network or a "
                "GPU of these ranks, not the program")
+    if evidence.get("last_to_start"):
+        summary += f"; last to start it: rank(s) {_ranks_text(evidence['last_to_start'])}"
     stack_row = mine[mine["stack_id"] >= 0]
     stack = _stack(tables, int(stack_row["stack_id"].iloc[0])) if len(stack_row) else ()
     out.append(Finding(kind="stuck_in_collective", ranks=ranks, summary=summary,
