@@ -123,6 +123,9 @@ class Scenario:
     no_dump: tuple[int, ...] = ()
     buffer_size: int = 2000
     healthy: bool = False  # no fault: rank 0 triggers the dump after everyone finished
+    # Where the dumps cannot show what was injected: what an honest analysis concludes
+    # instead (verdict, culprits, kind) and why. Written to EXPECTED.json as "analyzer".
+    analyzer: dict[str, Any] | None = None
 
 
 def _warmup(c: Ctx) -> None:
@@ -349,6 +352,14 @@ SCENARIOS: dict[str, Scenario] = {
             "Two ranks exchange send/recv, which gloo does not record (only the op_id gap of "
             "the next all_reduce shows them), and rank 1 stalls before the recv that rank 0's "
             "next send waits on, so the stuck op is in no buffer.",
+            analyzer={
+                "verdict": "inconclusive", "culprits": [], "kind": "unrecorded_ops",
+                "why": (
+                    "Both dumps are identical: gloo records no send/recv and its pg_status "
+                    "counters do not move for them, so the stuck send and the missing recv are "
+                    "in no buffer. The op_id gap of the last all_reduce is the only trace; an "
+                    "honest analysis reports the unrecorded ops and cannot name rank 1."),
+            },
         ),
         Scenario(
             "crash_size_w4", 4, _crash_size_w4, [0], "size_mismatch",
@@ -605,6 +616,8 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
         "deadlock": scen.deadlock,
         "description": scen.description,
     }
+    if scen.analyzer is not None:
+        expected["analyzer"] = scen.analyzer
     (out_dir / "EXPECTED.json").write_text(json.dumps(expected, indent=1) + "\n")
     return summary
 
