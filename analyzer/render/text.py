@@ -43,7 +43,8 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
             continue
         parts = [
             f"rank {s['waiter']} waits on {s['holder']} in {s['pg_desc'] or s['pg_name']} "
-            f"{'p2p seq' if s['op'] in ('send', 'recv') else 'seq'} {s['seq']} ({s['op']})"
+            f"{'p2p seq' if s['op'] in ('send', 'recv') else 'seq'} {s['seq']} ({s['op']}"
+            + (f", queued behind {s['holder']}'s blocked op)" if s["kind"] == "queued" else ")")
             for s in steps
         ]
         in_cycle = any(rank in c for c in d.deadlock_cycles)
