@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +117,3 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
         )
     return [RankFile(rank, path) for rank, path in sorted(found.items())]
 
-
-def iter_paths(files: Iterable[RankFile]) -> list[Path]:
-    """The paths of ``files`` in rank order."""
-    return [f.path for f in files]
