@@ -8,8 +8,9 @@ when gloo left it empty or wrong, from the entries), maps each rank's backend-lo
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,18 +50,51 @@ def _sort_key(name: str) -> tuple[int, int | str]:
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
-def _concat_strings(dumps: Iterable[ParsedDump], field: str) -> pd.Categorical:
+def _concat(dumps: Sequence[ParsedDump], kind: str, field: str, dtype: type) -> np.ndarray:
+    """One column of every dump, end to end, as ``dtype``."""
+    parts = [getattr(d, kind)[field] for d in dumps if d.n_entries]
+    return np.concatenate(parts, dtype=dtype) if parts else np.empty(0, dtype)
+
+
+def _concat_strings(dumps: Sequence[ParsedDump], field: str, n: int) -> pd.Categorical:
+    """One string column of every dump as a categorical; categories in order of first use."""
     categories: dict[str, int] = {}
-    parts: list[np.ndarray] = []
-    for d in dumps:
-        local = d.vocab[field]
-        remap = np.fromiter(
-            (categories.setdefault(v, len(categories)) for v in local), dtype=np.int32, count=len(local)
-        )
-        codes = np.frombuffer(d.strings[field], dtype=np.int32) if d.n_entries else np.empty(0, np.int32)
-        parts.append(remap[codes] if len(remap) else codes)
-    codes = np.concatenate(parts) if parts else np.empty(0, np.int32)
-    return pd.Categorical.from_codes(codes, categories=list(categories))
+    remaps = [
+        np.fromiter((categories.setdefault(v, len(categories)) for v in d.vocab[field]),
+                    dtype=np.int32, count=len(d.vocab[field]))
+        for d in dumps
+    ]
+    # The code width pandas would pick, so that from_codes keeps the array as it is.
+    width = next(t for t in (np.int8, np.int16, np.int32, np.int64)
+                 if len(categories) < np.iinfo(t).max)
+    codes = np.empty(n, dtype=width)
+    offset = 0
+    for d, remap in zip(dumps, remaps, strict=True):
+        if d.n_entries:
+            codes[offset : offset + d.n_entries] = remap[d.strings[field]]
+            offset += d.n_entries
+    return pd.Categorical.from_codes(codes, categories=list(categories), validate=False)
+
+
+class _SameMembers:
+    """Equal member tuples of ``pg_config`` -> one object, so that votes count by identity.
+
+    Each rank's dump repeats the member list of every group it is in (the default group
+    lists every rank), so hashing them all costs world size squared; a tuple is hashed only
+    when it is not the object seen last for that group name.
+    """
+
+    def __init__(self) -> None:
+        self.by_value: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.last: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+    def __call__(self, name: str, members: tuple[int, ...]) -> tuple[int, ...]:
+        last = self.last.get(name)
+        if last is not None and last[0] is members:
+            return last[1]
+        same = self.by_value.setdefault(members, members)
+        self.last[name] = (members, same)
+        return same
 
 
 def _map_pg_ids(
@@ -95,36 +129,34 @@ def _map_pg_ids(
 def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     """Build the normalized tables from what the loader read. Returns new frames."""
     dumps = loaded.dumps
-    n = sum(d.n_entries for d in dumps)
+    counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
+    n = int(counts.sum())
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    dump_of = np.repeat(np.arange(len(dumps), dtype=np.int32), counts)  # entry -> dump index
     data: dict[str, object] = {}
-    data["rank"] = np.repeat(np.array([d.rank for d in dumps], dtype=np.int32),
-                             [d.n_entries for d in dumps])
+    data["rank"] = np.array([d.rank for d in dumps], dtype=np.int32)[dump_of]
     for field in STRING_FIELDS:
-        data[field] = _concat_strings(dumps, field)
+        data[field] = _concat_strings(dumps, field, n)
     for field in INT_FIELDS:
-        parts = [np.frombuffer(d.ints[field], dtype=np.int64) for d in dumps if d.n_entries]
-        data[field] = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        if field not in ("stack", "self_local"):  # stacks are remapped per dump below
+            data[field] = _concat(dumps, "ints", field, np.int64)
     for field in BOOL_FIELDS:
-        parts = [np.frombuffer(bytes(d.bools[field]), dtype=np.uint8) for d in dumps if d.n_entries]
-        data[field] = (np.concatenate(parts) if parts else np.empty(0, np.uint8)).astype(bool)
+        data[field] = _concat(dumps, "bools", field, np.bool_)
     for field in FLOAT_FIELDS:
-        parts = [np.frombuffer(d.floats[field], dtype=np.float64) for d in dumps if d.n_entries]
-        data[field] = np.concatenate(parts) if parts else np.empty(0, np.float64)
+        data[field] = _concat(dumps, "floats", field, np.float64)
 
     # Stacks: one global table, entries point into it.
     stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
     stack_ids = np.full(n, -1, dtype=np.int32)
-    offset = 0
-    for d in dumps:
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
         if d.n_entries:
             remap = np.array(
                 [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
             )
-            local = np.frombuffer(d.ints["stack"], dtype=np.int64)
+            local = np.asarray(d.ints["stack"])
             seg = stack_ids[offset : offset + d.n_entries]
             has = local >= 0
             seg[has] = remap[local[has]]
-            offset += d.n_entries
     stacks_rows: dict[str, list[object]] = defaultdict(list)
     for key, sid in stack_index.items():
         for depth, (fname, filename, line) in enumerate(key):
@@ -136,22 +168,32 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
 
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     file_ranks = [f.rank for f in loaded.files]
-    config_votes: dict[str, Counter[tuple[str, tuple[int, ...]]]] = defaultdict(Counter)
+    # Votes per group name for (desc, members); equal member tuples are one object (same), so
+    # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
+    same = _SameMembers()
+    tallies: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)
+    by_id: dict[int, tuple[int, ...]] = {}
     unnamed_max = -1  # gloo's nameless pg_config entry: no group to trust, but a world bound
     for d in dumps:
         for name, (desc, members) in d.pg_config.items():
             if name and members:
-                config_votes[name][(desc, members)] += 1
+                members = same(name, members)
+                by_id[id(members)] = members
+                tallies[name][(desc, id(members))] += 1
             elif members:
                 unnamed_max = max(unnamed_max, max(members))
+    config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]] = {
+        name: [((desc, by_id[key]), count) for (desc, key), count in votes.most_common()]
+        for name, votes in tallies.items()
+    }  # most voted first; ties in order of first appearance, as Counter.most_common
     world = world_size or 0
     if not world:
         default = config_votes.get("0")
         candidates = [max(file_ranks) + 1 if file_ranks else 0, unnamed_max + 1]
         if default:
-            candidates.append(max(max(m) for (_, m) in default) + 1)
+            candidates.append(max(max(m) for (_, m), _ in default) + 1)
         for votes in config_votes.values():
-            for (_, m) in votes:
+            for (_, m), _ in votes:
                 candidates.append(max(m) + 1)
         world = max(candidates)
 
@@ -161,23 +203,30 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     assert isinstance(pg_descs, pd.Categorical)
     ranks_arr = data["rank"]
     assert isinstance(ranks_arr, np.ndarray)
-    seen = pd.DataFrame({"pg_name": pg_names, "pg_desc": pg_descs, "rank": ranks_arr})
     seen_members: dict[str, set[int]] = {}
     seen_desc: dict[str, str] = {}
     if n:
-        pairs = seen.drop_duplicates(["pg_name", "rank"])
-        for name, grp in pairs.groupby("pg_name", observed=True):
-            seen_members[str(name)] = set(int(r) for r in grp["rank"])
-        descs = seen.drop_duplicates(["pg_name", "pg_desc"])
-        for name, grp in descs.groupby("pg_name", observed=True):
-            seen_desc[str(name)] = str(grp["pg_desc"].iloc[0])
+        name_codes = pg_names.codes.astype(np.int64)
+        # Ranks that recorded in each group: distinct (group, dump) pairs.
+        pairs = pd.unique(name_codes * len(dumps) + dump_of)
+        pair_names, pair_dumps = np.divmod(pairs, len(dumps))
+        dump_ranks = np.array([d.rank for d in dumps], dtype=np.int64)
+        order = np.argsort(pair_names, kind="stable")
+        bounds = np.flatnonzero(np.diff(pair_names[order])) + 1
+        for chunk in np.split(order, bounds):
+            name = str(pg_names.categories[pair_names[chunk[0]]])
+            seen_members[name] = set(dump_ranks[pair_dumps[chunk]].tolist())
+        # Each group's description: the one of its first entry.
+        first = pd.Series(name_codes).drop_duplicates().index.to_numpy()
+        for code, desc_code in zip(name_codes[first].tolist(), pg_descs.codes[first].tolist()):
+            seen_desc[str(pg_names.categories[code])] = str(pg_descs.categories[desc_code])
     group_rows: dict[str, list[object]] = defaultdict(list)
     all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
     for name in all_names:
         votes = config_votes.get(name)
         recorded = seen_members.get(name, set())
         if votes:
-            (desc, members), _ = votes.most_common(1)[0]
+            (desc, members), _ = votes[0]
             source = "pg_config"
             if not recorded <= set(members):
                 members = tuple(sorted(set(members) | recorded))
@@ -195,44 +244,57 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     groups = schema.frame(schema.GROUPS, group_rows)
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
 
-    # Peers of send/recv: group-local ranks -> global ranks.
+    # Peers of send/recv: group-local ranks -> global ranks, through one flat array holding
+    # the members of every group, in the order of the pg_name categories.
     peer = np.full(n, -1, dtype=np.int32)
     peer_local = data["peer_local"]
     assert isinstance(peer_local, np.ndarray)
     p2p_rows = np.flatnonzero(peer_local >= 0)
     if len(p2p_rows):
+        lists = [members_of.get(str(name), ()) for name in pg_names.categories]
+        sizes = np.array([len(m) for m in lists], dtype=np.int64)
+        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
+        first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         codes = pg_names.codes[p2p_rows]
-        for code in np.unique(codes):
-            name = str(pg_names.categories[code])
-            members_arr = np.array(members_of.get(name, ()), dtype=np.int32)
-            rows = p2p_rows[codes == code]
-            local = peer_local[rows]
-            ok = local < len(members_arr)
-            peer[rows[ok]] = members_arr[local[ok]]
+        local = peer_local[p2p_rows]
+        ok = local < sizes[codes]
+        peer[p2p_rows[ok]] = flat[first_member[codes[ok]] + local[ok]]
 
-    # pg_status: backend-local ids -> global names, per rank.
+    # pg_status: backend-local ids -> global names, per rank. Entries give exact pairs: for
+    # each (dump, pg_id) the name with the smallest category code.
     pgid_arr = data["pg_id"]
     assert isinstance(pgid_arr, np.ndarray)
-    status_rows: dict[str, list[object]] = defaultdict(list)
-    rank_rows: dict[str, list[object]] = defaultdict(list)
+    known_by_dump: dict[int, dict[int, str]] = defaultdict(dict)
+    if n:
+        pid_names = (pd.DataFrame({"dump": dump_of, "pid": pgid_arr, "code": pg_names.codes})
+                     .groupby(["dump", "pid"], sort=True)["code"].min())
+        for (di, pid), code in zip(pid_names.index.tolist(), pid_names.tolist()):
+            known_by_dump[di][int(pid)] = str(pg_names.categories[code])
+    # Per rank: its most frequent backend (ties: first category), record ids and last time.
     record_arr = data["record_id"]
     time_arr = data["time_created_ns"]
     backend_cat = data["backend"]
     assert isinstance(record_arr, np.ndarray) and isinstance(time_arr, np.ndarray)
     assert isinstance(backend_cat, pd.Categorical)
-    offset = 0
+    nonempty = np.flatnonzero(counts > 0)
+    first_rec = np.full(len(dumps), -1, dtype=np.int64)
+    last_rec = np.full(len(dumps), -1, dtype=np.int64)
+    last_time = np.zeros(len(dumps), dtype=np.int64)
+    top_backend = np.full(len(dumps), -1, dtype=np.int64)
+    if len(nonempty):
+        seg = starts[nonempty]
+        first_rec[nonempty] = np.minimum.reduceat(record_arr, seg)
+        last_rec[nonempty] = np.maximum.reduceat(record_arr, seg)
+        last_time[nonempty] = np.maximum.reduceat(time_arr, seg)
+        n_backends = len(backend_cat.categories)
+        tally = np.bincount(dump_of.astype(np.int64) * n_backends + backend_cat.codes,
+                            minlength=len(dumps) * n_backends).reshape(len(dumps), n_backends)
+        top_backend[nonempty] = tally[nonempty].argmax(axis=1)
+    status_rows: dict[str, list[object]] = defaultdict(list)
+    rank_rows: dict[str, list[object]] = defaultdict(list)
     by_rank = {d.rank: d for d in dumps}
-    for d in dumps:
-        sl = slice(offset, offset + d.n_entries)
-        offset += d.n_entries
-        known: dict[int, str] = {}
-        if d.n_entries:
-            pid = pgid_arr[sl]
-            names_codes = pg_names.codes[sl]
-            uniq = np.unique(np.stack([pid, names_codes.astype(np.int64)]), axis=1)
-            for p, c in uniq.T:
-                known.setdefault(int(p), str(pg_names.categories[c]))
-        mapping = _map_pg_ids(d, known, list(d.pg_config))
+    for i, d in enumerate(dumps):
+        mapping = _map_pg_ids(d, known_by_dump.get(i, {}), list(d.pg_config))
         for pid_key, (enq, started, completed) in sorted(d.pg_status.items()):
             status_rows["rank"].append(d.rank)
             status_rows["pg_id"].append(pid_key)
@@ -240,25 +302,18 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
             status_rows["last_enqueued"].append(enq)
             status_rows["last_started"].append(started)
             status_rows["last_completed"].append(completed)
-        if d.n_entries:
-            backends = pd.Series(backend_cat[sl]).value_counts()
-            backend = str(backends.index[0]) if len(backends) else ""
-            rec = record_arr[sl]
-            first, last = int(rec.min()), int(rec.max())
-            last_time = int(time_arr[sl].max())
-        else:
-            backend, first, last, last_time = "", -1, -1, 0
         rank_rows["rank"].append(d.rank)
         rank_rows["path"].append(d.path)
         rank_rows["format"].append(d.fmt)
         rank_rows["version"].append(d.version)
-        rank_rows["backend"].append(backend)
+        rank_rows["backend"].append(
+            str(backend_cat.categories[top_backend[i]]) if d.n_entries else "")
         rank_rows["comm_lib_version"].append(d.comm_lib_version)
         rank_rows["entries"].append(d.n_entries)
         rank_rows["dumped"].append(True)
-        rank_rows["first_record_id"].append(first)
-        rank_rows["last_record_id"].append(last)
-        rank_rows["last_time_ns"].append(last_time)
+        rank_rows["first_record_id"].append(int(first_rec[i]))
+        rank_rows["last_record_id"].append(int(last_rec[i]))
+        rank_rows["last_time_ns"].append(int(last_time[i]))
     skipped_by_rank = {s.rank: s for s in loaded.skipped}
     all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
@@ -289,8 +344,12 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
         "timeout_ms": data["timeout_ms"], "thread_name": data["thread_name"],
         "stack_id": stack_ids,
     }
-    entries = pd.DataFrame({c.name: entry_data[c.name] for c in schema.ENTRIES})
-    entries = entries.astype({c.name: c.dtype for c in schema.ENTRIES if c.dtype != "category"})
+    # The arrays become the frame's columns as they are (no copy, no consolidation).
+    entries = pd.DataFrame({c.name: entry_data[c.name] for c in schema.ENTRIES}, copy=False)
+    cast = {c.name: c.dtype for c in schema.ENTRIES
+            if c.dtype != "category" and str(entries[c.name].dtype) != c.dtype}
+    if cast:
+        entries = entries.astype(cast)
     skipped = schema.frame(
         schema.SKIPPED,
         {"path": [s.path for s in loaded.skipped], "rank": [s.rank for s in loaded.skipped],
