@@ -16,6 +16,7 @@ Outputs four frames:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,43 @@ def _group_key(entries: pd.DataFrame) -> np.ndarray:
     return (codes << 40) | (entries["seq"].to_numpy(np.int64) & ((1 << 40) - 1))
 
 
+def _as_str(values: pd.Series) -> pd.Series:
+    """``values.astype(str)``; a categorical of strings maps its codes, not every value."""
+    if isinstance(values.dtype, pd.CategoricalDtype) and values.cat.categories.dtype == "str":
+        codes = values.cat.codes.to_numpy()
+        if (codes >= 0).all():
+            return pd.Series(values.cat.categories.take(codes), index=values.index, name=values.name)
+    return values.astype(str)
+
+
+def _lookup(keys: pd.MultiIndex, table: pd.Series, default: object) -> tuple[np.ndarray, np.ndarray]:
+    """``table`` (unique (group name, rank) index) read at ``keys``: (values, found)."""
+    index = pd.MultiIndex.from_arrays([
+        _as_str(pd.Series(table.index.get_level_values(0))).to_numpy(),
+        table.index.get_level_values(1).to_numpy(np.int64)])
+    pos = index.get_indexer(keys)
+    found = pos >= 0
+    values = table.to_numpy()
+    return np.where(found, values[np.maximum(pos, 0)] if len(values) else default, default), found
+
+
+def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
+                    q_value: np.ndarray) -> np.ndarray:
+    """For each query i: how many pairs (group[j], value[j]) have group q_group[i] and a value
+    of at least q_value[i]. Groups are ids >= 0; a query group of -1 counts nothing.
+
+    One sort and two binary searches over (group, value) keys, whatever the number of groups.
+    """
+    both = np.concatenate([np.asarray(value, np.int64), np.asarray(q_value, np.int64)])
+    dense = np.unique(both, return_inverse=True)[1].reshape(-1)  # values as ranks: no overflow
+    width = int(dense.max()) + 2 if len(dense) else 1
+    keys = np.sort(np.asarray(group, np.int64) * width + dense[: len(value)])
+    q = np.asarray(q_group, np.int64)
+    start = np.searchsorted(keys, q * width + dense[len(value):], side="left")
+    end = np.searchsorted(keys, (q + 1) * width, side="left")
+    return np.where(q >= 0, end - start, 0)
+
+
 def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFrame:
     """Per (group, member): recorded window and enqueue/complete progress in collectives.
 
@@ -69,14 +107,15 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
     when the group's last op was one). gloo's count the per-group ``op_id`` and ignore
     send/recv, which gloo does not record either: for gloo the counter is compared in op_id
     units (``op_progress``), never with collective sequence numbers.
+
+    One row per member of every group some rank recorded or counted, in group order, built
+    column-wise: each per-(group, rank) fact is looked up for all members at once.
     """
     entries = tables.entries
     groups = tables.groups
     # What each rank's entries say, per group.
-    per = entries.groupby(["pg_name", "rank"], observed=True, sort=False).agg(
-        lo=("seq", "min"), hi=("seq", "max"), last_record=("record_id", "max"),
-        n=("seq", "size"), op_hi=("op_id", "max"),
-    )
+    by_member = entries.groupby(["pg_name", "rank"], observed=True, sort=False)
+    per = by_member.agg(hi=("seq", "max"), op_hi=("op_id", "max"))
     coll_only = coll.groupby(["pg_name", "rank"], observed=True, sort=False).agg(
         coll_lo=("seq", "min"), coll_hi=("seq", "max"),
     )
@@ -84,87 +123,65 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
         completed_hi=("seq", "max")
     )
     # Type of the rank's last entry in the group decides what its pg_status counter counts.
-    last_rows = entries.loc[
-        entries.groupby(["pg_name", "rank"], observed=True, sort=False)["record_id"].idxmax()
-    ] if len(entries) else entries
+    last_rows = entries.loc[by_member["record_id"].idxmax()] if len(entries) else entries
     last_is_p2p = pd.Series(
-        last_rows["is_p2p"].to_numpy(), index=pd.MultiIndex.from_arrays(
-            [last_rows["pg_name"].astype(str), last_rows["rank"]]
-        ),
+        last_rows["is_p2p"].to_numpy(),
+        index=pd.MultiIndex.from_arrays([last_rows["pg_name"], last_rows["rank"]]),
     )
-    group_has_p2p = set(entries.loc[entries["is_p2p"], "pg_name"].astype(str).unique())
-    group_has_coll = set(coll["pg_name"].astype(str).unique())
+    group_has_p2p = set(_as_str(entries.loc[entries["is_p2p"], "pg_name"]).unique())
 
     status = tables.status[tables.status["pg_name"] != ""]
-    status_idx = {
-        (str(g), int(r)): (int(e), int(s), int(c))
-        for g, r, e, s, c in status[
-            ["pg_name", "rank", "last_enqueued", "last_started", "last_completed"]
-        ].itertuples(index=False)
-    }
-    per_idx = {(str(g), int(r)): row for (g, r), row in zip(per.index, per.itertuples(index=False))}
-    coll_idx = {(str(g), int(r)): row for (g, r), row in zip(coll_only.index, coll_only.itertuples(index=False))}
-    done_idx = {(str(g), int(r)): int(v) for (g, r), v in done["completed_hi"].items()}
-    dumped = set(tables.dumped_ranks)
-    active = set(per_idx) | set(status_idx)
-    active_groups = {g for g, _ in active}
+    status = status.drop_duplicates(["pg_name", "rank"], keep="last")  # as a dict would keep
+    status = status.set_index(["pg_name", "rank"])
+    active_groups = set(_as_str(pd.Series(per.index.get_level_values(0))).unique()) | set(
+        str(g) for g in status.index.get_level_values(0).unique())
 
-    rows: dict[str, list[object]] = {k: [] for k in (
-        "pg_name", "pg_desc", "rank", "dumped", "window_lo", "window_hi", "enqueued",
-        "completed", "counter_enqueued", "counter_completed", "op_progress", "source")}
-    for name, desc, members in groups[["pg_name", "pg_desc", "ranks"]].itertuples(index=False):
-        if name not in active_groups:
-            continue
-        for r in members:
-            key = (name, int(r))
-            has_dump = int(r) in dumped
-            e_row = per_idx.get(key)
-            c_row = coll_idx.get(key)
-            counter = status_idx.get(key)
-            lo = int(c_row.coll_lo) if c_row is not None else -1
-            hi = int(c_row.coll_hi) if c_row is not None else -1
-            enq = int(e_row.hi) if e_row is not None else -1
-            comp = done_idx.get(key, -1)
-            source = "entries" if e_row is not None else "none"
-            c_enq = c_comp = -1
-            op_progress = int(e_row.op_hi) if e_row is not None else -1
-            if counter is not None and gloo_like:
-                c_enq, _, c_comp = counter
-                op_progress = max(op_progress, c_enq)
-                if e_row is None:
-                    source = "unknown"
-            elif counter is not None:
-                c_enq, _, c_comp = counter
-                if e_row is not None:
-                    counts_coll = not bool(last_is_p2p.get(key, False))
-                elif name in group_has_p2p and name in group_has_coll:
-                    counts_coll = False  # ambiguous: the counter may count send/recv
-                else:
-                    counts_coll = name not in group_has_p2p
-                if counts_coll:
-                    if c_enq > enq:
-                        source = "pg_status" if e_row is None else "entries+pg_status"
-                    enq = max(enq, c_enq)
-                    comp = max(comp, c_comp)
-                elif e_row is None:
-                    source = "unknown"
-            if not has_dump:
-                source = "no_dump"
-            elif e_row is None and counter is None:
-                source = "unknown"
-            rows["pg_name"].append(name)
-            rows["pg_desc"].append(desc)
-            rows["rank"].append(int(r))
-            rows["dumped"].append(has_dump)
-            rows["window_lo"].append(lo)
-            rows["window_hi"].append(hi)
-            rows["enqueued"].append(enq if source not in ("no_dump", "unknown") else -1)
-            rows["completed"].append(comp)
-            rows["counter_enqueued"].append(c_enq)
-            rows["counter_completed"].append(c_comp)
-            rows["op_progress"].append(op_progress)
-            rows["source"].append(source)
-    out = pd.DataFrame(rows)
+    # Every member of every active group, in group order then member order.
+    chosen = groups[groups["pg_name"].isin(active_groups)]
+    sizes = chosen["ranks"].map(len).to_numpy()
+    names = np.repeat(chosen["pg_name"].to_numpy(dtype=object), sizes)
+    descs = np.repeat(chosen["pg_desc"].to_numpy(dtype=object), sizes)
+    ranks = np.fromiter(itertools.chain.from_iterable(chosen["ranks"]), dtype=np.int64,
+                        count=int(sizes.sum()))
+    keys = pd.MultiIndex.from_arrays([names, ranks])
+
+    enq, has_entries = _lookup(keys, per["hi"], -1)
+    op_progress, _ = _lookup(keys, per["op_hi"], -1)
+    lo, _ = _lookup(keys, coll_only["coll_lo"], -1)
+    hi, _ = _lookup(keys, coll_only["coll_hi"], -1)
+    comp, _ = _lookup(keys, done["completed_hi"], -1)
+    c_enq, counted = _lookup(keys, status["last_enqueued"], -1)
+    c_comp, _ = _lookup(keys, status["last_completed"], -1)
+    enq, op_progress, comp = enq.astype(np.int64), op_progress.astype(np.int64), comp.astype(np.int64)
+    c_enq, c_comp = c_enq.astype(np.int64), c_comp.astype(np.int64)
+    dumped = np.isin(ranks, np.array(tables.dumped_ranks, dtype=np.int64))
+
+    source = np.where(has_entries, "entries", "none").astype(object)
+    if gloo_like:
+        op_progress = np.where(counted, np.maximum(op_progress, c_enq), op_progress)
+        source[counted & ~has_entries] = "unknown"
+    else:
+        last_p2p, _ = _lookup(keys, last_is_p2p, False)
+        in_p2p = np.array([n in group_has_p2p for n in chosen["pg_name"]], dtype=bool)
+        in_p2p = np.repeat(in_p2p, sizes)
+        # With entries, the counter counts what the last entry was; without, only a group
+        # with no send/recv is sure to count collectives (with both it is ambiguous).
+        counts_coll = np.where(has_entries, ~last_p2p.astype(bool), ~in_p2p)
+        use = counted & counts_coll
+        ahead = use & (c_enq > enq)
+        source[ahead] = np.where(has_entries[ahead], "entries+pg_status", "pg_status")
+        enq = np.where(use, np.maximum(enq, c_enq), enq)
+        comp = np.where(use, np.maximum(comp, c_comp), comp)
+        source[counted & ~counts_coll & ~has_entries] = "unknown"
+    source[~dumped] = "no_dump"
+    source[dumped & ~has_entries & ~counted] = "unknown"
+    out = pd.DataFrame({
+        "pg_name": names, "pg_desc": descs, "rank": ranks, "dumped": dumped,
+        "window_lo": lo, "window_hi": hi,
+        "enqueued": np.where(np.isin(source, ["no_dump", "unknown"]), -1, enq),
+        "completed": comp, "counter_enqueued": c_enq, "counter_completed": c_comp,
+        "op_progress": op_progress, "source": source,
+    })
     return out.astype({"rank": "int32", "window_lo": "int64", "window_hi": "int64",
                        "enqueued": "int64", "completed": "int64", "counter_enqueued": "int64",
                        "counter_completed": "int64", "op_progress": "int64", "dumped": "bool"})
@@ -300,35 +317,29 @@ def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> 
         first_created_ns=("time_created_ns", "min"), last_created_ns=("time_created_ns", "max"),
         last_started_ns=("time_started_ns", "max"),
     ).reset_index()
-    state = first["state"].astype(str)
+    state = first["state"]
     out["n_completed"] = (state == "completed").groupby(
         [first["pg_name"], first["seq"]], observed=True, sort=True).sum().to_numpy()
     out["n_started"] = state.isin(["started", "completed"]).groupby(
         [first["pg_name"], first["seq"]], observed=True, sort=True).sum().to_numpy()
     sizes = dict(zip(tables.groups["pg_name"], tables.groups["size"], strict=True))
-    out["n_members"] = out["pg_name"].astype(str).map(sizes).fillna(0).astype("int32")
-    # n_joined: members whose progress reaches seq (searchsorted per group; no per-entry loop).
-    joined = np.zeros(len(out), dtype=np.int32)
+    names = _as_str(out["pg_name"])
+    out["n_members"] = names.map(sizes).fillna(0).astype("int32")
+    # n_joined: members whose progress reaches seq, for every (group, seq) at once.
     known = progress[progress["enqueued"] >= 0]
-    prog_by_group = {str(k): np.sort(v.to_numpy()) for k, v in known.groupby("pg_name")["enqueued"]}
-    names = out["pg_name"].astype(str).to_numpy()
-    seqs = out["seq"].to_numpy()
-    for name in np.unique(names):
-        mask = names == name
-        arr = prog_by_group.get(name)
-        if arr is None:
-            continue
-        joined[mask] = len(arr) - np.searchsorted(arr, seqs[mask], side="left")
-    out["n_joined"] = joined
+    known_names = pd.Index(_as_str(known["pg_name"]).unique())
+    out["n_joined"] = _count_at_least(
+        known_names.get_indexer(_as_str(known["pg_name"])), known["enqueued"].to_numpy(),
+        known_names.get_indexer(names), out["seq"].to_numpy()).astype(np.int32)
     out["state"] = np.where(out["n_completed"] >= out["n_members"], FULLY_MATCHED, IN_FLIGHT)
     unknown = progress.assign(u=progress["enqueued"] < 0).groupby("pg_name")["u"].sum()
-    unknown_members = out["pg_name"].astype(str).map(unknown).fillna(0).astype(int)
+    unknown_members = names.map(unknown).fillna(0).astype(int)
     out.loc[out["n_joined"] + unknown_members < out["n_members"], "state"] = NOT_JOINED
     out = out[["pg_name", "pg_desc", "seq", "op", "input_sizes", "input_dtypes", "n_members",
                "n_recorded", "n_joined", "n_completed", "n_started", "first_created_ns",
                "last_created_ns", "last_started_ns", "state"]]
     for col in ("pg_name", "pg_desc", "op", "input_sizes", "input_dtypes"):
-        out[col] = out[col].astype(str)
+        out[col] = _as_str(out[col])
     return out
 
 
@@ -418,8 +429,11 @@ def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
 def match(tables: Tables) -> Matching:
     """Match every collective and send/recv across ranks."""
     entries = tables.entries
-    coll = entries[~entries["is_p2p"]]
-    backends = set(entries["backend"].astype(str).unique())
+    # Collectives, with the columns matching reads (a boolean mask copies every column).
+    coll = entries.loc[~entries["is_p2p"], [
+        "pg_name", "pg_desc", "rank", "seq", "record_id", "op", "state", "input_sizes",
+        "output_sizes", "input_dtypes", "output_dtypes", "time_created_ns", "time_started_ns"]]
+    backends = {str(b) for b in entries["backend"].unique()}
     gloo_like = bool(backends) and backends <= {"gloo"}
     progress = _progress(tables, coll, gloo_like)
     return Matching(
