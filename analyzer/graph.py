@@ -19,6 +19,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 
 from analyzer.matching import Matching
@@ -45,7 +46,7 @@ class WaitEdge:
 
 def _pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
     """Per (group, rank): the first collective that rank may still be blocked in."""
-    e = tables.entries
+    e = tables.entries[["pg_name", "rank", "seq", "record_id", "is_p2p", "retired", "state"]]
     coll = e[~e["is_p2p"]]
     if matching.gloo_like:
         # gloo never reports completion; a rank is blocked in its newest entry, plus any
@@ -55,7 +56,7 @@ def _pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
         open_ = coll[~coll["retired"]]
         pend = pd.concat([last, open_])
     else:
-        pend = coll[coll["state"].astype(str) != "completed"]
+        pend = coll[coll["state"] != "completed"]
     if pend.empty:
         return pd.DataFrame({"pg_name": [], "rank": [], "seq": []})
     out = pend.groupby(["pg_name", "rank"], observed=True)["seq"].min().reset_index()
@@ -63,47 +64,104 @@ def _pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
     return out
 
 
+def _blocks(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[object]]:
+    """Rows grouped by name, groups in order of first appearance and rows in their order
+    (as ``groupby(sort=False)``): (row order, block bounds, names)."""
+    codes, uniques = pd.factorize(names)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    return order, bounds, list(uniques)
+
+
+def _completed_ranks(tables: Tables, levels: set[tuple[str, int]]) -> dict[tuple[str, int], set[int]]:
+    """For each (group, seq) of ``levels``: the ranks whose entry of it completed."""
+    e = tables.entries
+    if not levels:
+        return {}
+    seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
+    done = e.loc[~e["is_p2p"] & (e["state"] == "completed") & np.isin(e["seq"].to_numpy(), seqs),
+                 ["pg_name", "seq", "rank"]]
+    out: dict[tuple[str, int], set[int]] = {}
+    for g, n, r in zip(done["pg_name"].astype(str), done["seq"].tolist(), done["rank"].tolist()):
+        if (g, n) in levels:
+            out.setdefault((g, n), set()).add(int(r))
+    return out
+
+
+def _ops_at(colls: pd.DataFrame, levels: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The op of each (group, seq) of ``levels`` that the matching knows."""
+    if not levels or colls.empty:
+        return {}
+    seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
+    rows = colls.loc[np.isin(colls["seq"].to_numpy(np.int64), seqs), ["pg_name", "seq", "op"]]
+    return {(g, int(n)): str(o) for g, n, o in zip(rows["pg_name"], rows["seq"], rows["op"])
+            if (g, int(n)) in levels}
+
+
 def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
-    """Every wait edge, one row each (columns ``WAIT_COLUMNS``)."""
+    """Every wait edge, one row each (columns ``WAIT_COLUMNS``).
+
+    Groups are walked with numpy slices of the (small) progress table; the entries are only
+    consulted for the (group, seq) pairs someone waits in.
+    """
     rows: list[tuple[int, int, str, str, int, str, str]] = []
     prog = matching.progress
-    colls = matching.collectives
-    ops = {(g, int(s)): str(o) for g, s, o in colls[["pg_name", "seq", "op"]].itertuples(index=False)}
-    e = tables.entries
-    completed = set()
-    if not matching.gloo_like and len(e):
-        done = e[(~e["is_p2p"]) & (e["state"].astype(str) == "completed")]
-        completed = set(zip(done["pg_name"].astype(str), done["seq"].astype(int), done["rank"].astype(int)))
     pending = _pending_first(tables, matching)
-    pending_by_group = {str(g): grp for g, grp in pending.groupby("pg_name")} if len(pending) else {}
+    pend_order, pend_bounds, pend_names = _blocks(pending["pg_name"].to_numpy(dtype=object))
+    pend_ranks = pending["rank"].to_numpy()[pend_order].tolist()
+    pend_seqs = pending["seq"].to_numpy()[pend_order].tolist()
+    pending_by_group = {
+        str(name): (pend_ranks[pend_bounds[i]:pend_bounds[i + 1]], pend_seqs[pend_bounds[i]:pend_bounds[i + 1]])
+        for i, name in enumerate(pend_names)
+    }
 
-    for name, grp in prog.groupby("pg_name", sort=False):
-        name = str(name)
-        desc = str(grp["pg_desc"].iloc[0])
-        known = grp[grp["enqueued"] >= 0]
-        silent = grp[(grp["enqueued"] < 0)]
+    order, bounds, names = _blocks(prog["pg_name"].to_numpy(dtype=object))
+    p_rank = prog["rank"].to_numpy()[order]
+    p_enq = prog["enqueued"].to_numpy()[order]
+    p_src = prog["source"].to_numpy(dtype=object)[order]
+    p_desc = prog["pg_desc"].to_numpy(dtype=object)[order]
+
+    # The (group, seq) pairs waited in: the op after each laggard's progress, and the ops
+    # members of groups with silent members are pending in.
+    levels: set[tuple[str, int]] = set()
+    for i, name in enumerate(names):
+        q = p_enq[bounds[i]:bounds[i + 1]]
+        known = q[q >= 0]
         if len(known):
-            frontier = int(known["enqueued"].max())
-            enq = known["enqueued"].to_numpy()
-            ranks = known["rank"].to_numpy()
-            for lag_rank, lag_prog in zip(ranks[enq < frontier], enq[enq < frontier]):
+            levels.update((str(name), int(n) + 1) for n in np.unique(known[known < known.max()]))
+        if len(known) < len(q) and str(name) in pending_by_group:
+            levels.update((str(name), int(n)) for n in pending_by_group[str(name)][1])
+    ops = _ops_at(matching.collectives, levels)
+    completed = (_completed_ranks(tables, levels)
+                 if not matching.gloo_like and len(tables.entries) else {})
+
+    for i, name in enumerate(names):
+        name = str(name)
+        sl = slice(bounds[i], bounds[i + 1])
+        ranks, enq, src = p_rank[sl], p_enq[sl], p_src[sl]
+        desc = str(p_desc[sl.start])
+        known = enq >= 0
+        k_ranks, k_enq = ranks[known], enq[known]
+        if len(k_enq):
+            frontier = int(k_enq.max())
+            for lag_rank, lag_prog in zip(k_ranks[k_enq < frontier].tolist(), k_enq[k_enq < frontier].tolist()):
                 n = int(lag_prog) + 1
-                waiters = [int(w) for w in ranks[enq >= n] if (name, n, int(w)) not in completed]
+                done = completed.get((name, n), ())
+                waiters = [w for w in k_ranks[k_enq >= n].tolist() if w not in done]
                 op = ops.get((name, n))
                 kind = "collective" if op is not None else "unrecorded"
-                for w in waiters:
-                    rows.append((w, int(lag_rank), name, desc, n, op or "unrecorded", kind))
-        if len(silent):
+                rows.extend((w, int(lag_rank), name, desc, n, op or "unrecorded", kind) for w in waiters)
+        if not known.all():
             pend = pending_by_group.get(name)
             if pend is not None:
-                lowest_known = int(known["enqueued"].min()) if len(known) else None
-                for w, n in zip(pend["rank"], pend["seq"]):
+                lowest_known = int(k_enq.min()) if len(k_enq) else None
+                silent = list(zip(ranks[~known].tolist(), src[~known].tolist()))
+                for w, n in zip(*pend):
                     if lowest_known is not None and lowest_known < int(n):
                         continue  # a known member that has not joined explains the wait
-                    for s_rank, src in zip(silent["rank"], silent["source"]):
-                        kind = "no_dump" if src == "no_dump" else "silent"
-                        rows.append((int(w), int(s_rank), name, desc, int(n),
-                                     ops.get((name, int(n)), "unknown"), kind))
+                    op = ops.get((name, int(n)), "unknown")
+                    rows.extend((int(w), int(s_rank), name, desc, int(n), op,
+                                 "no_dump" if s == "no_dump" else "silent") for s_rank, s in silent)
 
     if matching.gloo_like:
         rows.extend(_gloo_unrecorded_waits(tables, prog))
@@ -139,10 +197,15 @@ def _queued_waits(tables: Tables, matching: Matching,
     because of it, never gets one. The graph stays linear in ranks.
     """
     e = tables.entries
-    pend = e[(e["state"].astype(str) != "completed") & ~e["is_p2p"]][["rank", "pg_name", "pg_desc", "seq", "op"]]
+    pend = e.loc[(e["state"] != "completed") & ~e["is_p2p"], ["rank", "pg_name", "pg_desc", "seq", "op"]]
     pend = pend.drop_duplicates(["rank", "pg_name", "seq"])
+    pend_rows = [(int(r), str(gn), str(d), int(q), str(op)) for r, gn, d, q, op in zip(
+        pend["rank"].tolist(), pend["pg_name"], pend["pg_desc"], pend["seq"].tolist(), pend["op"])]
     p2p = matching.p2p
     ppend = p2p[(p2p["peer_state"] == "paired") & (p2p["state"] != "completed")] if len(p2p) else p2p
+    ppend_rows = [] if not len(ppend) else [
+        (int(r), str(gn), str(d), int(q), str(op), int(peer)) for r, gn, d, q, op, peer in
+        ppend[["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)]
     members = tables.members()
     g = nx.DiGraph()
     g.add_edges_from((w, h) for w, h, *_ in direct)
@@ -151,28 +214,34 @@ def _queued_waits(tables: Tables, matching: Matching,
     for _ in range(max_rounds):
         added: dict[int, tuple[int, int, str, str, int, str, str]] = {}
         waiting_on_me: dict[int, set[int]] = {}
+        blocked_members: dict[str, list[int]] = {}  # per group, ascending
 
         def ancestors(r: int) -> set[int]:
             if r not in waiting_on_me:
                 waiting_on_me[r] = nx.ancestors(g, r) if r in g else set()
             return waiting_on_me[r]
 
-        candidates = [
-            (int(r), str(gn), str(d), int(q), str(op), [m for m in members.get(str(gn), ()) if m != r])
-            for r, gn, d, q, op in pend[~pend["rank"].isin(list(blocked))].itertuples(index=False)
-        ]
-        if len(ppend):
-            candidates += [
-                (int(r), str(gn), str(d), int(q), str(op), [int(peer)])
-                for r, gn, d, q, op, peer in ppend[~ppend["rank"].isin(list(blocked))][
-                    ["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)
-            ]
-        for r, gn, d, q, op, peers in candidates:
-            if r in added:
+        def lowest_holder(r: int, peers: list[int]) -> int | None:
+            """The lowest of ``peers`` (ascending) that is blocked and does not wait on r."""
+            for m in peers:
+                if m != r and m not in ancestors(r):
+                    return m
+            return None
+
+        for r, gn, d, q, op in pend_rows:
+            if r in blocked or r in added:
                 continue
-            holders = [m for m in peers if m in blocked and m not in ancestors(r)]
-            if holders:
-                added[r] = (r, int(min(holders)), gn, d, q, op, "queued")
+            if gn not in blocked_members:
+                blocked_members[gn] = sorted({m for m in members.get(gn, ()) if m in blocked})
+            holder = lowest_holder(r, blocked_members[gn])
+            if holder is not None:
+                added[r] = (r, int(holder), gn, d, q, op, "queued")
+        for r, gn, d, q, op, peer in ppend_rows:
+            if r in blocked or r in added:
+                continue
+            holder = lowest_holder(r, [peer] if peer in blocked else [])
+            if holder is not None:
+                added[r] = (r, int(holder), gn, d, q, op, "queued")
         if not added:
             break
         rows.extend(added.values())
