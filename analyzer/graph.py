@@ -282,11 +282,14 @@ def build_graph(tables: Tables, wait_rows: pd.DataFrame) -> nx.DiGraph:
         g.add_node(r, dumped=True)
     if len(wait_rows):
         first = wait_rows.sort_values(["seq"]).groupby(["waiter", "holder"], sort=False)
-        counts = first.size()
-        for (w, h), row in first.first().iterrows():
-            g.add_edge(int(w), int(h), pg_name=str(row["pg_name"]), pg_desc=str(row["pg_desc"]),
-                       seq=int(row["seq"]), op=str(row["op"]), kind=str(row["kind"]),
-                       count=int(counts[(w, h)]))
+        heads = first.first()
+        counts = first.size().reindex(heads.index)
+        g.add_edges_from(
+            (int(w), int(h), {"pg_name": str(pg), "pg_desc": str(d), "seq": int(s), "op": str(op),
+                              "kind": str(k), "count": int(c)})
+            for (w, h), pg, d, s, op, k, c in zip(
+                heads.index, heads["pg_name"], heads["pg_desc"], heads["seq"].tolist(), heads["op"],
+                heads["kind"], counts.tolist()))
     return g
 
 
