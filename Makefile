@@ -38,6 +38,16 @@ browser:
 	  else echo "chromium missing and not root: browser tests will be skipped"; fi; \
 	fi
 
+# Scale benchmark (BENCH_ARGS="--sizes 64,512 --with-16k" ...); torch for fr_trace goes into
+# .venv-torch, and fr_trace is skipped with a note when it cannot be installed.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	@test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch || true
+	@.venv-torch/bin/python -c "import torch" 2>/dev/null || \
+	  .venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy || \
+	  echo "bench: could not install torch 2.13.0; fr_trace will be skipped"
+	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
+
 samples:
 	test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch
 	.venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy

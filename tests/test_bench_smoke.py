@@ -1,0 +1,33 @@
+"""The scale benchmark runs end to end on a tiny job (no timing assertions)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run_bench.py"), "--sizes", "8", "--entries", "50",
+         "--no-fr-trace", "--cache", str(cache)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ranks"))
+    for column in ("hangscope s", "peak MB", "us/entry", "culprit", "unpickle 1p s",
+                   "fr_trace s", "store s"):
+        assert column in lines[header], column
+    row = lines[header + 2].split()
+    assert row[0] == "8" and row[4] == "400"  # 8 ranks x 50 entries
+    assert "ok (" in lines[header + 2], lines[header + 2]  # the injected culprit was named
+    assert "culprit check FAILED" not in run.stdout
+    assert "fr_trace: skipped (--no-fr-trace)" in run.stdout
+    # The simulated dumps are cached by parameters and reused.
+    (job,) = [p for p in cache.iterdir() if not p.name.endswith(".store")]
+    assert job.name == "r8-tp2-pp2-dp2-e50-stall-seed0-frames"
+    assert (job / "EXPECTED.json").is_file()
