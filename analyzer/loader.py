@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.discovery import RankFile, discover
 from analyzer.errors import DumpFormatError, InputError
-from analyzer.reader import ParsedDump, parse_dump
+from analyzer.reader import ParsedDump, SameMembers, parse_dump
 
 Progress = Callable[[int, int, int], None]
 """Called as ``progress(files_done, files_total, entries_so_far)``."""
@@ -70,28 +71,29 @@ def load_dumps(
     jobs = min(jobs, len(items))
     results: list[ParsedDump | Skipped] = []
     entries = 0
-    if jobs <= 1 or len(items) < 8:
-        for i, item in enumerate(items, 1):
-            result = _parse(item)
-            results.append(result)
+    # Dumps repeat their groups' member lists (the default group's is world-size long): keep
+    # one tuple per distinct list, so the copy each batch of results brought back dies.
+    same = SameMembers()
+    with ExitStack() as stack:
+        if jobs <= 1 or len(items) < 8:
+            parsed: Iterator[ParsedDump | Skipped] = map(_parse, items)
+        else:
+            chunk = max(1, min(64, len(items) // (jobs * 8)))
+            ctx = None
+            if sys.platform.startswith("linux"):
+                import multiprocessing
+
+                ctx = multiprocessing.get_context("fork")
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs, mp_context=ctx))
+            parsed = pool.map(_parse, items, chunksize=chunk)
+        for i, result in enumerate(parsed, 1):
             if isinstance(result, ParsedDump):
                 entries += result.n_entries
+                result.pg_config = {name: (desc, same(name, members) if members else members)
+                                    for name, (desc, members) in result.pg_config.items()}
+            results.append(result)
             if progress:
                 progress(i, len(items), entries)
-    else:
-        chunk = max(1, min(64, len(items) // (jobs * 8)))
-        ctx = None
-        if sys.platform.startswith("linux"):
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            for i, result in enumerate(pool.map(_parse, items, chunksize=chunk), 1):
-                results.append(result)
-                if isinstance(result, ParsedDump):
-                    entries += result.n_entries
-                if progress:
-                    progress(i, len(items), entries)
     dumps = tuple(r for r in results if isinstance(r, ParsedDump))
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     if not dumps:

@@ -188,6 +188,43 @@ def parse_ranks(text: Any) -> tuple[int, ...] | None:
         return None
 
 
+_MEMBERS_SEEN: dict[str, tuple[tuple[int, ...] | None]] = {}
+
+
+def _member_ranks(text: Any) -> tuple[int, ...] | None:
+    """:func:`parse_ranks`, remembering recent texts and returning the same tuple for them.
+
+    Every dump repeats the member list of each of its groups, and the default group lists
+    every rank: parsing it in each dump would cost world size squared, and shared tuples
+    are pickled once per batch of dumps sent back by a parser process.
+    """
+    if not isinstance(text, str):
+        return parse_ranks(text)
+    known = _MEMBERS_SEEN.get(text)
+    if known is None:
+        if len(_MEMBERS_SEEN) >= 256:
+            _MEMBERS_SEEN.clear()
+        known = _MEMBERS_SEEN[text] = (parse_ranks(text),)
+    return known[0]
+
+
+class SameMembers:
+    """Equal member tuples -> one object (the first seen), hashing a tuple only when it is
+    not the object seen last under the same group name."""
+
+    def __init__(self) -> None:
+        self.by_value: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.last: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+    def __call__(self, name: str, members: tuple[int, ...]) -> tuple[int, ...]:
+        last = self.last.get(name)
+        if last is not None and last[0] is members:
+            return last[1]
+        same = self.by_value.setdefault(members, members)
+        self.last[name] = (members, same)
+        return same
+
+
 def split_profiling_name(name: str) -> tuple[str, str, int, int]:
     """``"nccl:send 0->1"`` -> (backend, op, self_local, peer_local); -1 where unknown."""
     backend, sep, rest = name.partition(":")
@@ -300,6 +337,19 @@ def _distinct(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return position[inverse.reshape(-1)], [values[i] for i in first[order]]
 
 
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """The same integers in the narrowest signed dtype holding them: parsed dumps travel
+    between processes and wait in memory until normalized, so every byte counts."""
+    if not len(values):
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for width in (np.int8, np.int16, np.int32):
+        info = np.iinfo(width)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(width)
+    return values
+
+
 def _vocab(texts: list[Any]) -> tuple[np.ndarray, list[Any]]:
     """Codes of ``texts`` into their distinct values, in order of first appearance."""
     index: dict[Any, int] = {}
@@ -396,6 +446,8 @@ def parse_dump(rank: int, path: Path) -> ParsedDump:
         "peer_local": np.array([p[3] for p in split] or [-1], dtype=np.int64)[name_index],
         "self_local": np.array([p[2] for p in split] or [-1], dtype=np.int64)[name_index],
     }
+    ints = {key: _narrow(values) for key, values in ints.items()}
+    strings = {key: _narrow(codes) for key, codes in strings.items()}
     sendrecv = np.isin(strings["op"], [c for c, op in enumerate(vocab["op"]) if op in ("send", "recv")])
     bools = {
         "is_p2p": _bools(_column(entries, "is_p2p")) | sendrecv,
@@ -411,7 +463,7 @@ def parse_dump(rank: int, path: Path) -> ParsedDump:
             if not isinstance(value, dict):
                 continue
             name = str(value.get("name", key))
-            pg_config[name] = (str(value.get("desc") or ""), parse_ranks(value.get("ranks")))
+            pg_config[name] = (str(value.get("desc") or ""), _member_ranks(value.get("ranks")))
     pg_status: dict[int, tuple[int, int, int]] = {}
     status = raw.get("pg_status") or {}
     if isinstance(status, dict):

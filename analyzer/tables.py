@@ -18,7 +18,9 @@ import pandas as pd
 
 from analyzer import schema
 from analyzer.loader import Loaded, Skipped
-from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.reader import (
+    BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump, SameMembers,
+)
 
 
 @dataclass(frozen=True)
@@ -74,27 +76,6 @@ def _concat_strings(dumps: Sequence[ParsedDump], field: str, n: int) -> pd.Categ
             codes[offset : offset + d.n_entries] = remap[d.strings[field]]
             offset += d.n_entries
     return pd.Categorical.from_codes(codes, categories=list(categories), validate=False)
-
-
-class _SameMembers:
-    """Equal member tuples of ``pg_config`` -> one object, so that votes count by identity.
-
-    Each rank's dump repeats the member list of every group it is in (the default group
-    lists every rank), so hashing them all costs world size squared; a tuple is hashed only
-    when it is not the object seen last for that group name.
-    """
-
-    def __init__(self) -> None:
-        self.by_value: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self.last: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-
-    def __call__(self, name: str, members: tuple[int, ...]) -> tuple[int, ...]:
-        last = self.last.get(name)
-        if last is not None and last[0] is members:
-            return last[1]
-        same = self.by_value.setdefault(members, members)
-        self.last[name] = (members, same)
-        return same
 
 
 def _map_pg_ids(
@@ -170,7 +151,7 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     file_ranks = [f.rank for f in loaded.files]
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
     # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
-    same = _SameMembers()
+    same = SameMembers()
     tallies: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)
     by_id: dict[int, tuple[int, ...]] = {}
     unnamed_max = -1  # gloo's nameless pg_config entry: no group to trust, but a world bound
