@@ -128,7 +128,7 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
         last_rows["is_p2p"].to_numpy(),
         index=pd.MultiIndex.from_arrays([last_rows["pg_name"], last_rows["rank"]]),
     )
-    group_has_p2p = set(_as_str(entries.loc[entries["is_p2p"], "pg_name"]).unique())
+    group_has_p2p = {str(g) for g in entries.loc[entries["is_p2p"], "pg_name"].unique()}
 
     status = tables.status[tables.status["pg_name"] != ""]
     status = status.drop_duplicates(["pg_name", "rank"], keep="last")  # as a dict would keep
@@ -206,7 +206,7 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
         "output_dtypes"].cat.codes.to_numpy(np.int64)
     sz_code = coll["input_sizes"].cat.codes.to_numpy(np.int64) * 100003 + coll[
         "output_sizes"].cat.codes.to_numpy(np.int64)
-    checked = coll["op"].astype(str).isin(SIZE_CHECKED_OPS).to_numpy()
+    checked = coll["op"].isin(SIZE_CHECKED_OPS).to_numpy()
     sz_code = np.where(checked, sz_code, -1)
     frame = pd.DataFrame({"key": key, "op": op_code, "dt": dt_code, "sz": sz_code})
     agg = frame.groupby("key", sort=False).agg(["min", "max"])
@@ -220,7 +220,7 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
          "input_sizes", "output_sizes"]].copy()
     for col in ("pg_name", "pg_desc", "op", "input_dtypes", "output_dtypes", "input_sizes",
                 "output_sizes"):
-        sub[col] = sub[col].astype(str)
+        sub[col] = _as_str(sub[col])
     for (_, _), grp in sub.groupby(["pg_name", "seq"], sort=True):
         per_rank = _signatures(grp)
         name, desc, seq = str(grp["pg_name"].iloc[0]), str(grp["pg_desc"].iloc[0]), int(grp["seq"].iloc[0])
@@ -367,7 +367,7 @@ def _p2p(tables: Tables) -> pd.DataFrame:
     if p.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols + ["peer_state", "pair_size"]})
     for col in ("pg_name", "pg_desc", "op", "state", "input_sizes", "input_dtypes"):
-        p[col] = p[col].astype(str)
+        p[col] = _as_str(p[col])
     is_send = (p["op"] == "send").to_numpy()
     p["src"] = np.where(is_send, p["rank"], p["peer"])
     p["dst"] = np.where(is_send, p["peer"], p["rank"])

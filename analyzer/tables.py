@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,9 +54,14 @@ def _sort_key(name: str) -> tuple[int, int | str]:
 
 
 def _concat(dumps: Sequence[ParsedDump], kind: str, field: str, dtype: type) -> np.ndarray:
-    """One column of every dump, end to end, as ``dtype``."""
-    parts = [getattr(d, kind)[field] for d in dumps if d.n_entries]
-    return np.concatenate(parts, dtype=dtype) if parts else np.empty(0, dtype)
+    """One column of every dump, end to end, as ``dtype`` (parts come in narrower widths)."""
+    out = np.empty(sum(d.n_entries for d in dumps), dtype=dtype)
+    offset = 0
+    for d in dumps:
+        if d.n_entries:
+            out[offset : offset + d.n_entries] = getattr(d, kind)[field]
+            offset += d.n_entries
+    return out
 
 
 def _concat_strings(dumps: Sequence[ParsedDump], field: str, n: int) -> pd.Categorical:
@@ -107,8 +113,31 @@ def _map_pg_ids(
     return mapping
 
 
+@contextmanager
+def _without_hugepage_advice() -> Iterator[None]:
+    """numpy marks arrays of 4 MB and more MADV_HUGEPAGE; where the kernel's THP defrag
+    setting is ``madvise``, faulting them in can stall on synchronous compaction (numpy
+    issue 31590). normalize allocates gigabytes of fresh columns at scale: 2.5-3 s of
+    stalls at 4,096 ranks on a 2-core VM. Off while normalizing, then as before."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # pragma: no cover - numpy < 2 or another platform
+        yield
+        return
+    previous = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(previous)
+
+
 def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
     """Build the normalized tables from what the loader read. Returns new frames."""
+    with _without_hugepage_advice():
+        return _normalize(loaded, world_size)
+
+
+def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     dumps = loaded.dumps
     counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
     n = int(counts.sum())
