@@ -15,9 +15,9 @@ the culprit's stack, the skipped files and a summary of the input.
 from __future__ import annotations
 
 import base64
-import html as _html
 import datetime as _dt
 import hashlib
+import html as _html
 import json
 import secrets
 from typing import TYPE_CHECKING, Any
