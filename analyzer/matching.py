@@ -133,8 +133,8 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
     status = tables.status[tables.status["pg_name"] != ""]
     status = status.drop_duplicates(["pg_name", "rank"], keep="last")  # as a dict would keep
     status = status.set_index(["pg_name", "rank"])
-    active_groups = set(_as_str(pd.Series(per.index.get_level_values(0))).unique()) | set(
-        str(g) for g in status.index.get_level_values(0).unique())
+    active_groups = set(_as_str(pd.Series(per.index.get_level_values(0))).unique()) | {
+        str(g) for g in status.index.get_level_values(0).unique()}
 
     # Every member of every active group, in group order then member order.
     chosen = groups[groups["pg_name"].isin(active_groups)]

@@ -14,8 +14,8 @@ import json
 import math
 import pickle
 import re
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 

@@ -19,9 +19,7 @@ import pandas as pd
 
 from analyzer import schema
 from analyzer.loader import Loaded, Skipped
-from analyzer.reader import (
-    BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump, SameMembers,
-)
+from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, STRING_FIELDS, ParsedDump, SameMembers
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,13 @@ class Tables:
         return dict(zip(self.groups["pg_name"], self.groups["ranks"], strict=True))
 
 
+#: Integer columns of the entries table (the others are read per dump).
+ENTRY_INT_FIELDS: tuple[str, ...] = (
+    "record_id", "seq", "p2p_seq", "op_id", "time_created_ns", "time_started_ns",
+    "time_completed_ns", "timeout_ms",
+)
+
+
 def _sort_key(name: str) -> tuple[int, int | str]:
     return (0, int(name)) if name.isdigit() else (1, name)
 
@@ -64,8 +69,10 @@ def _concat(dumps: Sequence[ParsedDump], kind: str, field: str, dtype: type) -> 
     return out
 
 
-def _concat_strings(dumps: Sequence[ParsedDump], field: str, n: int) -> pd.Categorical:
-    """One string column of every dump as a categorical; categories in order of first use."""
+def _concat_strings(dumps: Sequence[ParsedDump], field: str,
+                    n: int) -> tuple[pd.Categorical, list[np.ndarray]]:
+    """One string column of every dump as a categorical (categories in order of first use),
+    and for each dump the map from its codes to the categorical's."""
     categories: dict[str, int] = {}
     remaps = [
         np.fromiter((categories.setdefault(v, len(categories)) for v in d.vocab[field]),
@@ -81,7 +88,7 @@ def _concat_strings(dumps: Sequence[ParsedDump], field: str, n: int) -> pd.Categ
         if d.n_entries:
             codes[offset : offset + d.n_entries] = remap[d.strings[field]]
             offset += d.n_entries
-    return pd.Categorical.from_codes(codes, categories=list(categories), validate=False)
+    return pd.Categorical.from_codes(codes, categories=list(categories), validate=False), remaps
 
 
 def _map_pg_ids(
@@ -142,31 +149,66 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
     n = int(counts.sum())
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    dump_of = np.repeat(np.arange(len(dumps), dtype=np.int32), counts)  # entry -> dump index
     data: dict[str, object] = {}
-    data["rank"] = np.array([d.rank for d in dumps], dtype=np.int32)[dump_of]
+    data["rank"] = np.repeat(np.array([d.rank for d in dumps], dtype=np.int32), counts)
+    remaps: dict[str, list[np.ndarray]] = {}
     for field in STRING_FIELDS:
-        data[field] = _concat_strings(dumps, field, n)
-    for field in INT_FIELDS:
-        if field not in ("stack", "self_local"):  # stacks are remapped per dump below
-            data[field] = _concat(dumps, "ints", field, np.int64)
+        data[field], remaps[field] = _concat_strings(dumps, field, n)
+    for field in ENTRY_INT_FIELDS:
+        data[field] = _concat(dumps, "ints", field, np.int64)
+    data["pg_id"] = _concat(dumps, "ints", "pg_id", np.int32)  # as astype(int32) would
     for field in BOOL_FIELDS:
         data[field] = _concat(dumps, "bools", field, np.bool_)
     for field in FLOAT_FIELDS:
         data[field] = _concat(dumps, "floats", field, np.float64)
+    pg_names = data["pg_name"]
+    pg_descs = data["pg_desc"]
+    backend_cat = data["backend"]
+    assert isinstance(pg_names, pd.Categorical) and isinstance(pg_descs, pd.Categorical)
+    assert isinstance(backend_cat, pd.Categorical)
 
-    # Stacks: one global table, entries point into it.
+    # One pass over the dumps (a few small numpy calls each, never one per entry): stack
+    # ids, the groups each rank recorded in and each group's first description, the
+    # pg_id -> name pairs the entries show, and each rank's backend, record ids and time.
     stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
     stack_ids = np.full(n, -1, dtype=np.int32)
-    for d, offset in zip(dumps, starts.tolist(), strict=True):
-        if d.n_entries:
-            remap = np.array(
-                [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
-            )
-            local = np.asarray(d.ints["stack"])
-            seg = stack_ids[offset : offset + d.n_entries]
-            has = local >= 0
-            seg[has] = remap[local[has]]
+    seen_members: dict[str, set[int]] = defaultdict(set)
+    seen_desc: dict[str, str] = {}
+    known_by_dump: list[dict[int, str]] = []
+    per_rank: list[tuple[str, int, int, int]] = []  # backend, first and last record, last time
+    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
+        known: dict[int, str] = {}
+        known_by_dump.append(known)
+        if not d.n_entries:
+            per_rank.append(("", -1, -1, 0))
+            continue
+        remap = np.array(
+            [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
+        )
+        local = np.asarray(d.ints["stack"])
+        seg = stack_ids[offset : offset + d.n_entries]
+        has = local >= 0
+        seg[has] = remap[local[has]]
+        # Groups: codes in this dump, each with its first entry (dumps are in entry order).
+        names = remaps["pg_name"][i][d.strings["pg_name"]]
+        present, first = np.unique(names, return_index=True)
+        descs = remaps["pg_desc"][i][d.strings["pg_desc"][first]]
+        for code, desc_code in zip(present.tolist(), descs.tolist()):
+            name = str(pg_names.categories[code])
+            seen_members[name].add(d.rank)
+            seen_desc.setdefault(name, str(pg_descs.categories[desc_code]))
+        # pg_id -> name: for each pg_id the name with the smallest category code.
+        pids = np.asarray(d.ints["pg_id"], dtype=np.int64)
+        order = np.lexsort((names, pids))
+        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
+        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist()):
+            known[int(pid)] = str(pg_names.categories[code])
+        # Most frequent backend; a tie goes to the first category.
+        tally = np.bincount(d.strings["backend"], minlength=len(d.vocab["backend"]))
+        top = remaps["backend"][i][tally == tally.max()].min()
+        record, created = d.ints["record_id"], d.ints["time_created_ns"]
+        per_rank.append((str(backend_cat.categories[top]), int(record.min()), int(record.max()),
+                         int(created.max())))
     stacks_rows: dict[str, list[object]] = defaultdict(list)
     for key, sid in stack_index.items():
         for depth, (fname, filename, line) in enumerate(key):
@@ -207,29 +249,6 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
                 candidates.append(max(m) + 1)
         world = max(candidates)
 
-    pg_names = data["pg_name"]
-    assert isinstance(pg_names, pd.Categorical)
-    pg_descs = data["pg_desc"]
-    assert isinstance(pg_descs, pd.Categorical)
-    ranks_arr = data["rank"]
-    assert isinstance(ranks_arr, np.ndarray)
-    seen_members: dict[str, set[int]] = {}
-    seen_desc: dict[str, str] = {}
-    if n:
-        name_codes = pg_names.codes.astype(np.int64)
-        # Ranks that recorded in each group: distinct (group, dump) pairs.
-        pairs = pd.unique(name_codes * len(dumps) + dump_of)
-        pair_names, pair_dumps = np.divmod(pairs, len(dumps))
-        dump_ranks = np.array([d.rank for d in dumps], dtype=np.int64)
-        order = np.argsort(pair_names, kind="stable")
-        bounds = np.flatnonzero(np.diff(pair_names[order])) + 1
-        for chunk in np.split(order, bounds):
-            name = str(pg_names.categories[pair_names[chunk[0]]])
-            seen_members[name] = set(dump_ranks[pair_dumps[chunk]].tolist())
-        # Each group's description: the one of its first entry.
-        first = pd.Series(name_codes).drop_duplicates().index.to_numpy()
-        for code, desc_code in zip(name_codes[first].tolist(), pg_descs.codes[first].tolist()):
-            seen_desc[str(pg_names.categories[code])] = str(pg_descs.categories[desc_code])
     group_rows: dict[str, list[object]] = defaultdict(list)
     all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
     for name in all_names:
@@ -257,54 +276,26 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     # Peers of send/recv: group-local ranks -> global ranks, through one flat array holding
     # the members of every group, in the order of the pg_name categories.
     peer = np.full(n, -1, dtype=np.int32)
-    peer_local = data["peer_local"]
-    assert isinstance(peer_local, np.ndarray)
-    p2p_rows = np.flatnonzero(peer_local >= 0)
-    if len(p2p_rows):
-        lists = [members_of.get(str(name), ()) for name in pg_names.categories]
-        sizes = np.array([len(m) for m in lists], dtype=np.int64)
-        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
-        first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        codes = pg_names.codes[p2p_rows]
-        local = peer_local[p2p_rows]
-        ok = local < sizes[codes]
-        peer[p2p_rows[ok]] = flat[first_member[codes[ok]] + local[ok]]
+    lists = [members_of.get(str(name), ()) for name in pg_names.categories]
+    sizes = np.array([len(m) for m in lists], dtype=np.int64)
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
+    first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
+        if not d.n_entries:
+            continue
+        local = np.asarray(d.ints["peer_local"], dtype=np.int64)
+        rows = np.flatnonzero(local >= 0)
+        if len(rows):
+            codes = remaps["pg_name"][i][d.strings["pg_name"][rows]]
+            ok = local[rows] < sizes[codes]
+            peer[offset + rows[ok]] = flat[first_member[codes[ok]] + local[rows][ok]]
 
-    # pg_status: backend-local ids -> global names, per rank. Entries give exact pairs: for
-    # each (dump, pg_id) the name with the smallest category code.
-    pgid_arr = data["pg_id"]
-    assert isinstance(pgid_arr, np.ndarray)
-    known_by_dump: dict[int, dict[int, str]] = defaultdict(dict)
-    if n:
-        pid_names = (pd.DataFrame({"dump": dump_of, "pid": pgid_arr, "code": pg_names.codes})
-                     .groupby(["dump", "pid"], sort=True)["code"].min())
-        for (di, pid), code in zip(pid_names.index.tolist(), pid_names.tolist()):
-            known_by_dump[di][int(pid)] = str(pg_names.categories[code])
-    # Per rank: its most frequent backend (ties: first category), record ids and last time.
-    record_arr = data["record_id"]
-    time_arr = data["time_created_ns"]
-    backend_cat = data["backend"]
-    assert isinstance(record_arr, np.ndarray) and isinstance(time_arr, np.ndarray)
-    assert isinstance(backend_cat, pd.Categorical)
-    nonempty = np.flatnonzero(counts > 0)
-    first_rec = np.full(len(dumps), -1, dtype=np.int64)
-    last_rec = np.full(len(dumps), -1, dtype=np.int64)
-    last_time = np.zeros(len(dumps), dtype=np.int64)
-    top_backend = np.full(len(dumps), -1, dtype=np.int64)
-    if len(nonempty):
-        seg = starts[nonempty]
-        first_rec[nonempty] = np.minimum.reduceat(record_arr, seg)
-        last_rec[nonempty] = np.maximum.reduceat(record_arr, seg)
-        last_time[nonempty] = np.maximum.reduceat(time_arr, seg)
-        n_backends = len(backend_cat.categories)
-        tally = np.bincount(dump_of.astype(np.int64) * n_backends + backend_cat.codes,
-                            minlength=len(dumps) * n_backends).reshape(len(dumps), n_backends)
-        top_backend[nonempty] = tally[nonempty].argmax(axis=1)
     status_rows: dict[str, list[object]] = defaultdict(list)
     rank_rows: dict[str, list[object]] = defaultdict(list)
     by_rank = {d.rank: d for d in dumps}
     for i, d in enumerate(dumps):
-        mapping = _map_pg_ids(d, known_by_dump.get(i, {}), list(d.pg_config))
+        mapping = _map_pg_ids(d, known_by_dump[i], list(d.pg_config))
+        backend, first_record, last_record, last_time = per_rank[i]
         for pid_key, (enq, started, completed) in sorted(d.pg_status.items()):
             status_rows["rank"].append(d.rank)
             status_rows["pg_id"].append(pid_key)
@@ -316,14 +307,13 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["path"].append(d.path)
         rank_rows["format"].append(d.fmt)
         rank_rows["version"].append(d.version)
-        rank_rows["backend"].append(
-            str(backend_cat.categories[top_backend[i]]) if d.n_entries else "")
+        rank_rows["backend"].append(backend)
         rank_rows["comm_lib_version"].append(d.comm_lib_version)
         rank_rows["entries"].append(d.n_entries)
         rank_rows["dumped"].append(True)
-        rank_rows["first_record_id"].append(int(first_rec[i]))
-        rank_rows["last_record_id"].append(int(last_rec[i]))
-        rank_rows["last_time_ns"].append(int(last_time[i]))
+        rank_rows["first_record_id"].append(first_record)
+        rank_rows["last_record_id"].append(last_record)
+        rank_rows["last_time_ns"].append(last_time)
     skipped_by_rank = {s.rank: s for s in loaded.skipped}
     all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
@@ -342,14 +332,14 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
 
     entry_data = {
         "rank": data["rank"], "pg_name": pg_names, "pg_desc": pg_descs,
-        "pg_id": pgid_arr.astype(np.int32), "record_id": record_arr, "seq": data["seq"],
+        "pg_id": data["pg_id"], "record_id": data["record_id"], "seq": data["seq"],
         "p2p_seq": data["p2p_seq"], "op_id": data["op_id"], "op": data["op"],
         "backend": backend_cat, "profiling_name": data["profiling_name"],
         "is_p2p": data["is_p2p"], "coalesced": data["coalesced"], "peer": peer,
         "input_sizes": data["input_sizes"], "output_sizes": data["output_sizes"],
         "input_dtypes": data["input_dtypes"], "output_dtypes": data["output_dtypes"],
         "state": data["state"], "retired": data["retired"],
-        "time_created_ns": time_arr, "time_started_ns": data["time_started_ns"],
+        "time_created_ns": data["time_created_ns"], "time_started_ns": data["time_started_ns"],
         "time_completed_ns": data["time_completed_ns"], "duration_ms": data["duration_ms"],
         "timeout_ms": data["timeout_ms"], "thread_name": data["thread_name"],
         "stack_id": stack_ids,

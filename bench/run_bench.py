@@ -231,7 +231,7 @@ def fr_trace_python(explicit: str | None) -> str | None:
     candidates = [explicit] if explicit else [str(ROOT / ".venv-torch" / "bin" / "python"), sys.executable]
     for py in candidates:
         if py and Path(py).exists():
-            probe = subprocess.run([py, "-c", f"import {FR_MODULE}"], capture_output=True)
+            probe = subprocess.run([py, "-c", f"import {FR_MODULE}"], capture_output=True, check=False)
             if probe.returncode == 0:
                 return py
     return None
