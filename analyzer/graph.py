@@ -16,6 +16,7 @@ and desc), sequence number, op and kind.
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -26,6 +27,12 @@ from analyzer.matching import Matching
 from analyzer.tables import Tables
 
 WAIT_COLUMNS = ["waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind"]
+
+#: Above this many waiter x holder pairs for one op (thousands of ranks behind in a group of
+#: tens of thousands), the op's waits are kept as every waiter -> the lowest holder and the
+#: lowest waiter -> every other holder: linear instead of quadratic. Who waits on nobody and
+#: is waited on (the culprits) does not change; the waiter lists of the other holders shrink.
+MAX_BLOCK_EDGES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +111,8 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     Groups are walked with numpy slices of the (small) progress table; the entries are only
     consulted for the (group, seq) pairs someone waits in.
     """
-    rows: list[tuple[int, int, str, str, int, str, str]] = []
+    rows: list[tuple[int, int, str, str, int, str, str] | _Waits] = []
+    blocks: list[_Block] = []  # waits of one op too many to list, see MAX_BLOCK_EDGES
     prog = matching.progress
     pending = _pending_first(tables, matching)
     pend_order, pend_bounds, pend_names = _blocks(pending["pg_name"].to_numpy(dtype=object))
@@ -144,23 +152,44 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         k_ranks, k_enq = ranks[known], enq[known]
         if len(k_enq):
             frontier = int(k_enq.max())
-            for lag_rank, lag_prog in zip(k_ranks[k_enq < frontier].tolist(), k_enq[k_enq < frontier].tolist()):
-                n = int(lag_prog) + 1
-                done = completed.get((name, n), ())
-                waiters = [w for w in k_ranks[k_enq >= n].tolist() if w not in done]
+            lag_ranks, lag_levels = k_ranks[k_enq < frontier], k_enq[k_enq < frontier] + 1
+            level_size = dict(zip(*np.unique(lag_levels, return_counts=True)))
+            waiting: dict[int, list[int]] = {}  # level -> its waiters, the same for each laggard
+            level_block: dict[int, _Block] = {}
+            for lag_rank, n in zip(lag_ranks.tolist(), lag_levels.tolist()):
+                if n not in waiting:
+                    done = completed.get((name, n), ())
+                    waiting[n] = [w for w in k_ranks[k_enq >= n].tolist() if w not in done]
+                waiters = waiting[n]
                 op = ops.get((name, n))
                 kind = "collective" if op is not None else "unrecorded"
-                rows.extend((w, int(lag_rank), name, desc, n, op or "unrecorded", kind) for w in waiters)
+                if len(waiters) * int(level_size[n]) > MAX_BLOCK_EDGES:
+                    if n not in level_block:
+                        level_block[n] = _Block(waiters, lag_ranks[lag_levels == n].tolist())
+                        blocks.append(level_block[n])
+                    rows.append(_Waits(level_block[n], holder=lag_rank, row=(
+                        name, desc, n, op or "unrecorded", kind)))
+                else:
+                    rows.extend((w, int(lag_rank), name, desc, n, op or "unrecorded", kind)
+                                for w in waiters)
         if not known.all():
             pend = pending_by_group.get(name)
             if pend is not None:
                 lowest_known = int(k_enq.min()) if len(k_enq) else None
                 silent = list(zip(ranks[~known].tolist(), src[~known].tolist()))
-                for w, n in zip(*pend):
-                    if lowest_known is not None and lowest_known < int(n):
-                        continue  # a known member that has not joined explains the wait
-                    op = ops.get((name, int(n)), "unknown")
-                    rows.extend((int(w), int(s_rank), name, desc, int(n), op,
+                # A known member that has not joined explains the other waits.
+                waiting_on_silent = [(int(w), int(n)) for w, n in zip(*pend)
+                                     if lowest_known is None or lowest_known >= int(n)]
+                block = None
+                if len(waiting_on_silent) * len(silent) > MAX_BLOCK_EDGES:
+                    block = _Block([w for w, _ in waiting_on_silent], [r for r, _ in silent])
+                    blocks.append(block)
+                for w, n in waiting_on_silent:
+                    op = ops.get((name, n), "unknown")
+                    if block is not None:
+                        rows.append(_Waits(block, waiter=w, row=(name, desc, n, op), kinds=silent))
+                        continue
+                    rows.extend((w, int(s_rank), name, desc, n, op,
                                  "no_dump" if s == "no_dump" else "silent") for s_rank, s in silent)
 
     if matching.gloo_like:
@@ -176,8 +205,13 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
                 ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]].itertuples(index=False):
             rows.append((int(r), int(peer), str(g), str(d), int(pseq), str(op),
                          "p2p" if st == "not_posted" else "no_dump"))
+    direct = [r for r in rows if not isinstance(r, _Waits)]
+    if blocks:
+        _keep_cycles(direct, blocks)
     if not matching.gloo_like:
-        rows.extend(_queued_waits(tables, matching, list(rows)))
+        rows.extend(_queued_waits(tables, matching, direct, blocks))
+    if blocks:
+        rows = [row for r in rows for row in (r.rows() if isinstance(r, _Waits) else (r,))]
     out = pd.DataFrame(rows, columns=WAIT_COLUMNS)
     if len(out):
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
@@ -185,8 +219,68 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
 
 
+class _Block:
+    """The waits of one op when its waiters x holders pairs exceed ``MAX_BLOCK_EDGES``.
+
+    Kept edges: every waiter -> the lowest holder, the lowest waiter -> every holder, and
+    every edge of a waiter that shares a strongly connected component with the block (one
+    of its holders waits on it, transitively). So every waiter still waits on someone,
+    every holder is still waited on, the components and the edges inside them are those of
+    the full graph, and no component that had a way out loses it: the roots, deadlock
+    cycles and culprits are those of the full graph.
+    """
+
+    def __init__(self, waiters: list[int], holders: list[int]) -> None:
+        self.waiters = waiters
+        self.holders = holders
+        self.lowest_waiter = min(waiters) if waiters else -1
+        self.lowest_holder = min(holders) if holders else -1
+        self.in_cycle: set[int] = set()  # waiters in a component with a holder
+
+    def keeps(self, waiter: int, holder: int) -> bool:
+        return (holder == self.lowest_holder or waiter == self.lowest_waiter
+                or waiter in self.in_cycle)
+
+
+@dataclass(frozen=True, slots=True)
+class _Waits:
+    """Placeholder for the rows of a block at one holder (or one waiter), in row order."""
+
+    block: _Block
+    row: tuple[object, ...]
+    holder: int | None = None
+    waiter: int | None = None
+    kinds: list[tuple[int, str]] | None = None  # silent holders and their sources
+
+    def rows(self) -> list[tuple[int, int, str, str, int, str, str]]:
+        keeps = self.block.keeps
+        if self.holder is not None:
+            name, desc, n, op, kind = self.row
+            return [(w, self.holder, name, desc, n, op, kind)  # type: ignore[misc]
+                    for w in self.block.waiters if keeps(w, self.holder)]
+        name, desc, n, op = self.row
+        assert self.waiter is not None and self.kinds is not None
+        return [(self.waiter, h, name, desc, n, op, "no_dump" if s == "no_dump" else "silent")  # type: ignore[misc]
+                for h, s in self.kinds if keeps(self.waiter, h)]
+
+
+def _keep_cycles(direct: list[tuple[int, int, str, str, int, str, str]], blocks: list[_Block]) -> None:
+    """Mark the waiters of each block that share a strongly connected component with it,
+    in the full graph (a hub node per block stands for its waiters x holders edges)."""
+    g = nx.DiGraph()
+    g.add_edges_from((w, h) for w, h, *_ in direct)
+    for i, block in enumerate(blocks):
+        g.add_edges_from((w, ("block", i)) for w in block.waiters)
+        g.add_edges_from((("block", i), h) for h in block.holders)
+    for component in nx.strongly_connected_components(g):
+        for i, block in enumerate(blocks):
+            if ("block", i) in component:
+                block.in_cycle = {w for w in block.waiters if w in component}
+
+
 def _queued_waits(tables: Tables, matching: Matching,
                   direct: list[tuple[int, int, str, str, int, str, str]],
+                  blocks: Sequence[_Block] = (),
                   max_rounds: int = 8) -> list[tuple[int, int, str, str, int, str, str]]:
     """NCCL runs each rank's ops in stream order: an op every side posted still cannot
     finish while a peer's matching op is queued behind an op that peer is blocked in.
@@ -209,7 +303,11 @@ def _queued_waits(tables: Tables, matching: Matching,
     members = tables.members()
     g = nx.DiGraph()
     g.add_edges_from((w, h) for w, h, *_ in direct)
-    blocked = {w for w, *_ in direct}
+    for i, block in enumerate(blocks):
+        # Waits too many to list: through a hub node, every waiter still reaches every holder.
+        g.add_edges_from((w, ("block", i)) for w in block.waiters)
+        g.add_edges_from((("block", i), h) for h in block.holders)
+    blocked = {w for w, *_ in direct} | {w for block in blocks for w in block.waiters}
     rows: list[tuple[int, int, str, str, int, str, str]] = []
     for _ in range(max_rounds):
         added: dict[int, tuple[int, int, str, str, int, str, str]] = {}
