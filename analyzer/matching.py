@@ -17,6 +17,7 @@ Outputs four frames:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,15 @@ def _as_str(values: pd.Series) -> pd.Series:
         if (codes >= 0).all():
             return pd.Series(values.cat.categories.take(codes), index=values.index, name=values.name)
     return values.astype(str)
+
+
+def _map_categories(values: pd.Series, mapping: Mapping[str, object] | pd.Series) -> pd.Series:
+    """``values.astype(str).map(mapping)`` for a categorical without missing values, mapping
+    each category once instead of every row."""
+    codes = values.cat.codes.to_numpy()
+    assert (codes >= 0).all()
+    per_category = pd.Series(values.cat.categories.astype(str)).map(mapping).to_numpy()
+    return pd.Series(per_category[codes], index=values.index)
 
 
 def _lookup(keys: pd.MultiIndex, table: pd.Series, default: object) -> tuple[np.ndarray, np.ndarray]:
@@ -309,7 +319,8 @@ def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> 
             "pg_name", "pg_desc", "seq", "op", "input_sizes", "input_dtypes", "n_members",
             "n_recorded", "n_joined", "n_completed", "n_started", "first_created_ns",
             "last_created_ns", "last_started_ns", "state")})
-    first = coll.drop_duplicates(["pg_name", "seq", "rank"])
+    repeated = coll.duplicated(["pg_name", "seq", "rank"])  # coalesced: one row per rank
+    first = coll[~repeated] if repeated.any() else coll
     g = first.groupby(["pg_name", "seq"], observed=True, sort=True)
     out = g.agg(
         pg_desc=("pg_desc", "first"), op=("op", "first"), input_sizes=("input_sizes", "first"),
@@ -318,13 +329,14 @@ def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> 
         last_started_ns=("time_started_ns", "max"),
     ).reset_index()
     state = first["state"]
-    out["n_completed"] = (state == "completed").groupby(
-        [first["pg_name"], first["seq"]], observed=True, sort=True).sum().to_numpy()
-    out["n_started"] = state.isin(["started", "completed"]).groupby(
-        [first["pg_name"], first["seq"]], observed=True, sort=True).sum().to_numpy()
+    group_of = g.ngroup().to_numpy()  # rows of `out` are the groups in this order
+    out["n_completed"] = np.bincount(group_of, weights=(state == "completed").to_numpy(),
+                                     minlength=len(out)).astype(np.int64)
+    out["n_started"] = np.bincount(group_of, weights=state.isin(["started", "completed"]).to_numpy(),
+                                   minlength=len(out)).astype(np.int64)
     sizes = dict(zip(tables.groups["pg_name"], tables.groups["size"], strict=True))
     names = _as_str(out["pg_name"])
-    out["n_members"] = names.map(sizes).fillna(0).astype("int32")
+    out["n_members"] = _map_categories(out["pg_name"], sizes).fillna(0).astype("int32")
     # n_joined: members whose progress reaches seq, for every (group, seq) at once.
     known = progress[progress["enqueued"] >= 0]
     known_names = pd.Index(_as_str(known["pg_name"]).unique())
@@ -333,7 +345,7 @@ def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> 
         known_names.get_indexer(names), out["seq"].to_numpy()).astype(np.int32)
     out["state"] = np.where(out["n_completed"] >= out["n_members"], FULLY_MATCHED, IN_FLIGHT)
     unknown = progress.assign(u=progress["enqueued"] < 0).groupby("pg_name")["u"].sum()
-    unknown_members = names.map(unknown).fillna(0).astype(int)
+    unknown_members = _map_categories(out["pg_name"], unknown).fillna(0).astype(int)
     out.loc[out["n_joined"] + unknown_members < out["n_members"], "state"] = NOT_JOINED
     out = out[["pg_name", "pg_desc", "seq", "op", "input_sizes", "input_dtypes", "n_members",
                "n_recorded", "n_joined", "n_completed", "n_started", "first_created_ns",
