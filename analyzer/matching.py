@@ -129,9 +129,8 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
     coll_only = coll.groupby(["pg_name", "rank"], observed=True, sort=False).agg(
         coll_lo=("seq", "min"), coll_hi=("seq", "max"),
     )
-    done = coll[coll["state"] == "completed"].groupby(["pg_name", "rank"], observed=True).agg(
-        completed_hi=("seq", "max")
-    )
+    done = coll.loc[coll["state"] == "completed", ["pg_name", "rank", "seq"]].groupby(
+        ["pg_name", "rank"], observed=True).agg(completed_hi=("seq", "max"))
     # Type of the rank's last entry in the group decides what its pg_status counter counts.
     last_rows = entries.loc[by_member["record_id"].idxmax()] if len(entries) else entries
     last_is_p2p = pd.Series(
