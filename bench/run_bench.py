@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pickle
@@ -34,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,35 +141,42 @@ def tree_memory_mb(pid: int) -> float:
 
 
 def measure(cmd: list[str], *, timeout: float | None = None, mem_limit_mb: float | None = None,
-            cwd: Path = ROOT, interval: float = 0.1) -> Run:
-    """Run ``cmd``, sampling the memory of its process tree; kill it past the limits."""
+            cwd: Path = ROOT, interval: float = 0.2) -> Run:
+    """Run ``cmd`` and wait for it; a thread samples the memory of its process tree meanwhile
+    and kills it past the limits. The wall time ends when the process is reaped."""
     run = Run()
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"hangscope-bench-{os.getpid()}.out"
     err_path = out_path.with_suffix(".err")
+    done = threading.Event()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            run.peak_mb = max(run.peak_mb, tree_memory_mb(proc.pid))
-            elapsed = time.perf_counter() - start
-            reason = None
-            if timeout is not None and elapsed > timeout:
-                reason = f"killed after {timeout:.0f} s"
-            elif mem_limit_mb is not None and run.peak_mb > mem_limit_mb:
-                reason = f"killed at {mem_limit_mb / 1024:.0f} GB"
-            if reason:
-                run.status = reason
-                os.killpg(proc.pid, signal.SIGKILL)
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(interval)
+
+        def watch() -> None:
+            while not done.wait(interval):
+                run.peak_mb = max(run.peak_mb, tree_memory_mb(proc.pid))
+                elapsed = time.perf_counter() - start
+                if timeout is not None and elapsed > timeout:
+                    run.status = f"killed after {timeout:.0f} s"
+                elif mem_limit_mb is not None and run.peak_mb > mem_limit_mb:
+                    run.status = f"killed at {mem_limit_mb / 1024:.3g} GB"
+                else:
+                    continue
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        _, status, usage = os.wait4(proc.pid, 0)
         run.wall = time.perf_counter() - start
+        done.set()
+        watcher.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     run.code = proc.returncode
     run.maxrss_mb = usage.ru_maxrss / 1024
+    # Sampling can miss a short peak: never report less than the largest single process.
+    run.peak_mb = max(run.peak_mb, run.maxrss_mb)
     run.cpu = usage.ru_utime + usage.ru_stime
     run.stdout = out_path.read_text(errors="replace")
     run.stderr = err_path.read_text(errors="replace")
@@ -422,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     print("hangscope s: wall time of `hangscope analyze DIR -q -f json`, process start to exit")
     print(f"  (interpreter start and imports included: {startup.wall:.2f} s for `hangscope --help`).")
     print("peak MB: largest sum of the proportional set size (PSS) of the process tree, parser")
-    print("  processes included, sampled every 0.1 s. us/entry: wall time per entry.")
+    print("  processes included, sampled every 0.2 s (never below the largest process's max RSS).")
+    print("us/entry: wall time per entry.")
     print(f"unpickle 1p / {jobs}p s: plain pickle.load of every dump file in one process / in {jobs}")
     print("  processes (the floor; interpreter start not counted). hs/floor: hangscope wall / floor.")
     print(f"fr_trace s: `python -m {FR_MODULE} DIR -p {PREFIX}`, torch 2.13,")

@@ -1,0 +1,27 @@
+"""docs/store.md lists exactly the columns and dtypes of the Parquet store."""
+
+from __future__ import annotations
+
+import re
+
+from analyzer import schema
+from analyzer.store import _TABLES
+from tests.conftest import ROOT
+
+DOC = (ROOT / "docs" / "store.md").read_text()
+
+
+def _documented(table: str) -> list[tuple[str, str]]:
+    section = DOC.split(f"### `{table}.parquet`", 1)[1].split("###", 1)[0].split("##", 1)[0]
+    return re.findall(r"^\| `(\w+)` \| (\w+) \|", section, re.M)
+
+
+def test_every_table_and_column_is_documented_with_its_dtype() -> None:
+    for table, cols in _TABLES.items():
+        assert _documented(table) == [(c.name, c.dtype) for c in cols], table
+
+
+def test_the_layout_names_every_file() -> None:
+    for table in _TABLES:
+        assert f"DIR/{table}.parquet" in DOC
+    assert "hangscope-store.json" in DOC and "hangscope.store/1" in DOC
