@@ -192,8 +192,19 @@ def hangscope_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "analyzer"]
 
 
+def warm_cache(target: Path) -> None:
+    """Read every file of ``target`` once, so that each tool finds the dumps in the page
+    cache (the first tool measured would otherwise pay for the disk alone)."""
+    for path in target.iterdir():
+        if path.is_file():
+            with open(path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
 def run_hangscope(target: Path, jobs: int, expected: list[int] | None) -> Run:
     out_json = Path(os.environ.get("TMPDIR", "/tmp")) / f"hangscope-bench-{os.getpid()}.json"
+    warm_cache(target)
     run = measure(hangscope_cmd() + ["analyze", str(target), "-q", "-f", "json", "-o", str(out_json),
                                      "--jobs", str(jobs)])
     if run.status == "ok" and out_json.exists():
@@ -209,6 +220,7 @@ def run_hangscope(target: Path, jobs: int, expected: list[int] | None) -> Run:
 
 
 def run_floor(target: Path, jobs: int) -> Run:
+    warm_cache(target)
     run = measure([sys.executable, str(Path(__file__).resolve()), "--unpickle-floor", str(target),
                    "--jobs", str(jobs)])
     if run.status == "ok":
@@ -247,6 +259,7 @@ def fr_trace_python(explicit: str | None) -> str | None:
 
 
 def run_fr_trace(py: str, target: Path, timeout: float, mem_limit_mb: float) -> Run:
+    warm_cache(target)
     run = measure([py, "-m", FR_MODULE, str(target), "-p", PREFIX], timeout=timeout,
                   mem_limit_mb=mem_limit_mb)
     text = run.stdout + run.stderr
@@ -437,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  processes (the floor; interpreter start not counted). hs/floor: hangscope wall / floor.")
     print(f"fr_trace s: `python -m {FR_MODULE} DIR -p {PREFIX}`, torch 2.13,")
     print(f"  killed past {args.fr_timeout:.0f} s or {args.fr_mem_gb:.0f} GB. fr/hs: fr_trace wall / hangscope wall.")
+    print("Every tool reads the files from the page cache (each is read once before each run).")
     print("store s / MB: `hangscope analyze STORE` on the Parquet store `hangscope export` wrote")
     print("  for the job (normalized tables, no dump parsing).")
     if fr_skip:
