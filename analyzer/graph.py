@@ -5,7 +5,9 @@ in an operation that B has not joined: a collective B has not enqueued, a send/r
 not posted, or any op of a group whose member B wrote no dump. Edges carry the group (name
 and desc), sequence number, op and kind.
 
-* :func:`waits` derives the edges from the matching;
+* :func:`waits` derives the edges from the matching; a rank's reason to wait comes from
+  its earliest unfinished op (the one its stream is blocked in), and waits of its later ops
+  are kept only where they close no cycle;
 * :func:`build_graph` turns them into a ``networkx.DiGraph``;
 * :func:`root_ranks` finds the ranks that others transitively wait on and that wait on
   nobody (sink components of the condensation); a sink component of more than one rank is
@@ -33,6 +35,10 @@ WAIT_COLUMNS = ["waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind"]
 #: lowest waiter -> every other holder: linear instead of quadratic. Who waits on nobody and
 #: is waited on (the culprits) does not change; the waiter lists of the other holders shrink.
 MAX_BLOCK_EDGES = 100_000
+
+#: Waits in an op that sits behind the waiter's own unfinished op are evidence, not the
+#: reason it is blocked; at most this many waiters of one op are kept for them.
+MAX_LATER_WAITERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,9 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     consulted for the (group, seq) pairs someone waits in.
     """
     rows: list[tuple[int, int, str, str, int, str, str] | _Waits] = []
+    # Waits in an op queued behind an earlier unfinished op of the same stream (the waiter
+    # is not blocked in it yet): kept unless they close a cycle, see _without_new_cycles.
+    later: list[tuple[int, int, str, str, int, str, str]] = []
     blocks: list[_Block] = []  # waits of one op too many to list, see MAX_BLOCK_EDGES
     prog = matching.progress
     pending = _pending_first(tables, matching)
@@ -122,6 +131,9 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         str(name): (pend_ranks[pend_bounds[i]:pend_bounds[i + 1]], pend_seqs[pend_bounds[i]:pend_bounds[i + 1]])
         for i, name in enumerate(pend_names)
     }
+    # Stream order is evidence only where completions are: not for gloo, nor for a rank
+    # whose completions stopped being observed.
+    heads = {} if matching.gloo_like else _heads(tables, set(matching.stale_completers))
 
     order, bounds, names = _blocks(prog["pg_name"].to_numpy(dtype=object))
     p_rank = prog["rank"].to_numpy()[order]
@@ -155,11 +167,15 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
             lag_ranks, lag_levels = k_ranks[k_enq < frontier], k_enq[k_enq < frontier] + 1
             level_size = dict(zip(*np.unique(lag_levels, return_counts=True)))
             waiting: dict[int, list[int]] = {}  # level -> its waiters, the same for each laggard
+            waiting_later: dict[int, list[int]] = {}  # level -> waiters with an earlier open op
             level_block: dict[int, _Block] = {}
             for lag_rank, n in zip(lag_ranks.tolist(), lag_levels.tolist()):
                 if n not in waiting:
                     done = completed.get((name, n), ())
-                    waiting[n] = [w for w in k_ranks[k_enq >= n].tolist() if w not in done]
+                    all_waiters = [w for w in k_ranks[k_enq >= n].tolist() if w not in done]
+                    head = (False, name, n)
+                    waiting[n] = [w for w in all_waiters if heads.get(w, head) == head]
+                    waiting_later[n] = [w for w in all_waiters if heads.get(w, head) != head]
                 waiters = waiting[n]
                 op = ops.get((name, n))
                 kind = "collective" if op is not None else "unrecorded"
@@ -172,6 +188,8 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
                 else:
                     rows.extend((w, int(lag_rank), name, desc, n, op or "unrecorded", kind)
                                 for w in waiters)
+                later.extend((w, int(lag_rank), name, desc, n, op or "unrecorded", kind)
+                             for w in waiting_later[n][:MAX_LATER_WAITERS])
         if not known.all():
             pend = pending_by_group.get(name)
             if pend is not None:
@@ -203,13 +221,16 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         blocked = blocked[~blocked["rank"].isin(list(matching.stale_completers))]
         for r, g, d, op, peer, pseq, st in blocked[
                 ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]].itertuples(index=False):
-            rows.append((int(r), int(peer), str(g), str(d), int(pseq), str(op),
-                         "p2p" if st == "not_posted" else "no_dump"))
+            row = (int(r), int(peer), str(g), str(d), int(pseq), str(op),
+                   "p2p" if st == "not_posted" else "no_dump")
+            (rows if heads.get(row[0], (True, row[2], row[4])) == (True, row[2], row[4]) else later).append(row)
     direct = [r for r in rows if not isinstance(r, _Waits)]
     if blocks:
-        _keep_cycles(direct, blocks)
+        _keep_cycles(direct + later, blocks)
     if not matching.gloo_like:
-        rows.extend(_queued_waits(tables, matching, direct, blocks))
+        rows.extend(_queued_waits(tables, matching, direct, blocks, heads))
+    if later:
+        rows.extend(_without_new_cycles(rows, later, blocks))
     if blocks:
         rows = [row for r in rows for row in (r.rows() if isinstance(r, _Waits) else (r,))]
     out = pd.DataFrame(rows, columns=WAIT_COLUMNS)
@@ -217,6 +238,49 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
         out = out.sort_values(["holder", "pg_name", "seq", "waiter"], ignore_index=True)
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
+
+
+def _heads(tables: Tables, stale: set[int]) -> dict[int, tuple[bool, str, int]]:
+    """Each rank's earliest unfinished op, the one it is blocked in now: ``(is_p2p, group,
+    seq)`` with the p2p sequence number for send/recv. Its later ops wait behind it on the
+    GPU (and on the peers' streams), so what they wait for is not what holds the rank.
+    Ranks whose completions stopped being observed have none (every op looks unfinished)."""
+    e = tables.entries
+    open_ = e.loc[e["state"] != "completed", ["rank", "record_id", "is_p2p", "pg_name", "seq", "p2p_seq"]]
+    if open_.empty:
+        return {}
+    first = open_.loc[open_.groupby("rank", observed=True)["record_id"].idxmin()]
+    return {int(r): (bool(p), str(g), int(q2 if p else q))
+            for r, p, g, q, q2 in zip(first["rank"].tolist(), first["is_p2p"].tolist(),
+                                      first["pg_name"].astype(str), first["seq"].tolist(),
+                                      first["p2p_seq"].tolist())
+            if int(r) not in stale}
+
+
+def _without_new_cycles(rows: list[tuple[int, int, str, str, int, str, str] | _Waits],
+                        later: list[tuple[int, int, str, str, int, str, str]],
+                        blocks: Sequence[_Block]) -> list[tuple[int, int, str, str, int, str, str]]:
+    """The waits of ``later`` that do not join ranks into a cycle the other waits do not form.
+
+    A rank waiting in an op queued behind its own unfinished op will wait on that peer
+    next, so the edge is kept as evidence; but the peer may well be blocked on the rank's
+    current op (a pipeline stage that stopped posting because its stream is stuck), and
+    such a wait must not turn two blocked stages into a deadlock or hide who blocked them.
+    """
+    base = nx.DiGraph()
+    for r in rows:
+        if not isinstance(r, _Waits):
+            base.add_edge(r[0], r[1])
+    for i, block in enumerate(blocks):
+        base.add_edges_from((w, ("block", i)) for w in block.waiters)
+        base.add_edges_from((("block", i), h) for h in block.holders)
+    full = base.copy()
+    full.add_edges_from((w, h) for w, h, *_ in later)
+    base_comp = {n: i for i, c in enumerate(nx.strongly_connected_components(base)) for n in c}
+    full_comp = {n: i for i, c in enumerate(nx.strongly_connected_components(full)) for n in c}
+    return [r for r in later
+            if full_comp[r[0]] != full_comp[r[1]]
+            or (r[0] in base_comp and base_comp.get(r[0]) == base_comp.get(r[1]))]
 
 
 class _Block:
@@ -281,25 +345,31 @@ def _keep_cycles(direct: list[tuple[int, int, str, str, int, str, str]], blocks:
 def _queued_waits(tables: Tables, matching: Matching,
                   direct: list[tuple[int, int, str, str, int, str, str]],
                   blocks: Sequence[_Block] = (),
-                  max_rounds: int = 8) -> list[tuple[int, int, str, str, int, str, str]]:
+                  heads: dict[int, tuple[bool, str, int]] | None = None,
+                  max_rounds: int = 64) -> list[tuple[int, int, str, str, int, str, str]]:
     """NCCL runs each rank's ops in stream order: an op every side posted still cannot
     finish while a peer's matching op is queued behind an op that peer is blocked in.
 
-    A rank that waits on nobody directly but has such an op in flight waits on that peer:
-    one edge, to the lowest blocked counterpart that does not itself (transitively) wait on
-    this rank, so these edges never close a cycle and a culprit, whose peers are blocked
-    because of it, never gets one. The graph stays linear in ranks.
+    A rank that waits on nobody directly but is blocked in such an op (its earliest
+    unfinished one, ``heads``) waits on that peer: one edge, to the lowest blocked
+    counterpart that does not itself (transitively) wait on this rank, so these edges never
+    close a cycle and a culprit, whose peers are blocked because of it, never gets one.
+    Rounds repeat while ranks become blocked (one pipeline stage per round at most). The
+    graph stays linear in ranks.
     """
+    heads = heads or {}
     e = tables.entries
     pend = e.loc[(e["state"] != "completed") & ~e["is_p2p"], ["rank", "pg_name", "pg_desc", "seq", "op"]]
     pend = pend.drop_duplicates(["rank", "pg_name", "seq"])
     pend_rows = [(int(r), str(gn), str(d), int(q), str(op)) for r, gn, d, q, op in zip(
-        pend["rank"].tolist(), pend["pg_name"], pend["pg_desc"], pend["seq"].tolist(), pend["op"])]
+        pend["rank"].tolist(), pend["pg_name"], pend["pg_desc"], pend["seq"].tolist(), pend["op"])
+        if heads.get(int(r), (False, str(gn), int(q))) == (False, str(gn), int(q))]
     p2p = matching.p2p
     ppend = p2p[(p2p["peer_state"] == "paired") & (p2p["state"] != "completed")] if len(p2p) else p2p
     ppend_rows = [] if not len(ppend) else [
         (int(r), str(gn), str(d), int(q), str(op), int(peer)) for r, gn, d, q, op, peer in
-        ppend[["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)]
+        ppend[["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)
+        if heads.get(int(r), (True, str(gn), int(q))) == (True, str(gn), int(q))]
     members = tables.members()
     g = nx.DiGraph()
     g.add_edges_from((w, h) for w, h, *_ in direct)
@@ -340,12 +410,36 @@ def _queued_waits(tables: Tables, matching: Matching,
             holder = lowest_holder(r, [peer] if peer in blocked else [])
             if holder is not None:
                 added[r] = (r, int(holder), gn, d, q, op, "queued")
-        if not added:
+        # Two edges chosen in the same round may close a cycle together: commit them one
+        # by one, each only if its holder does not already reach its waiter (a short walk:
+        # a blocked rank's descendants are its chain to the ranks everybody waits on).
+        committed = []
+        for row in added.values():
+            w, h = row[0], row[1]
+            if h in g and w in g and _reaches(g, h, w):
+                continue
+            g.add_edge(w, h)
+            committed.append(row)
+        if not committed:
             break
-        rows.extend(added.values())
-        g.add_edges_from((w, h) for w, h, *_ in added.values())
-        blocked |= set(added)
+        rows.extend(committed)
+        blocked |= {row[0] for row in committed}
     return rows
+
+
+def _reaches(g: nx.DiGraph, src: object, dst: object) -> bool:
+    """Is there a path from ``src`` to ``dst``?"""
+    seen = {src}
+    stack = [src]
+    while stack:
+        node = stack.pop()
+        for nxt in g.successors(node):
+            if nxt == dst:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return False
 
 
 def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[tuple[int, int, str, str, int, str, str]]:

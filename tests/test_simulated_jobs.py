@@ -52,3 +52,17 @@ def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
     (culprit,) = expected["culprits"]
     steps = d.chains[culprit]
     assert steps and steps[-1]["holder"] == culprit
+
+
+@pytest.mark.parametrize(("fault", "rank", "seed"), [
+    ("stall", 0, 0), ("stall", 9, 1), ("stall", 12, 0), ("pipeline_stall", None, 0),
+    ("pipeline_stall", None, 3), ("pp_deadlock", None, 2),
+])
+def test_eight_stage_pipeline(tmp_path: Path, fault: str, rank: int | None, seed: int) -> None:
+    # Eight stages: a stage that stopped posting because its own stream is stuck behind an
+    # earlier stage must not be named (its later send/recv waits are not what holds it).
+    expected = simulate_job(tmp_path, tp=2, pp=8, dp=1, fault=fault, fault_rank=rank, seed=seed,
+                            buffer_size=600)
+    d = analyzer.analyze(tmp_path).diagnosis
+    assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
+    assert d.kind == KIND[fault], d.headline
