@@ -77,9 +77,12 @@ def load_raw(path: Path) -> tuple[dict[str, Any], str]:
         data = path.read_bytes()
     except OSError as exc:
         raise DumpFormatError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise DumpFormatError(str(path), "empty file")
-    head = data.lstrip()[:1]
+    # The first non-blank byte, without copying the file (dumps are megabytes).
+    head = data[:64].lstrip()[:1]
+    if not head:
+        head = data.lstrip()[:1]
+        if not head:
+            raise DumpFormatError(str(path), "empty file")
     if head in (b"{", b"["):
         fmt = "json"
         try:
@@ -143,11 +146,17 @@ def _int(value: Any, default: int = 0) -> int:
         return value
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         try:
             return int(float(value))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return default
+
+
+def _int64(value: Any, default: int) -> int:
+    """:func:`_int`, with ``default`` for what int64 cannot hold."""
+    n = _int(value, default)
+    return n if -(1 << 63) <= n < (1 << 63) else default
 
 
 def _bool(value: Any) -> bool:
@@ -287,9 +296,14 @@ def _exact(values: list[Any], kinds: str) -> tuple[np.ndarray | None, np.ndarray
 
 def _ints(values: list[Any], default: int) -> np.ndarray:
     """``[_int(v, default) for v in values]`` as int64."""
+    if all(type(v) is int for v in values[:1]):  # the common case: all plain ints
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except (TypeError, ValueError, OverflowError):
+            pass  # None, strings, floats or bools somewhere: the exact path below
     arr, none = _exact(values, "ib")  # ints (and bools: _int(True) == 1)
     if arr is None or none is None:
-        return np.array([_int(v, default) for v in values], dtype=np.int64)
+        return np.array([_int64(v, default) for v in values], dtype=np.int64)
     out = np.full(len(values), default, dtype=np.int64)
     out[~none] = arr
     return out

@@ -122,3 +122,22 @@ def test_stacks_are_stored_once(tmp_path: Path) -> None:
     parsed = parse_dump(0, p)
     assert len(parsed.stacks) == 1
     assert set(parsed.ints["stack"]) == {0}
+
+
+def test_numbers_out_of_range_do_not_stop_the_parse(tmp_path: Path) -> None:
+    # JSON allows Infinity, NaN and huge numbers; none of them is an int64 counter.
+    raw = dump([entry(1), entry(2), entry(3), entry(4)])
+    raw["entries"][1]["record_id"] = float("inf")
+    raw["entries"][2]["collective_seq_id"] = 1e30
+    raw["entries"][3]["time_created_ns"] = float("nan")
+    raw["pg_status"]["0"]["last_enqueued_collective"] = float("inf")
+    path = tmp_path / "rank_0.json"
+    path.write_text(json.dumps(raw))  # writes Infinity / NaN, as Python's json reads them
+    parsed = parse_dump(0, path)
+    assert parsed.n_entries == 4
+    assert parsed.ints["record_id"].tolist()[1] == -1
+    assert parsed.ints["seq"].tolist()[2] == -1
+    assert parsed.ints["time_created_ns"].tolist()[3] == 0
+    assert parsed.pg_status[0][0] == -1
+    # A plain-int column takes the fast path and keeps every value.
+    assert parsed.ints["record_id"].tolist()[0] == raw["entries"][0]["record_id"]
