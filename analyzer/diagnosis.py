@@ -32,7 +32,7 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 
-from analyzer.graph import Roots, chain, root_ranks, waiters_of
+from analyzer.graph import Roots, chain, root_ranks, stuck_collectives, waiters_of
 from analyzer.matching import NO_MAJORITY, Matching
 from analyzer.tables import Tables
 
@@ -310,8 +310,10 @@ def _first_wait_culprit(tables: Tables, g: nx.DiGraph, cycle: tuple[int, ...]) -
     return [min(starts)[1]] if starts else []
 
 
-def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
-    """All members joined, none completed: the network or a GPU."""
+def _stuck_findings(tables: Tables, matching: Matching,
+                    held: list[tuple[str, int]] | None = None) -> list[Finding]:
+    """All members joined, none completed: the network or a GPU. ``held``: the collectives
+    every member is blocked in (:func:`stuck_collectives`), preferred when there are any."""
     c = matching.collectives
     out: list[Finding] = []
     if c.empty:
@@ -329,12 +331,21 @@ def _stuck_findings(tables: Tables, matching: Matching) -> list[Finding]:
     cand = cand[cand["n_joined"] >= cand["n_members"]]
     if cand.empty:
         return out
-    row = cand.sort_values(["first_created_ns"]).iloc[0]
-    members = tables.members().get(str(row["pg_name"]), ())
-    if not matching.gloo_like:
+    members_of = tables.members()
+    if held:
+        # Collectives of other groups that every member joined may be queued behind a blocked
+        # send/recv (a pipeline backed up behind the stuck stage): the stuck one is the
+        # collective every member is blocked in, its earliest unfinished op.
+        keys = set(held)
+        cand = cand[[(str(g), int(q)) in keys for g, q in zip(cand["pg_name"], cand["seq"])]]
+    elif not matching.gloo_like:
         slow = _slow_completers(matching)
         if slow:
             return [slow]
+    if cand.empty:
+        return out
+    row = cand.sort_values(["first_created_ns"]).iloc[0]
+    members = members_of.get(str(row["pg_name"]), ())
     e = tables.entries
     mine = e[(e["pg_name"] == row["pg_name"]) & (e["seq"] == row["seq"]) & ~e["is_p2p"]]
     started = mine[mine["time_started_ns"] > 0]
@@ -436,7 +447,16 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     findings: list[Finding] = []
     mismatches = _mismatch_findings(tables, matching)
     findings.extend(mismatches)
-    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots]
+    # A root blocked in a collective all its members joined and none completed holds the
+    # others up from inside that collective: the network or a GPU, not its program.
+    held = stuck_collectives(tables, matching)
+    members = tables.members()
+    in_stuck = {int(m) for grp, _ in held for m in members.get(grp, ())}
+    stuck_roots = [r for r in roots.roots if r in in_stuck]
+    stuck_held = [(grp, q) for grp, q in held if set(stuck_roots) & set(members.get(grp, ()))]
+    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots if r not in in_stuck]
+    if stuck_roots:
+        root_findings.extend(_stuck_findings(tables, matching, stuck_held))
     deadlock: list[Finding] = []
     for cycle in roots.cycles:
         closing = [
@@ -485,7 +505,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
         findings.extend(deadlock)
         kind = "deadlock" if any(f.culprit for f in deadlock) and not root_findings else root_findings[0].kind if root_findings else "deadlock"
     else:
-        stuck = _stuck_findings(tables, matching)
+        stuck = _stuck_findings(tables, matching, held)
         findings.extend(stuck)
         culprits = {r for f in stuck for r in f.ranks}
         kind = "stuck_in_collective" if stuck else ""

@@ -133,7 +133,7 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     }
     # Stream order is evidence only where completions are: not for gloo, nor for a rank
     # whose completions stopped being observed.
-    heads = {} if matching.gloo_like else _heads(tables, set(matching.stale_completers))
+    heads = {} if matching.gloo_like else blocked_in(tables, set(matching.stale_completers))
 
     order, bounds, names = _blocks(prog["pg_name"].to_numpy(dtype=object))
     p_rank = prog["rank"].to_numpy()[order]
@@ -228,7 +228,11 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     if blocks:
         _keep_cycles(direct + later, blocks)
     if not matching.gloo_like:
-        rows.extend(_queued_waits(tables, matching, direct, blocks, heads))
+        # Members of a collective stuck on the network or a GPU are blocked too: ranks whose
+        # ops sit behind theirs wait on them.
+        members = tables.members()
+        stuck = {int(m) for g, _ in stuck_collectives(tables, matching, heads) for m in members.get(g, ())}
+        rows.extend(_queued_waits(tables, matching, direct, blocks, heads, stuck))
     if later:
         rows.extend(_without_new_cycles(rows, later, blocks))
     if blocks:
@@ -240,7 +244,7 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
 
 
-def _heads(tables: Tables, stale: set[int]) -> dict[int, tuple[bool, str, int]]:
+def blocked_in(tables: Tables, stale: set[int] = frozenset()) -> dict[int, tuple[bool, str, int]]:
     """Each rank's earliest unfinished op, the one it is blocked in now: ``(is_p2p, group,
     seq)`` with the p2p sequence number for send/recv. Its later ops wait behind it on the
     GPU (and on the peers' streams), so what they wait for is not what holds the rank.
@@ -255,6 +259,28 @@ def _heads(tables: Tables, stale: set[int]) -> dict[int, tuple[bool, str, int]]:
                                       first["pg_name"].astype(str), first["seq"].tolist(),
                                       first["p2p_seq"].tolist())
             if int(r) not in stale}
+
+
+def stuck_collectives(tables: Tables, matching: Matching,
+                       heads: dict[int, tuple[bool, str, int]] | None = None) -> list[tuple[str, int]]:
+    """Collectives (group, seq) that every member enqueued, none completed, and every member
+    is blocked in (its earliest unfinished op): nothing in the program holds them, so the
+    network or a GPU does. Empty for gloo (no completions)."""
+    c = matching.collectives
+    if matching.gloo_like or c.empty:
+        return []
+    cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
+    if cand.empty:
+        return []
+    heads = blocked_in(tables, set(matching.stale_completers)) if heads is None else heads
+    members = tables.members()
+    # Only a collective some rank is blocked in can qualify: look at those alone.
+    held = {(g, q) for p2p, g, q in heads.values() if not p2p}
+    out = []
+    for g, q in zip(cand["pg_name"].astype(str), cand["seq"].tolist()):
+        if (g, int(q)) in held and all(heads.get(int(m)) == (False, g, int(q)) for m in members.get(g, ())):
+            out.append((g, int(q)))
+    return sorted(set(out))
 
 
 def _without_new_cycles(rows: list[tuple[int, int, str, str, int, str, str] | _Waits],
@@ -346,6 +372,7 @@ def _queued_waits(tables: Tables, matching: Matching,
                   direct: list[tuple[int, int, str, str, int, str, str]],
                   blocks: Sequence[_Block] = (),
                   heads: dict[int, tuple[bool, str, int]] | None = None,
+                  stuck: set[int] = frozenset(),
                   max_rounds: int = 64) -> list[tuple[int, int, str, str, int, str, str]]:
     """NCCL runs each rank's ops in stream order: an op every side posted still cannot
     finish while a peer's matching op is queued behind an op that peer is blocked in.
@@ -377,7 +404,7 @@ def _queued_waits(tables: Tables, matching: Matching,
         # Waits too many to list: through a hub node, every waiter still reaches every holder.
         g.add_edges_from((w, ("block", i)) for w in block.waiters)
         g.add_edges_from((("block", i), h) for h in block.holders)
-    blocked = {w for w, *_ in direct} | {w for block in blocks for w in block.waiters}
+    blocked = {w for w, *_ in direct} | {w for block in blocks for w in block.waiters} | set(stuck)
     rows: list[tuple[int, int, str, str, int, str, str]] = []
     for _ in range(max_rounds):
         added: dict[int, tuple[int, int, str, str, int, str, str]] = {}
@@ -569,5 +596,5 @@ def waiters_of(g: nx.DiGraph, rank: int) -> list[int]:
     return sorted(nx.ancestors(g, rank))
 
 
-__all__ = ["WaitEdge", "waits", "build_graph", "root_ranks", "chain", "waiters_of", "Roots",
+__all__ = ["WaitEdge", "waits", "blocked_in", "stuck_collectives", "build_graph", "root_ranks", "chain", "waiters_of", "Roots",
            "WAIT_COLUMNS"]
