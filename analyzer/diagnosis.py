@@ -369,7 +369,7 @@ def _stuck_findings(tables: Tables, matching: Matching,
     return out
 
 
-def _slow_completers(matching: Matching) -> Finding | None:
+def _slow_completers(matching: Matching, only: list[int] | None = None) -> Finding | None:
     """Ranks that enqueued as far as their peers but whose completions stopped earlier.
 
     Every member joined, so no rank is missing from the program's point of view; the rank
@@ -377,6 +377,8 @@ def _slow_completers(matching: Matching) -> Finding | None:
     is stuck on its GPU or link.
     """
     laggers = matching.stale_completers
+    if only is not None:
+        laggers = {r: v for r, v in laggers.items() if r in only}
     if not laggers:
         return None
     ranks = tuple(sorted(laggers))
@@ -454,9 +456,16 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     in_stuck = {int(m) for grp, _ in held for m in members.get(grp, ())}
     stuck_roots = [r for r in roots.roots if r in in_stuck]
     stuck_held = [(grp, q) for grp, q in held if set(stuck_roots) & set(members.get(grp, ()))]
-    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots if r not in in_stuck]
+    # Likewise a root whose GPU stopped completing what its peers completed.
+    slow_roots = [r for r in roots.roots if r in matching.stale_completers and r not in in_stuck]
+    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots
+                     if r not in in_stuck and r not in slow_roots]
     if stuck_roots:
         root_findings.extend(_stuck_findings(tables, matching, stuck_held))
+    if slow_roots:
+        slow = _slow_completers(matching, slow_roots)
+        if slow is not None:
+            root_findings.append(slow)
     deadlock: list[Finding] = []
     for cycle in roots.cycles:
         closing = [

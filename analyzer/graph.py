@@ -228,10 +228,11 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     if blocks:
         _keep_cycles(direct + later, blocks)
     if not matching.gloo_like:
-        # Members of a collective stuck on the network or a GPU are blocked too: ranks whose
-        # ops sit behind theirs wait on them.
+        # Members of a collective stuck on the network or a GPU, and ranks whose GPU stopped
+        # completing, are blocked too: ranks whose ops sit behind theirs wait on them.
         members = tables.members()
         stuck = {int(m) for g, _ in stuck_collectives(tables, matching, heads) for m in members.get(g, ())}
+        stuck |= set(matching.stale_completers)
         rows.extend(_queued_waits(tables, matching, direct, blocks, heads, stuck))
     if later:
         rows.extend(_without_new_cycles(rows, later, blocks))

@@ -414,26 +414,30 @@ _COMPLETION_LAG = 2
 
 
 def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
-    """Members whose completed counter lags a majority of a group that all enqueued as far.
+    """Members whose completed counter lags what a majority of their group completed, in
+    ops they enqueued too.
 
-    A lag of one op is the watchdog's polling; a stopped GPU falls further behind.
+    A collective completes on every member or on none, so a member that enqueued seq N and
+    does not show it completed while most peers do has stopped observing its completions
+    (its GPU or watchdog is stuck), whatever it enqueued later. A lag of one op is the
+    watchdog's polling; a stopped GPU falls further behind.
     """
     known = progress[progress["enqueued"] >= 0]
     laggers: dict[int, dict[str, object]] = {}
     for name, grp in known.groupby("pg_name", sort=True):
-        if grp["enqueued"].nunique() != 1 or len(grp) < 2:
+        if len(grp) < 2:
             continue
-        done = grp["completed"]
+        done = grp["completed"].to_numpy()
+        enq = grp["enqueued"].to_numpy()
         top = int(done.max())
-        behind = done <= top - _COMPLETION_LAG
+        behind = done <= np.minimum(top, enq) - _COMPLETION_LAG
         if not behind.any() or behind.sum() * 2 >= len(grp) + (len(grp) == 2):
             continue  # nobody behind, or no majority that completed further
-        for r, c in zip(grp["rank"], done):
-            if int(c) <= top - _COMPLETION_LAG:
+        for r, c, q, late in zip(grp["rank"], done, enq, behind):
+            if late:
                 laggers.setdefault(int(r), {
                     "group": str(name), "group_desc": str(grp["pg_desc"].iloc[0]),
-                    "completed": int(c), "peers_completed": top,
-                    "enqueued": int(grp["enqueued"].iloc[0])})
+                    "completed": int(c), "peers_completed": top, "enqueued": int(q)})
     return laggers
 
 

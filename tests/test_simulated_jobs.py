@@ -57,7 +57,7 @@ def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("fault", "rank", "seed"), [
     ("stall", 0, 0), ("stall", 9, 1), ("stall", 12, 0), ("pipeline_stall", None, 0),
     ("pipeline_stall", None, 3), ("pp_deadlock", None, 2), ("gpu_stuck", None, 0),
-    ("gpu_stuck", None, 1),
+    ("gpu_stuck", None, 1), ("slow_gpu", None, 1),
 ])
 def test_eight_stage_pipeline(tmp_path: Path, fault: str, rank: int | None, seed: int) -> None:
     # Eight stages: a stage that stopped posting because its own stream is stuck behind an
@@ -75,4 +75,12 @@ def test_stuck_collective_behind_which_a_pipeline_backs_up(tmp_path: Path) -> No
     expected = simulate_job(tmp_path, tp=4, pp=4, dp=1, fault="gpu_stuck", seed=2, buffer_size=600)
     d = analyzer.analyze(tmp_path).diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
+    assert d.kind == "stuck_in_collective"
+
+
+def test_slow_gpu_behind_which_a_pipeline_backs_up(tmp_path: Path) -> None:
+    # Rank 11's GPU stopped completing; the stages behind it wait on it, not on each other.
+    expected = simulate_job(tmp_path, tp=2, pp=4, dp=2, fault="slow_gpu", seed=0, buffer_size=600)
+    d = analyzer.analyze(tmp_path).diagnosis
+    assert list(d.culprit_ranks) == sorted(expected["culprits"]) == [11], d.headline
     assert d.kind == "stuck_in_collective"
