@@ -175,6 +175,36 @@ def _mismatch_findings(tables: Tables, matching: Matching) -> list[Finding]:
     return out
 
 
+def _p2p_mismatch_findings(tables: Tables, matching: Matching) -> list[Finding]:
+    """A send and the recv it pairs with disagree on sizes or dtypes: the pair never completes."""
+    out: list[Finding] = []
+    for m in matching.p2p_mismatches.itertuples(index=False):
+        what = "sizes" if m.kind == "size_mismatch" else "dtypes"
+        label = _group_label(m.pg_name, m.pg_desc)
+        summary = (f"rank {m.sender} sent {m.send_value} to rank {m.receiver} in {label} "
+                   f"(p2p seq {m.send_seq}), whose matching recv (its p2p seq {m.recv_seq}) "
+                   f"expects {m.recv_value}: the pair can never complete")
+        culprits = tuple(m.culprits)
+        if culprits == (m.sender,):
+            summary += f"; rank {m.sender}'s other sends to rank {m.receiver} used {m.usual_send}"
+        elif culprits == (m.receiver,):
+            summary += f"; rank {m.receiver}'s other recvs from rank {m.sender} used {m.usual_recv}"
+        else:
+            summary += "; neither side's history tells which one changed: both are listed"
+        row = _entry(tables, rank=int(culprits[0]), group=m.pg_name,
+                     seq=m.send_seq if culprits[0] == m.sender else m.recv_seq, p2p=True)
+        out.append(Finding(
+            kind=str(m.kind), ranks=culprits, summary=summary, group=m.pg_name,
+            group_desc=m.pg_desc, seq=int(m.send_seq), op="send", culprit=True,
+            evidence={"values": {str(m.sender): m.send_value, str(m.receiver): m.recv_value},
+                      "sender": m.sender, "receiver": m.receiver, "send_seq": m.send_seq,
+                      "recv_seq": m.recv_seq, f"usual_send_{what}": m.usual_send,
+                      f"usual_recv_{what}": m.usual_recv},
+            stack=_stack(tables, int(row["stack_id"])) if row is not None else (),
+        ))
+    return out
+
+
 def _as_kwargs(f: Finding) -> dict[str, Any]:
     return {k: getattr(f, k) for k in Finding.__slots__}  # type: ignore[attr-defined]
 
@@ -447,7 +477,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     """Name the culprits and explain them. Deterministic for a given input."""
     roots: Roots = root_ranks(g)
     findings: list[Finding] = []
-    mismatches = _mismatch_findings(tables, matching)
+    mismatches = _mismatch_findings(tables, matching) + _p2p_mismatch_findings(tables, matching)
     findings.extend(mismatches)
     # A root blocked in a collective all its members joined and none completed holds the
     # others up from inside that collective: the network or a GPU, not its program.

@@ -52,6 +52,8 @@ class Matching:
     collectives: pd.DataFrame
     mismatches: pd.DataFrame
     p2p: pd.DataFrame
+    p2p_mismatches: pd.DataFrame
+    """Send/recv pairs whose two sides posted different sizes or dtypes (``P2P_MISMATCH_COLUMNS``)."""
     gloo_like: bool
     """True when completion is not observable (gloo): only enqueues are evidence."""
     stale_completers: dict[int, dict[str, object]]
@@ -376,7 +378,8 @@ def _p2p(tables: Tables) -> pd.DataFrame:
             "time_created_ns", "input_sizes", "input_dtypes"]
     p = e.loc[e["is_p2p"] & e["op"].isin(["send", "recv"]) & (e["peer"] >= 0), cols].copy()
     if p.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols + ["peer_state", "pair_size"]})
+        return pd.DataFrame({c: pd.Series(dtype="object")
+                             for c in cols + ["peer_state", "pair_size", "pair_dtype", "pair_seq"]})
     for col in ("pg_name", "pg_desc", "op", "state", "input_sizes", "input_dtypes"):
         p[col] = _as_str(p[col])
     is_send = (p["op"] == "send").to_numpy()
@@ -386,6 +389,8 @@ def _p2p(tables: Tables) -> pd.DataFrame:
     done = (p["state"] == "completed").to_numpy()
     p["peer_state"] = np.where(done, "paired", np.where(peer_dumped, "", "no_dump"))
     p["pair_size"] = ""
+    p["pair_dtype"] = ""
+    p["pair_seq"] = -1
     live = p[p["peer_state"] == ""].sort_values("record_id", kind="stable")
     if len(live):
         stream = ["pg_name", "src", "dst", "op"]
@@ -399,18 +404,70 @@ def _p2p(tables: Tables) -> pd.DataFrame:
         paired = live["k"].to_numpy() < other_n
         p.loc[live.index, "peer_state"] = np.where(paired, "paired", "not_posted")
         sides = {
-            (g, s, d, o, k): size
-            for g, s, d, o, k, size in live[paired][
-                ["pg_name", "src", "dst", "op", "k", "input_sizes"]].itertuples(index=False)
+            (g, s, d, o, k): (size, dtype, seq)
+            for g, s, d, o, k, size, dtype, seq in live[paired][
+                ["pg_name", "src", "dst", "op", "k", "input_sizes", "input_dtypes", "p2p_seq"]
+            ].itertuples(index=False)
         }
-        p.loc[live[paired].index, "pair_size"] = [
-            sides.get((g, s, d, "recv" if o == "send" else "send", k), "")
+        other_side = [
+            sides.get((g, s, d, "recv" if o == "send" else "send", k), ("", "", -1))
             for g, s, d, o, k in live[paired][["pg_name", "src", "dst", "op", "k"]].itertuples(index=False)
         ]
+        at = live[paired].index
+        p.loc[at, "pair_size"] = [size for size, _, _ in other_side]
+        p.loc[at, "pair_dtype"] = [dtype for _, dtype, _ in other_side]
+        p.loc[at, "pair_seq"] = [int(seq) for _, _, seq in other_side]
     return p.drop(columns=["src", "dst"]).sort_values(["rank", "record_id"]).reset_index(drop=True)
 
 
 _COMPLETION_LAG = 2
+
+
+P2P_MISMATCH_COLUMNS = [
+    "kind", "pg_name", "pg_desc", "sender", "receiver", "send_seq", "recv_seq", "send_value",
+    "recv_value", "usual_send", "usual_recv", "culprits",
+]
+
+
+def p2p_mismatches(p2p: pd.DataFrame) -> pd.DataFrame:
+    """Send/recv pairs still in flight whose sides disagree on sizes or dtypes.
+
+    NCCL waits (or fails) when a recv expects more than the send delivers, so such a pair
+    never completes. Who changed: each side is compared with what it usually posts on the
+    same stream (the most frequent value of its sends to, or recvs from, that peer, in its
+    window); the side that deviates is named, or both when that does not tell.
+    """
+    empty = pd.DataFrame({c: pd.Series(dtype="object") for c in P2P_MISMATCH_COLUMNS})
+    if p2p.empty:
+        return empty
+    sends = p2p[(p2p["op"] == "send") & (p2p["peer_state"] == "paired") & (p2p["pair_seq"] >= 0)]
+    rows = []
+    for kind, own, other in ((SIZE_MISMATCH, "input_sizes", "pair_size"),
+                             (DTYPE_MISMATCH, "input_dtypes", "pair_dtype")):
+        bad = sends[sends[own].astype(str) != sends[other].astype(str)]
+        if bad.empty:
+            continue
+        usual = (p2p.groupby(["pg_name", "rank", "peer", "op", own], observed=True).size()
+                 .reset_index(name="n").sort_values(["n", own], ascending=[False, True])
+                 .drop_duplicates(["pg_name", "rank", "peer", "op"])
+                 .set_index(["pg_name", "rank", "peer", "op"])[own])
+        # The first disagreeing pair of each stream: later ones queue behind it.
+        bad = bad.sort_values("record_id").drop_duplicates(["pg_name", "rank", "peer"])
+        for g, d, snd, rcv, sseq, rseq, sval, rval in bad[
+                ["pg_name", "pg_desc", "rank", "peer", "p2p_seq", "pair_seq", own, other]].itertuples(index=False):
+            u_send = str(usual.get((g, snd, rcv, "send"), ""))
+            u_recv = str(usual.get((g, rcv, snd, "recv"), ""))
+            sender_changed = bool(u_send) and str(sval) != u_send
+            receiver_changed = bool(u_recv) and str(rval) != u_recv
+            if sender_changed and not receiver_changed:
+                culprits = [int(snd)]
+            elif receiver_changed and not sender_changed:
+                culprits = [int(rcv)]
+            else:
+                culprits = sorted([int(snd), int(rcv)])
+            rows.append((kind, str(g), str(d), int(snd), int(rcv), int(sseq), int(rseq), str(sval),
+                         str(rval), u_send, u_recv, culprits))
+    return pd.DataFrame(rows, columns=P2P_MISMATCH_COLUMNS) if rows else empty
 
 
 def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
@@ -451,11 +508,13 @@ def match(tables: Tables) -> Matching:
     backends = {str(b) for b in entries["backend"].unique()}
     gloo_like = bool(backends) and backends <= {"gloo"}
     progress = _progress(tables, coll, gloo_like)
+    p2p = _p2p(tables)
     return Matching(
         progress=progress,
         collectives=_collectives(coll, progress, tables),
         mismatches=_mismatches(coll),
-        p2p=_p2p(tables),
+        p2p=p2p,
+        p2p_mismatches=p2p_mismatches(p2p),
         gloo_like=gloo_like,
         stale_completers={} if gloo_like else stale_completers(progress),
     )

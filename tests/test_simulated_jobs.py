@@ -19,6 +19,7 @@ KIND = {
     "pipeline_stall": "not_joined", "pp_deadlock": "deadlock", "group_order": "deadlock",
     "gpu_stuck": "stuck_in_collective", "slow_gpu": "stuck_in_collective",
     "size_desync": "size_mismatch", "dtype_desync": "dtype_mismatch",
+    "p2p_size_desync": "size_mismatch", "p2p_dtype_desync": "dtype_mismatch",
 }
 
 
@@ -35,7 +36,8 @@ def test_simulated_fault(tmp_path: Path, fault: str, timing: bool) -> None:
         assert list(d.missing_dumps) == sorted(expected["culprits"])
 
 
-@pytest.mark.parametrize("fault", ["stall", "pipeline_stall", "group_order", "crash"])
+@pytest.mark.parametrize("fault", ["stall", "pipeline_stall", "group_order", "crash",
+                                   "p2p_size_desync"])
 def test_larger_simulated_job(tmp_path: Path, fault: str) -> None:
     # 4 pipeline stages (send/recv in groups of more than two), JSON dumps, batched p2p.
     expected = simulate_job(tmp_path, tp=2, pp=4, dp=2, fault=fault, seed=11, fmt="json",
@@ -43,7 +45,8 @@ def test_larger_simulated_job(tmp_path: Path, fault: str) -> None:
     result = analyzer.analyze(tmp_path)
     d = result.diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
-    assert not [f for f in d.findings if f.kind == "size_mismatch"]  # no false p2p size errors
+    if fault != "p2p_size_desync":
+        assert not [f for f in d.findings if f.kind == "size_mismatch"]  # no false p2p size errors
 
 
 def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
@@ -57,7 +60,8 @@ def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("fault", "rank", "seed"), [
     ("stall", 0, 0), ("stall", 9, 1), ("stall", 12, 0), ("pipeline_stall", None, 0),
     ("pipeline_stall", None, 3), ("pp_deadlock", None, 2), ("gpu_stuck", None, 0),
-    ("gpu_stuck", None, 1), ("slow_gpu", None, 1),
+    ("gpu_stuck", None, 1), ("slow_gpu", None, 1), ("p2p_size_desync", 6, 0),
+    ("p2p_dtype_desync", None, 2),
 ])
 def test_eight_stage_pipeline(tmp_path: Path, fault: str, rank: int | None, seed: int) -> None:
     # Eight stages: a stage that stopped posting because its own stream is stuck behind an
@@ -84,3 +88,22 @@ def test_slow_gpu_behind_which_a_pipeline_backs_up(tmp_path: Path) -> None:
     d = analyzer.analyze(tmp_path).diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]) == [11], d.headline
     assert d.kind == "stuck_in_collective"
+
+
+def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> None:
+    expected = simulate_job(tmp_path, tp=2, pp=4, dp=1, fault="p2p_size_desync", fault_rank=2,
+                            seed=1, buffer_size=600)
+    result = analyzer.analyze(tmp_path)
+    d = result.diagnosis
+    assert expected["culprits"] == [2] and list(d.culprit_ranks) == [2], d.headline
+    lead = next(f for f in d.findings if f.culprit)
+    assert lead.kind == "size_mismatch" and lead.op == "send"
+    assert lead.evidence["sender"] == 2 and lead.evidence["receiver"] == 4
+    values = lead.evidence["values"]
+    assert values["2"] != values["4"] and values["4"] == lead.evidence["usual_recv_sizes"]
+    assert "rank 2 sent" in d.headline and "rank 4" in d.headline
+    # The JSON document carries the finding and its evidence.
+    from analyzer.render.jsondoc import to_json
+    doc = to_json(result)
+    assert doc["kind"] == "size_mismatch" and doc["culprit_ranks"] == [2]
+    assert doc["findings"][0]["evidence"]["receiver"] == 4

@@ -62,6 +62,8 @@ FAULTS = (
     "slow_gpu",
     "size_desync",
     "dtype_desync",
+    "p2p_size_desync",
+    "p2p_dtype_desync",
 )
 
 # Group roles. Each rank belongs to at most one group of each role.
@@ -388,11 +390,14 @@ class SiteTable:
         )
 
     # -- pipeline p2p
-    def p2p(self, kind: int, forward: bool, batched: bool = False) -> Site:
-        return self._get(("p2p", kind, forward, batched), lambda: self._p2p(kind, forward, batched))
+    def p2p(self, kind: int, forward: bool, batched: bool = False, variant: str = "") -> Site:
+        return self._get(("p2p", kind, forward, batched, variant),
+                         lambda: self._p2p(kind, forward, batched, variant))
 
-    def _p2p(self, kind: int, forward: bool, batched: bool) -> Site:
-        shape = [self.sp_seq, MICRO_BATCH, HIDDEN]
+    def _p2p(self, kind: int, forward: bool, batched: bool, variant: str = "") -> Site:
+        # variant "size": another sequence length; "dtype": float32 activations.
+        shape = [self.sp_seq * (2 if variant == "size" else 1), MICRO_BATCH, HIDDEN]
+        dtype = "Float" if variant == "dtype" else "BFloat16"
         if kind == SEND:
             api = "send_forward" if forward else "send_backward"
             c10d, p2p_line, comm_line = ("isend", _C10D, 2375), 237, 372
@@ -421,8 +426,8 @@ class SiteTable:
         nbytes = shape[0] * shape[1] * shape[2] * 2
         gpu = (350 if forward else 500) * US if kind == SEND else 40 * US
         return Site(
-            key=("p2p", kind, forward, batched), op="send" if kind == SEND else "recv",
-            in_sizes=[shape], in_dtypes=["BFloat16"], out_sizes=[shape], out_dtypes=["BFloat16"],
+            key=("p2p", kind, forward, batched, variant), op="send" if kind == SEND else "recv",
+            in_sizes=[shape], in_dtypes=[dtype], out_sizes=[shape], out_dtypes=[dtype],
             frames=_frames(*frames), autograd=False,
             cpu_ns=(60 if batched else 45) * US, gpu_ns=gpu,
             comm_ns=int(15 * US + nbytes / NETWORK_BYTES_PER_NS),
@@ -920,6 +925,30 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
             "its peers; every member enqueued it and it never completed.")
         return r, plan
 
+    if fault in ("p2p_size_desync", "p2p_dtype_desync"):
+        if pp < 2:
+            raise ValueError(f"fault {fault!r} needs at least two pipeline stages")
+        r = (check(fault_rank) if fault_rank is not None
+             else _pick_rank(topo, rng, lambda q: stage(q) < pp - 1))
+        if stage(r) >= pp - 1:
+            raise ValueError(f"rank {r} is the last pipeline stage: it sends no activations")
+        variant = "size" if fault == "p2p_size_desync" else "dtype"
+        prog = list(base[r])
+        idx = _find(prog, ("F", m, "send"))
+        op = prog[idx]
+        batched = op.site.coalesced is not None
+        prog[idx] = op.copy(site=sites.p2p(SEND, True, batched, variant))
+        plan.progs[r] = prog
+        plan.stuck_ops = [(r, idx)]
+        plan.target = (r, idx)
+        plan.culprits = [r]
+        what = "a different shape" if variant == "size" else "another dtype"
+        plan.description = (
+            f"Rank {r} (pipeline stage {stage(r)}) sent the activations of microbatch {m} with "
+            f"{what} than the next stage's recv expects; both posted the pair and it never "
+            "completed, and the pipeline backed up behind it.")
+        return r, plan
+
     raise ValueError(f"unknown fault {fault!r}; choose one of {', '.join(FAULTS)}")
 
 
@@ -1343,6 +1372,9 @@ def simulate_job(
       the GPU stops before a collective its peers started. Its CPU keeps enqueuing.
     * ``size_desync`` / ``dtype_desync``: the rank enqueues a collective with another size /
       dtype; everyone enqueued it, nobody completes it.
+    * ``p2p_size_desync`` / ``p2p_dtype_desync``: the rank (not the last pipeline stage) sends
+      one microbatch's activations with another shape / dtype than the next stage's recv; the
+      pair never completes.
 
     Other options: ``timing`` (TORCH_NCCL_ENABLE_TIMING: "started" states, duration_ms and
     last_started_collective), ``entries_per_rank`` (history length; default 1.25 x the buffer
@@ -1396,9 +1428,17 @@ def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing
     progs_f = [plan.progs.get(r, base[r]) for r in range(topo.world)]
     stuck_keys: set = set()
     for q, i in plan.stuck_ops:
-        # A collective's matching key is (group, its count in the group this iteration).
+        # A collective's matching key is (group, its count in the group this iteration); a
+        # send/recv pair's is (group, sender, receiver, its count between them).
         op = progs_f[q][i]
-        stuck_keys.add((topo.role_gid[q][op.role], _counters(progs_f[q])[0][i]))
+        gid = topo.role_gid[q][op.role]
+        if op.kind == COLL:
+            stuck_keys.add((gid, _counters(progs_f[q])[0][i]))
+        else:
+            peer = (q // (topo.pp * topo.tp)) * (topo.pp * topo.tp) + op.peer * topo.tp + q % topo.tp
+            nth = sum(1 for o in progs_f[q][: i + 1] if o.kind == op.kind and o.peer == op.peer)
+            src, dst = (q, peer) if op.kind == SEND else (peer, q)
+            stuck_keys.add((gid, src, dst, nth))
     faulty = run_schedule(topo, progs_f, rng=random.Random(seed * 1_000_003 + 53),
                           inflight=inflight, limit=plan.limit, frozen=plan.frozen,
                           slow=plan.slow, stuck_keys=stuck_keys, speed=speed)
