@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser bench samples lint clean help
+.PHONY: demo test browser torch bench samples lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -26,8 +26,17 @@ demo: $(STAMP)
 	@mkdir -p $(OUT)
 	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
 
-test: $(STAMP) browser
+test: $(STAMP) browser torch
 	$(BIN)/python -m pytest -q
+
+# A CPU build of torch in its own environment, for recording real jobs (the live recording
+# test, make samples) and for fr_trace in the benchmark; the analyzer's environment stays
+# without torch. When it cannot be installed, those parts skip and say why.
+torch:
+	@test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch || true
+	@.venv-torch/bin/python -c "import torch" 2>/dev/null || \
+	  .venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy || \
+	  echo "torch 2.13.0 could not be installed: recording and fr_trace will be skipped"
 
 # Debian's Chromium for the browser tests and static images (installed only when absent;
 # without root the browser tests skip and say why).
@@ -41,16 +50,10 @@ browser:
 # Scale benchmark (BENCH_ARGS="--sizes 64,512 --with-16k" ...); torch for fr_trace goes into
 # .venv-torch, and fr_trace is skipped with a note when it cannot be installed.
 BENCH_ARGS ?=
-bench: $(STAMP)
-	@test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch || true
-	@.venv-torch/bin/python -c "import torch" 2>/dev/null || \
-	  .venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy || \
-	  echo "bench: could not install torch 2.13.0; fr_trace will be skipped"
+bench: $(STAMP) torch
 	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
 
-samples:
-	test -x .venv-torch/bin/python || $(PYTHON) -m venv .venv-torch
-	.venv-torch/bin/python -m pip install --quiet torch==2.13.0 numpy
+samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps
 
 clean:
