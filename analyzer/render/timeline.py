@@ -282,7 +282,9 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         for w in f.evidence.get("waited_in", []) or []:
             focus.add((str(w["group"]), int(w["seq"]), is_p2p_op(w.get("op"))))
         if f.group:
-            focus.add((f.group, int(f.seq), False))
+            focus.add((f.group, int(f.seq), is_p2p_op(f.op)))
+        if "recv_seq" in f.evidence:  # a send/recv desync: the receiver's side too
+            focus.add((f.group, int(f.evidence["recv_seq"]), True))
 
     traces: dict[str, dict[str, list[Any]]] = {
         k: {"base": [], "x": [], "y": [], "text": [], "lw": [], "lc": []}
