@@ -6,12 +6,13 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench samples lint clean help
+.PHONY: demo test browser torch bench accuracy samples lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
+	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 
 $(STAMP): pyproject.toml
@@ -52,6 +53,10 @@ browser:
 BENCH_ARGS ?=
 bench: $(STAMP) torch
 	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
+
+# Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
+accuracy: $(STAMP)
+	$(BIN)/python bench/accuracy.py
 
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps

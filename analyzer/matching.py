@@ -57,8 +57,8 @@ class Matching:
     gloo_like: bool
     """True when completion is not observable (gloo): only enqueues are evidence."""
     stale_completers: dict[int, dict[str, object]]
-    """Ranks that enqueued as far as their group but whose completions stopped earlier than
-    the others' (their GPU or link stopped; their ``scheduled`` states are stale)."""
+    """Ranks whose completions stopped before those of most of their group, in ops they
+    enqueued too (their GPU or link stopped; their ``scheduled`` states are stale)."""
 
 
 def _group_key(entries: pd.DataFrame) -> np.ndarray:
