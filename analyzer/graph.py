@@ -118,8 +118,8 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     consulted for the (group, seq) pairs someone waits in.
     """
     rows: list[tuple[int, int, str, str, int, str, str] | _Waits] = []
-    # Waits in an op queued behind an earlier unfinished op of the same stream (the waiter
-    # is not blocked in it yet): kept unless they close a cycle, see _without_new_cycles.
+    # Waits in an op queued behind the waiter's earliest unfinished op (it is not blocked in
+    # it yet): kept unless they close a cycle, see _without_new_cycles.
     later: list[tuple[int, int, str, str, int, str, str]] = []
     blocks: list[_Block] = []  # waits of one op too many to list, see MAX_BLOCK_EDGES
     prog = matching.progress
