@@ -6,8 +6,10 @@ recomputes anything.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +114,29 @@ def analyze(
     A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if len(inputs) == 1 and is_store(inputs[0]):
-        tables = read_store(inputs[0])  # normalized tables exported earlier
-    else:
-        loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
-        tables = normalize(loaded, world_size=world_size)
-    matching = match(tables)
-    wait_rows = waits(tables, matching)
-    graph = build_graph(tables, wait_rows)
-    diagnosis = diagnose(tables, matching, wait_rows, graph)
+    with _cyclic_gc_paused():
+        if len(inputs) == 1 and is_store(inputs[0]):
+            tables = read_store(inputs[0])  # normalized tables exported earlier
+        else:
+            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
+            tables = normalize(loaded, world_size=world_size)
+        matching = match(tables)
+        wait_rows = waits(tables, matching)
+        graph = build_graph(tables, wait_rows)
+        diagnosis = diagnose(tables, matching, wait_rows, graph)
     return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph, diagnosis=diagnosis)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (parser processes forked meanwhile inherit the
+    pause). The analysis holds millions of long-lived containers and makes no garbage
+    cycles to speak of; each collection would walk them all: 16% of the load time at 4,096
+    ranks. Freed memory is still freed at once by reference counting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
