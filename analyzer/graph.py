@@ -597,5 +597,6 @@ def waiters_of(g: nx.DiGraph, rank: int) -> list[int]:
     return sorted(nx.ancestors(g, rank))
 
 
-__all__ = ["WaitEdge", "waits", "blocked_in", "stuck_collectives", "build_graph", "root_ranks", "chain", "waiters_of", "Roots",
+__all__ = ["WaitEdge", "waits", "blocked_in", "stuck_collectives", "build_graph", "root_ranks",
+           "chain", "waiters_of", "Roots",
            "WAIT_COLUMNS"]
