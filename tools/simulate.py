@@ -737,6 +737,16 @@ class FaultPlan:
         self.description = ""
         self.target: tuple[int, int] | None = None  # (rank, op index) named in details
 
+    def desync(self, r: int, prog: list[Op], idx: int, site: Site) -> None:
+        """Rank r issues op ``idx`` of ``prog`` (its program) from ``site`` instead: its peers'
+        side disagrees, and that op never completes. Rank r is the culprit."""
+        prog = list(prog)
+        prog[idx] = prog[idx].copy(site=site)
+        self.progs[r] = prog
+        self.stuck_ops = [(r, idx)]
+        self.target = (r, idx)
+        self.culprits = [r]
+
 
 def _pick_rank(topo: Topology, rng: random.Random, ok) -> int:
     candidates = [r for r in range(topo.world) if ok(r)]
@@ -906,19 +916,14 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
         r = check(fault_rank) if fault_rank is not None else rng.randrange(topo.world)
         variant = "size" if fault == "size_desync" else "dtype"
         idx, role = coll_target(r)
-        prog = list(base[r])
-        op = prog[idx]
+        op = base[r][idx]
         if role == TP:
             site = sites.tp_op(op.tag[3], False, variant)
         elif role == DP:
             site = sites.dp_bucket(stage(r), op.tag[2], variant)
         else:
             site = sites.world_flag(variant)
-        prog[idx] = op.copy(site=site)
-        plan.progs[r] = prog
-        plan.stuck_ops = [(r, idx)]
-        plan.target = (r, idx)
-        plan.culprits = [r]
+        plan.desync(r, base[r], idx, site)
         what = "size" if variant == "size" else "dtype"
         plan.description = (
             f"Rank {r} enqueued a {ROLE_DESC[role]} collective with a different {what} than "
@@ -933,15 +938,9 @@ def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]
         if stage(r) >= pp - 1:
             raise ValueError(f"rank {r} is the last pipeline stage: it sends no activations")
         variant = "size" if fault == "p2p_size_desync" else "dtype"
-        prog = list(base[r])
-        idx = _find(prog, ("F", m, "send"))
-        op = prog[idx]
-        batched = op.site.coalesced is not None
-        prog[idx] = op.copy(site=sites.p2p(SEND, True, batched, variant))
-        plan.progs[r] = prog
-        plan.stuck_ops = [(r, idx)]
-        plan.target = (r, idx)
-        plan.culprits = [r]
+        idx = _find(base[r], ("F", m, "send"))
+        batched = base[r][idx].site.coalesced is not None
+        plan.desync(r, base[r], idx, sites.p2p(SEND, True, batched, variant))
         what = "a different shape" if variant == "size" else "another dtype"
         plan.description = (
             f"Rank {r} (pipeline stage {stage(r)}) sent the activations of microbatch {m} with "
