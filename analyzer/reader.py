@@ -296,11 +296,11 @@ def _exact(values: list[Any], kinds: str) -> tuple[np.ndarray | None, np.ndarray
 
 def _ints(values: list[Any], default: int) -> np.ndarray:
     """``[_int(v, default) for v in values]`` as int64."""
-    if all(type(v) is int for v in values[:1]):  # the common case: all plain ints
+    if values and type(values[0]) is int:  # the common case: a column of plain ints
         try:
             return np.fromiter(values, dtype=np.int64, count=len(values))
         except (TypeError, ValueError, OverflowError):
-            pass  # None, strings, floats or bools somewhere: the exact path below
+            pass  # None, odd strings or out-of-range numbers somewhere: the exact path below
     arr, none = _exact(values, "ib")  # ints (and bools: _int(True) == 1)
     if arr is None or none is None:
         return np.array([_int64(v, default) for v in values], dtype=np.int64)
