@@ -107,3 +107,15 @@ def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> N
     doc = to_json(result)
     assert doc["kind"] == "size_mismatch" and doc["culprit_ranks"] == [2]
     assert doc["findings"][0]["evidence"]["receiver"] == 4
+
+
+def test_timeline_outlines_both_sides_of_a_p2p_desync(tmp_path: Path) -> None:
+    from analyzer.render.figstyle import HIGHLIGHT
+
+    simulate_job(tmp_path, tp=1, pp=2, dp=1, fault="p2p_size_desync", fault_rank=0, seed=1,
+                 buffer_size=300)
+    fig = analyzer.analyze(tmp_path).timeline()
+    outlined = [text for trace in fig.data if trace.type == "bar"
+                for text, color in zip(trace.hovertext, trace.marker.line.color) if color == HIGHLIGHT]
+    assert any("send" in t for t in outlined), outlined
+    assert any("recv" in t for t in outlined), outlined
