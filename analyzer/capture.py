@@ -52,7 +52,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-CONTEXT_SCHEMA = "hangscope.context/1"
+from analyzer.context import CONTEXT_SCHEMA, context_name
+
 ENV_DIR = "HANGSCOPE_CAPTURE_DIR"
 ENV_TIMEOUT = "HANGSCOPE_CAPTURE_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
@@ -61,10 +62,6 @@ STORE_PREFIX = "hangscope/capture/"
 #: Backend recorder names tried besides those of the job's groups (torch 2.15 keeps one
 #: recorder per backend name; torch 2.13 has one, gloo's).
 _KNOWN_BACKENDS = ("gloo", "nccl2", "nccl-lazy", "nccl", "nccl-legacy", "xccl", "ucc", "mpi", "c10d")
-
-
-def context_name(rank: int) -> str:
-    return f"hangscope_context_rank_{rank}.json"
 
 
 def dump_name(backend: str, rank: int) -> str:
