@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench accuracy samples lint clean help
+.PHONY: demo test browser torch bench bench-capture accuracy samples lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
+	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 
 $(STAMP): pyproject.toml
@@ -53,6 +54,11 @@ browser:
 BENCH_ARGS ?=
 bench: $(STAMP) torch
 	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
+
+# What analyzer.capture costs a training job: a 2-rank gloo job with and without its watcher
+# (torch from .venv-torch); prints the step times and the overhead.
+bench-capture: torch
+	.venv-torch/bin/python bench/capture_overhead.py $(BENCH_ARGS)
 
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)

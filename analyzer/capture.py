@@ -80,10 +80,10 @@ def _log(msg: str) -> None:
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        # Rename is atomic against a process killed mid-write (the realistic end of a hung
+        # job); no fsync: it can take seconds on a busy shared file system.
         with open(tmp, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -411,10 +411,9 @@ class Capture:
         while dist is None and not self._stop.is_set():
             dist = _torch_dist()
             if dist is None:
-                if self._sleep(min(self.poll_s, 0.2)):
-                    with self._lock:
-                        self._requests.append("signal SIGUSR1 (before the process group existed)")
-                    self._capture_local(None, {"reason": "signal before init"})
+                if self._sleep(min(self.poll_s, 0.2)):  # no group, no store: this process alone
+                    self._capture_local(None, {"reason": "signal SIGUSR1 (no process group yet)",
+                                               "by_rank": _int_env("RANK"), "time_ns": time.time_ns()})
         if dist is None:
             return
         self.rank = dist.get_rank()
@@ -496,6 +495,7 @@ class Capture:
         threads = thread_stacks(skip_ident=threading.get_ident())
         now_ns = time.time_ns()
         written: list[dict[str, Any]] = []
+        self.dump_dir.mkdir(parents=True, exist_ok=True)
         if dist is not None:
             for backend, (data, obj) in sorted(_dump_buffers(dist, entries=True).items()):
                 path = self.dump_dir / dump_name(backend, rank)

@@ -4,8 +4,9 @@ Each scenario starts W worker processes that form a job on 127.0.0.1, install th
 watcher after ``init_process_group`` and train a few steps of all_reduce; then one rank stalls
 in a planned place (a sleep, a lock another thread holds, a data-loader-like loop waiting on an
 empty queue), or, with no fault, the parent sends SIGUSR1 to one rank, or the job's store
-process is killed while the job keeps training. The parent hosts nothing of the job but waits
-for the captured files, then ends the workers.
+process is killed while the job keeps training. The job's store lives in a process of its own
+(so that it can die); the parent waits for the captured files, then ends the workers. Healthy
+jobs pause between collectives (an evaluation pass) at step 10 of 20: the parent signals then.
 
 Backends: ``gloo`` (torch 2.13 or 2.15) and ``hook`` (torch 2.15 only): a Python c10d backend
 registered as ``nccl2`` that forwards every op to a ProcessGroupGloo; torch 2.15 attaches its
@@ -108,6 +109,10 @@ def next_batch(q: queue.Queue[Any]) -> Any:
             continue
 
 
+def evaluate(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 # ------------------------------------------------------------------ worker
 
 
@@ -150,10 +155,13 @@ def _worker(cfg: dict[str, Any]) -> None:
                 next_batch(queue.Queue())
         dist.all_reduce(x)
         done += 1
-        if step == 1:
-            (Path(cfg["logs"]) / f"ready_rank_{rank}").touch()
         if cfg["step_s"]:
             time.sleep(cfg["step_s"])
+        if step == cfg["pause_at"]:
+            # Between collectives (say, an evaluation pass): where an on-demand capture
+            # sees every rank at the same step. The parent acts now.
+            (Path(cfg["logs"]) / f"ready_rank_{rank}").touch()
+            evaluate(cfg["pause_s"])
     print(json.dumps({"rank": rank, "steps": done}), flush=True)
     dist.destroy_process_group()
 
@@ -170,7 +178,7 @@ def _store_process(world: int) -> tuple[subprocess.Popen[str], int]:
     return p, int(p.stdout.readline())
 
 
-def run(out: Path, scenario: str, backend: str = "gloo", world: int = 4,
+def run(out: Path, scenario: str, backend: str = "gloo", world: int = 3,
         deadline_s: float = 40.0) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     store_proc, port = _store_process(world)
@@ -186,7 +194,8 @@ def run(out: Path, scenario: str, backend: str = "gloo", world: int = 4,
         cfg = {"rank": rank, "world": world, "scenario": scenario, "backend": backend,
                "port": port, "out": str(out), "logs": str(logs),
                "capture_timeout_s": 30.0 if healthy else CAPTURE_TIMEOUT_S,
-               "steps": 40 if healthy else 8, "step_s": 0.1 if healthy else 0.0}
+               "steps": 20 if healthy else 8, "step_s": 0.05 if healthy else 0.0,
+               "pause_at": 9 if healthy else -1, "pause_s": 7.0}
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "tools.capture_jobs", "--worker", json.dumps(cfg)],
             cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, text=True,
@@ -203,7 +212,7 @@ def run(out: Path, scenario: str, backend: str = "gloo", world: int = 4,
             signalled = True
         if scenario == "store_dies":
             store_proc.kill()
-            time.sleep(1.0)
+            time.sleep(0.5)
             os.kill(procs[1].pid, signal.SIGUSR1)  # a capture with no store: this rank alone
             signalled = True
         if healthy:
@@ -241,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--scenario", choices=SCENARIOS)
     ap.add_argument("--backend", choices=("gloo", "hook"), default="gloo")
-    ap.add_argument("--world", type=int, default=4)
+    ap.add_argument("--world", type=int, default=3)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
