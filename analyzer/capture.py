@@ -32,7 +32,12 @@ must be on when the process groups are created: importing this module sets
 ``TORCH_FR_BUFFER_SIZE=2000`` when neither it nor ``TORCH_NCCL_TRACE_BUFFER_SIZE`` is set.
 
 Importing :mod:`analyzer` does not import this module, and this module imports torch only
-inside the watcher, once the script has imported it.
+inside the watcher, once the script has imported it. One cost is paid up front: torch's stack
+symbolizer imports ``torch._inductor`` on its first dump with stacks (one to three seconds
+holding the GIL), so :func:`install` imports it at once when torch is loaded (before the
+training loop, when called after ``init_process_group``), and the watcher does it as soon as
+the process group exists otherwise. After that the watcher costs one look at the group
+counters and one store round trip per poll (``timeout_s / 4``, at most a second).
 """
 
 from __future__ import annotations
@@ -343,6 +348,9 @@ class Capture:
     grace_s: float = 10.0
     store: Any | None = None
     captures: int = 0
+    polls: int = 0
+    cpu_s: float = 0.0  # the watcher thread's CPU time so far, and at the end of its warm-up
+    cpu0_s: float = 0.0
     last_files: list[str] = field(default_factory=list)
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -419,14 +427,17 @@ class Capture:
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.dump_dir.mkdir(parents=True, exist_ok=True)
+        _warm_up()  # a no-op when install() did it
+        self.cpu0_s = time.thread_time()
         store = _Store(dist, self.store)
-        warm = False
         seen = store.call(lambda s: s.add("generation", 0)) or 0
         last_sig: tuple[Any, ...] = ()
         last_change = time.monotonic()
         armed = True
         last_end_ns = 0
         while not self._stop.is_set():
+            self.cpu_s = time.thread_time()  # the watcher's own CPU time so far (benchmark)
+            self.polls += 1
             signalled = self._sleep(self.poll_s)
             with self._lock:
                 reasons, self._requests = self._requests, []
@@ -439,14 +450,6 @@ class Capture:
                 sig = last_sig
             if sig != last_sig:
                 last_sig, last_change, armed = sig, now, True
-                if not warm and _enqueued_any(sig):
-                    # The first dump with stacks loads the symbolizer (seconds on a busy
-                    # host): pay it once, early, not when the job hangs.
-                    warm = True
-                    try:
-                        _dump_buffers(dist, entries=True)
-                    except Exception:  # noqa: BLE001
-                        pass
             elif armed and _enqueued_any(sig) and now - last_change >= self.timeout_s:
                 armed = False
                 reasons.append(f"deadline: no collective progressed for {now - last_change:.1f} s")
@@ -589,6 +592,20 @@ def _hook_exceptions(cap: Capture) -> None:
     threading.excepthook = thr_hook
 
 
+def _warm_up() -> None:
+    """Import what torch's stack symbolizer imports on the first dump with stacks
+    (``torch._inductor``: seconds of imports holding the GIL), now rather than at hang time.
+    Only once torch is imported by the script."""
+    if "torch" not in sys.modules or "torch._inductor" in sys.modules:
+        return
+    try:
+        import importlib
+
+        importlib.import_module("torch._inductor")
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _fr_on() -> None:
     if not os.environ.get("TORCH_FR_BUFFER_SIZE") and not os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE"):
         os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"
@@ -620,6 +637,8 @@ def install(dump_dir: str | os.PathLike[str] | None = None, timeout_s: float | N
         cap = Capture(dump_dir=Path(where), timeout_s=float(timeout_s), poll_s=poll,
                       grace_s=grace_s, store=store, _wake_r=_WAKE_R, _signum=_SIGNUM)
         _hook_exceptions(cap)
+        if threading.current_thread() is threading.main_thread():
+            _warm_up()  # before the training loop starts, when called after init_process_group
         cap.start()
         _CURRENT = cap
         return cap
