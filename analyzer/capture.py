@@ -366,8 +366,12 @@ class Capture:
             self._thread = threading.Thread(target=self._run, name="hangscope-capture", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 0.0) -> None:
+        """Stop the watcher; wait up to ``wait_s`` for it to leave what it is doing."""
         self._stop.set()
+        self._wake()
+        if wait_s > 0 and self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(wait_s)
 
     def request(self, reason: str, wait_s: float = 0.0) -> bool:
         """Ask every rank to capture; optionally wait for this rank's files. Never raises."""
@@ -637,6 +641,11 @@ def install(dump_dir: str | os.PathLike[str] | None = None, timeout_s: float | N
         cap = Capture(dump_dir=Path(where), timeout_s=float(timeout_s), poll_s=poll,
                       grace_s=grace_s, store=store, _wake_r=_WAKE_R, _signum=_SIGNUM)
         _hook_exceptions(cap)
+        # At exit, let the watcher leave any torch call before the interpreter tears down
+        # (a daemon thread inside a store or recorder call then can abort the process).
+        import atexit
+
+        atexit.register(cap.stop, 2.0)
         if threading.current_thread() is threading.main_thread():
             _warm_up()  # before the training loop starts, when called after init_process_group
         cap.start()

@@ -76,12 +76,14 @@ def _run(config: str, args: argparse.Namespace, port: int) -> float:
                TORCH_FR_BUFFER_SIZE="0" if config == "fr-off" else "2000")
     env.pop("HANGSCOPE_CAPTURE_DIR", None)
     dump_dir = REPO / ".bench" / "capture_overhead"
+    dump_dir.mkdir(parents=True, exist_ok=True)
     procs = []
     for rank in range(2):
         cfg = {"rank": rank, "port": port, "config": config, "steps": args.steps,
                "dim": args.dim, "numel": args.numel, "dump_dir": str(dump_dir)}
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(cfg)],
-                                      cwd=REPO, env=env, stdout=subprocess.PIPE, text=True))
+                                      cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
+                                      stderr=open(dump_dir.parent / f"capture_overhead_{config}_{rank}.log", "w")))
     out = ""
     for p in procs:
         o, _ = p.communicate(timeout=600)
