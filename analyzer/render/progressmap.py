@@ -132,7 +132,7 @@ def progress(analysis: Analysis) -> go.Figure:
     if d.culprit_ranks:
         notes.append(f"dotted red: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} "
                      f"{esc(ranks_text(d.culprit_ranks))}")
-    if analysis.matching.gloo_like:
+    if analysis.matching.dialects.completion_unobserved:
         notes.append("gloo does not report completion: completion lag comes from pg_status counters only "
                      "(gloo retires an op that timed out as well)")
     layout = _base_layout("Progress per group: the lagging rank stands out", notes,
