@@ -115,6 +115,8 @@ class Dialects:
     """The dialect of every dumped rank, and what the analysis layers ask of them."""
 
     by_rank: dict[int, Dialect]
+    backends: frozenset[str] = frozenset()
+    """Every ``profiling_name`` prefix the entries carry (a rank may hold several buffers)."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups that other evidence names (a gap in the global group names, ``pg_config``,
     peers' entries) but that no loaded dump recorded for some or all of their members:
@@ -156,7 +158,8 @@ class Dialects:
     def dumps_only_failed(self) -> bool:
         """A rank's backend writes a file only when its own ops time out (nccl2): a missing
         file is the normal mark of a rank stalled outside communication."""
-        return any(d.dump_policy == OWN_TIMEOUT for d in self.by_rank.values() if d.backend)
+        return (any(d.dump_policy == OWN_TIMEOUT for d in self.by_rank.values() if d.backend)
+                or any(default_for(b).dump_policy == OWN_TIMEOUT for b in self.backends if b))
 
     def names(self) -> dict[int, str]:
         return {r: d.name for r, d in sorted(self.by_rank.items())}
@@ -242,6 +245,9 @@ def read_dialects(tables: Tables) -> Dialects:
                 facts.setdefault(int(r), {})["one_sided"] = True
             for r in np.unique(rk[two]):
                 facts.setdefault(int(r), {})["two_sided"] = True
+        pairs = e[["rank", "backend"]].drop_duplicates()
+        for r, b in zip(pairs["rank"].to_numpy(), pairs["backend"].astype(str)):
+            facts.setdefault(int(r), {}).setdefault("buffers", set()).add(b)
         counters = _counter_votes(tables)
         for r, vote in counters.items():
             facts.setdefault(r, {})["counter"] = vote
@@ -278,8 +284,17 @@ def read_dialects(tables: Tables) -> Dialects:
         if vote and vote != d.counter:
             d = replace(d, counter=vote)
             why.append(f"pg_status counters equal the last entries' {'op_id' if vote == 'op_id' else 'sequence numbers'}")
+        buffers = sorted(f.get("buffers", set()) - {backend, ""})
+        if buffers:
+            # Several buffers of one process (one per backend), merged: named after all.
+            names = [d.name] + [default_for(b).name for b in buffers]
+            why.append(f"{len(buffers) + 1} buffers merged: {', '.join([backend] + buffers)}")
+            policy = OWN_TIMEOUT if any(default_for(b).dump_policy == OWN_TIMEOUT
+                                        for b in [backend] + buffers) else d.dump_policy
+            d = replace(d, name="+".join(sorted(set(names))), dump_policy=policy)
         out[r] = replace(d, evidence=tuple(why))
-    return Dialects(by_rank=out, unrecorded_groups=_unrecorded_groups(tables, out))
+    seen = frozenset(str(b) for b in e["backend"].unique()) if len(e) else frozenset()
+    return Dialects(by_rank=out, backends=seen, unrecorded_groups=_unrecorded_groups(tables, out))
 
 
 def _counter_votes(tables: Tables) -> dict[int, str]:
