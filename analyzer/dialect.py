@@ -369,14 +369,15 @@ def _unrecorded_groups(tables: Tables, dialects: dict[int, Dialect]) -> dict[str
                       "evidence": "entries of other members"}
     # Group names are global and numbered in creation order: a gap among the names the
     # dumps show is a group no loaded dump recorded at all.
-    names = sorted({int(n) for n in tables.groups["pg_name"] if str(n).isdigit()})
-    recorded = set(group_backends) | set(status_ranks)
+    # A group in some loaded pg_config is in a loaded buffer (it just ran no op).
+    known = set(tables.groups["pg_name"].astype(str))
+    names = sorted({int(n) for n in known if n.isdigit()})
     hooked = any(_per_backend_buffer(d.backend) for d in dialects.values() if d.backend)
     if hooked and names:
         for n in range(0, max(names) + 1):
-            if str(n) not in recorded and str(n) not in out:
-                src = "pg_config" if str(n) in set(tables.groups["pg_name"]) else "a gap in the group names"
-                out[str(n)] = {"backend": "", "members_without_buffer": [], "evidence": src}
+            if str(n) not in known and str(n) not in out:
+                out[str(n)] = {"backend": "", "members_without_buffer": [],
+                               "evidence": "a gap in the group names"}
     return dict(sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0])))
 
 
