@@ -459,7 +459,9 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
                 evidence={"counters": {str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
                           "last_recorded": {str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}},
             ))
-        return out
+        return out + _op_counters_ahead(tables, matching)
+    if not matching.dialects.p2p_unrecorded:
+        return out + _op_counters_ahead(tables, matching)
     ordered = e.sort_values(["rank", "pg_name", "op_id"])[["rank", "pg_name", "pg_desc", "op_id", "seq"]]
     gap = ordered.groupby(["rank", "pg_name"], observed=True)["op_id"].diff().fillna(1) - 1
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
@@ -474,6 +476,38 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
             group=str(name), group_desc=desc,
             evidence={"unrecorded_ops_per_rank": {str(int(r)): int(m) for r, m in per_rank.items()},
                       "gaps_before_seq": sorted({int(s) for s in grp["seq"]})[:20]},
+        ))
+    return out
+
+
+def _op_counters_ahead(tables: Tables, matching: Matching) -> list[Finding]:
+    """Hook-recorded dumps record every op, send/recv included, and count ``pg_status`` in
+    op_id units: a counter past the newest recorded op_id of its group means ops ran that
+    the buffer never saw (a gap otherwise means nothing)."""
+    hooked = [r for r, d in matching.dialects.by_rank.items() if d.counter == "op_id" and d.records_p2p]
+    e, st = tables.entries, tables.status
+    if not hooked or e.empty or st.empty:
+        return []
+    mine = e[e["rank"].isin(hooked)]
+    newest = mine.groupby(["pg_name", "rank"], observed=True)["op_id"].max()
+    newest.index = newest.index.set_levels(newest.index.levels[0].astype(str), level=0)
+    cnt = st[(st["pg_name"] != "") & st["rank"].isin(hooked)].drop_duplicates(["pg_name", "rank"], keep="last")
+    rows: dict[str, dict[int, tuple[int, int]]] = {}
+    for g, r, c in zip(cnt["pg_name"].astype(str), cnt["rank"].tolist(), cnt["last_enqueued"].tolist()):
+        top = newest.get((g, int(r)))
+        if top is not None and int(c) > int(top):
+            rows.setdefault(g, {})[int(r)] = (int(c), int(top))
+    descs = dict(zip(tables.groups["pg_name"], tables.groups["pg_desc"], strict=True))
+    out = []
+    for g, per in sorted(rows.items()):
+        desc = str(descs.get(g, ""))
+        out.append(Finding(
+            kind="unrecorded_ops", ranks=tuple(sorted(per)),
+            summary=(f"pg_status counters of {_group_label(g, desc)} (op_id units) run ahead of the "
+                     "newest recorded op: ops happened that the buffer never saw"),
+            group=g, group_desc=desc,
+            evidence={"counters": {str(r): c for r, (c, _) in per.items()},
+                      "last_recorded_op_id": {str(r): t for r, (_, t) in per.items()}},
         ))
     return out
 

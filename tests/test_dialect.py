@@ -168,3 +168,14 @@ def test_no_module_but_dialect_tests_backend_names() -> None:
         text = (root / name).read_text()
         for backend in ('"gloo"', "'gloo'", '"nccl"', '"nccl2"', "gloo_like"):
             assert backend not in text, (name, backend)
+
+
+def test_op_id_counter_ahead_of_the_buffer_is_unrecorded_ops(tmp_path: Path) -> None:
+    per = {}
+    for r in (0, 1):
+        es = [_hook_entry(i, i + 1) for i in range(3)]
+        per[r] = _hook_dump(es, 2, last_enqueued=2 if r == 0 else 4, last_completed=2)
+    d = analyzer.analyze(_write(tmp_path / "j", per)).diagnosis
+    found = [f for f in d.findings if f.kind == "unrecorded_ops"]
+    assert len(found) == 1 and found[0].ranks == (1,)
+    assert found[0].evidence == {"counters": {"1": 4}, "last_recorded_op_id": {"1": 2}}
