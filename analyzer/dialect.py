@@ -217,6 +217,36 @@ def p2p_payload(p: pd.DataFrame, one_sided: np.ndarray) -> tuple[np.ndarray, np.
 _EMPTY = ("[]", "", "None")
 
 
+def _ranks_where(e: pd.DataFrame, mask: np.ndarray) -> list[int]:
+    """The ranks of the rows in ``mask``, without sorting every row (a bincount)."""
+    rk = e["rank"].to_numpy()[mask]
+    if not len(rk):
+        return []
+    return np.flatnonzero(np.bincount(rk.astype(np.int64))).tolist()
+
+
+def _pairs(e: pd.DataFrame, key: str) -> dict[str, set[str]] | dict[int, set[str]]:
+    """For each value of ``key`` (``rank`` or the categorical ``pg_name``): the backends its
+    rows carry. One bincount over (key, backend) codes, no sort of the rows."""
+    backend = e["backend"]
+    b_codes = backend.cat.codes.to_numpy().astype(np.int64)
+    nb = max(1, len(backend.cat.categories))
+    if key == "rank":
+        k_codes = e["rank"].to_numpy().astype(np.int64)
+        labels = None
+    else:
+        k_codes = e[key].cat.codes.to_numpy().astype(np.int64)
+        labels = [str(c) for c in e[key].cat.categories]
+    ok = (b_codes >= 0) & (k_codes >= 0)
+    hits = np.flatnonzero(np.bincount(k_codes[ok] * nb + b_codes[ok]))
+    out: dict = {}
+    cats = [str(c) for c in backend.cat.categories]
+    for h in hits.tolist():
+        k, b = divmod(h, nb)
+        out.setdefault(int(k) if labels is None else labels[k], set()).add(cats[b])
+    return out
+
+
 def read_dialects(tables: Tables) -> Dialects:
     """Each dumped rank's dialect: the prefix default of its backend, confirmed or overridden
     by its entries (states, send/recv shapes) and its counters against its op ids."""
@@ -226,28 +256,27 @@ def read_dialects(tables: Tables) -> Dialects:
     # Per rank: states, shapes of send/recv, and per group the last entry against pg_status.
     facts: dict[int, dict[str, Any]] = {r: {} for r in backend_of}
     if len(e):
-        state = e["state"].astype(str)
-        done = e.loc[state.isin(["completed", "started"]).to_numpy(), "rank"]
-        for r in np.unique(done.to_numpy()):
+        state = e["state"]
+        for r in _ranks_where(e, state.isin(["completed", "started"]).to_numpy()):
             facts.setdefault(int(r), {})["completed"] = True
-        not_retired = e.loc[~e["retired"].to_numpy(bool), "rank"]
-        for r in np.unique(not_retired.to_numpy()):
+        for r in _ranks_where(e, ~e["retired"].to_numpy(bool)):
             facts.setdefault(int(r), {})["open"] = True
         p = e.loc[e["is_p2p"].to_numpy(bool), ["rank", "op", "input_sizes", "output_sizes"]]
         if len(p):
-            op = p["op"].astype(str).to_numpy()
-            inp_empty = p["input_sizes"].astype(str).isin(_EMPTY).to_numpy()
-            out_empty = p["output_sizes"].astype(str).isin(_EMPTY).to_numpy()
-            one = ((op == "send") & ~inp_empty & out_empty) | ((op == "recv") & inp_empty & ~out_empty)
+            send = (p["op"] == "send").to_numpy()
+            recv = (p["op"] == "recv").to_numpy()
+            inp_empty = p["input_sizes"].isin(_EMPTY).to_numpy()
+            out_empty = p["output_sizes"].isin(_EMPTY).to_numpy()
+            one = (send & ~inp_empty & out_empty) | (recv & inp_empty & ~out_empty)
             two = ~inp_empty & ~out_empty
             rk = p["rank"].to_numpy()
             for r in np.unique(rk[one]):
                 facts.setdefault(int(r), {})["one_sided"] = True
             for r in np.unique(rk[two]):
                 facts.setdefault(int(r), {})["two_sided"] = True
-        pairs = e[["rank", "backend"]].drop_duplicates()
-        for r, b in zip(pairs["rank"].to_numpy(), pairs["backend"].astype(str)):
-            facts.setdefault(int(r), {}).setdefault("buffers", set()).add(b)
+        rank_backends = _pairs(e, "rank")
+        for r, bs in rank_backends.items():
+            facts.setdefault(int(r), {})["buffers"] = set(bs)
         counters = _counter_votes(tables)
         for r, vote in counters.items():
             facts.setdefault(r, {})["counter"] = vote
@@ -294,7 +323,8 @@ def read_dialects(tables: Tables) -> Dialects:
             d = replace(d, name="+".join(sorted(set(names))), dump_policy=policy)
         out[r] = replace(d, evidence=tuple(why))
     seen = frozenset(str(b) for b in e["backend"].unique()) if len(e) else frozenset()
-    return Dialects(by_rank=out, backends=seen, unrecorded_groups=_unrecorded_groups(tables, out))
+    return Dialects(by_rank=out, backends=seen,
+                    unrecorded_groups=_unrecorded_groups(tables, out, rank_backends if len(e) else None))
 
 
 def _counter_votes(tables: Tables) -> dict[int, str]:
@@ -333,7 +363,8 @@ def _per_backend_buffer(backend: str) -> bool:
     return d.counter == "op_id" and d.records_p2p
 
 
-def _unrecorded_groups(tables: Tables, dialects: dict[int, Dialect]) -> dict[str, dict[str, Any]]:
+def _unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
+                       held: dict[int, set[str]] | None = None) -> dict[str, dict[str, Any]]:
     """Groups some evidence names but no loaded dump recorded, per group: the backend its
     entries carry elsewhere, the members whose dumps hold no buffer of that backend, and the
     evidence. A backend keeps one buffer per process and a file holds one buffer, so a
@@ -343,14 +374,9 @@ def _unrecorded_groups(tables: Tables, dialects: dict[int, Dialect]) -> dict[str
     if e.empty:
         return out
     # The backends each rank's loaded dumps hold (a rank may have several files).
-    held: dict[int, set[str]] = {}
-    pairs = e[["rank", "backend"]].drop_duplicates()
-    for r, b in zip(pairs["rank"].to_numpy(), pairs["backend"].astype(str)):
-        held.setdefault(int(r), set()).add(b)
-    gb = e[["pg_name", "backend"]].drop_duplicates()
-    group_backends: dict[str, set[str]] = {}
-    for g, b in zip(gb["pg_name"].astype(str), gb["backend"].astype(str)):
-        group_backends.setdefault(g, set()).add(b)
+    if held is None:
+        held = _pairs(e, "rank")  # type: ignore[assignment]
+    group_backends: dict[str, set[str]] = _pairs(e, "pg_name")  # type: ignore[assignment]
     status_ranks: dict[str, set[int]] = {}
     st = tables.status[tables.status["pg_name"] != ""]
     for g, r in zip(st["pg_name"].astype(str), st["rank"].to_numpy()):
