@@ -155,3 +155,40 @@ def test_groups_in_no_file_are_reported(tmp_path: Path) -> None:
     assert {"1", "2"} <= set(d.unrecorded_groups)
     assert d.unrecorded_groups["1"]["evidence"] == "a gap in the group names"
     assert d.culprit_ranks == (2,), d.headline
+
+
+def test_two_directories_of_buffers_with_the_same_names(tmp_path: Path) -> None:
+    # The hook names every buffer's file after the same prefix; two directories, one per
+    # backend, hold files of the same names: one job.
+    src = SAMPLES / "nccl2_pp4_stall_w4_states"
+    for backend in ("nccl2", "nccl-lazy"):
+        (tmp_path / backend).mkdir()
+        for f in src.glob(f"{backend}_trace_rank_*"):
+            shutil.copy(f, tmp_path / backend / f"comm_lib_trace_rank_{f.name.rsplit('_', 1)[1]}")
+    a = analyzer.analyze([tmp_path / "nccl2", tmp_path / "nccl-lazy"])
+    assert a.tables.dumped_ranks == [0, 1, 3] and a.diagnosis.culprit_ranks == (2,)
+    assert a.tables.skipped.empty
+    assert a.diagnosis.unrecorded_groups == {}
+
+
+def test_same_buffer_twice_keeps_the_newer(tmp_path: Path) -> None:
+    src = SAMPLES / "nccl2_stall_w4_states"
+    job = tmp_path / "job"
+    shutil.copytree(src, job)
+    shutil.copy(src / "nccl2_trace_rank_2", job / "copy_of_rank_2")
+    a = analyzer.analyze(job)
+    assert a.diagnosis.culprit_ranks == (1,)
+    assert len(a.tables.entries[a.tables.entries["rank"] == 2]) == len(
+        rg.load_dump(src / "nccl2_trace_rank_2")["entries"])
+    assert list(a.tables.skipped["rank"]) == [2]
+    assert "holds the same buffer" in a.tables.skipped["reason"].iloc[0]
+
+
+def test_store_keeps_the_dialects(tmp_path: Path) -> None:
+    from analyzer.store import write_store
+
+    a = analyzer.analyze(SAMPLES / "nccl2_pp4_stall_w4_states")
+    write_store(a.tables, tmp_path / "store")
+    b = analyzer.analyze(tmp_path / "store")
+    assert b.matching.dialects.names() == a.matching.dialects.names()
+    assert b.diagnosis.culprit_ranks == a.diagnosis.culprit_ranks
