@@ -190,16 +190,6 @@ class Dialects:
             "unrecorded_groups": self.unrecorded_groups,
         }
 
-    def completion_text(self) -> str:
-        """One line on what the states of these dumps can tell (for reports)."""
-        if self.completion_unobserved:
-            return ("these dumps do not report completion (every op is retired when it finishes, "
-                    "fails or is issued): only enqueues are evidence")
-        if self.unobserved_ranks:
-            return (f"ranks {', '.join(map(str, sorted(self.unobserved_ranks))[:16])} do not report "
-                    "completion; their states are no evidence")
-        return ""
-
 
 def p2p_payload(p: pd.DataFrame, one_sided: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sizes and dtypes a send/recv moves: a send's inputs; a recv's outputs when its

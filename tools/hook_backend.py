@@ -199,7 +199,9 @@ def _same_op(hook_op: str, backend_op: str) -> bool:
     p2p = {"send", "recv", "recvanysource"}
     if (a in p2p) != (b in p2p):
         return False
-    return a == b or a.startswith(b) or b.startswith(a) or a in p2p
+    if a in p2p:
+        return a == b or (a == "recv" and b == "recvanysource")
+    return a == b or a.startswith(b) or b.startswith(a)
 
 
 def overlay_states(dump_obj: dict[str, Any], backend: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
