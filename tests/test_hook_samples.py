@@ -31,9 +31,18 @@ def _files(d: Path) -> dict[str, Path]:
 
 
 def test_every_scenario_is_kept_in_both_forms() -> None:
+    from tools.record_hook import SCENARIOS as RECORDED
+
     assert {d.name.removeprefix("nccl2_") for d in RAW} == SCENARIOS
+    assert {d.name for d in RAW} == set(RECORDED)
     for d in RAW:
         assert (d.parent / f"{d.name}_states" / "EXPECTED.json").is_file(), d.name
+        scen = RECORDED[d.name]
+        for form in (d, d.parent / f"{d.name}_states"):
+            exp = json.loads((form / "EXPECTED.json").read_text())
+            assert exp["description"] == scen.description
+            assert exp["culprits"] == scen.culprits and exp["kind"] == scen.kind
+            assert exp["dumped_ranks"] == sorted(set(range(scen.world)) - set(scen.no_dump))
 
 
 @pytest.mark.parametrize("d", HOOK_DIRS, ids=[d.name for d in HOOK_DIRS])
