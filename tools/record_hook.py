@@ -175,7 +175,7 @@ SCENARIOS: dict[str, HookScenario] = {s.name: s for s in [
         "Stage 2 stalls in compute before sending its last microbatch and writes no file; "
         "stage 3 times out in its recv, stages 0 and 1 in the all_reduce. Each rank that "
         "dumped wrote both buffers (nccl2_trace_rank_N and nccl-lazy_trace_rank_N), as a "
-        "capture helper that dumps every backend would: two files per rank.",
+        "capture tool that dumps every backend would: two files per rank.",
         no_dump=(2,), backends=("nccl2", "nccl-lazy")),
     HookScenario(
         "nccl2_healthy_w4", 4, rg._healthy_w4, [], "no_hang",
