@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench accuracy samples lint clean help
+.PHONY: demo test browser torch bench accuracy samples samples-hook lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench  - speed and memory benchmarks"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
+	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +61,14 @@ accuracy: $(STAMP)
 
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps
+
+# torch 2.15's recorder hook (nccl2, nccl-lazy) over a Python backend forwarding to gloo.
+# torch 2.15 is a 5 GB install: it is not installed here, point TORCH215 at its Python
+# (e.g. a venv made with PIP_CONFIG_FILE=/dev/null pip install torch==2.15.0).
+TORCH215 ?= .venv-torch215/bin/python
+samples-hook:
+	@test -x $(TORCH215) || { echo "no torch 2.15 at $(TORCH215) (set TORCH215=...)"; exit 2; }
+	$(TORCH215) -m tools.record_hook --out sample_dumps
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
