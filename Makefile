@@ -15,7 +15,7 @@ help:
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_fastpickle/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
