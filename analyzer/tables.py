@@ -314,6 +314,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["first_record_id"].append(first_record)
         rank_rows["last_record_id"].append(last_record)
         rank_rows["last_time_ns"].append(last_time)
+        rank_rows["reader"].append(d.reader)
     skipped_by_rank = {s.rank: s for s in loaded.skipped}
     all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
@@ -328,6 +329,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["first_record_id"].append(-1)
         rank_rows["last_record_id"].append(-1)
         rank_rows["last_time_ns"].append(0)
+        rank_rows["reader"].append("")
     ranks = schema.frame(schema.RANKS, rank_rows).sort_values("rank", ignore_index=True)
 
     entry_data = {

@@ -312,3 +312,26 @@ def test_other_protocols_of_real_dumps_read_the_same(tmp_path: Path) -> None:
             path = tmp_path / f"p{proto}_{source.parent.name}_{source.name}"
             path.write_bytes(pickle.dumps(raw, protocol=proto))
             check_file(path, must_handle=True)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def test_the_cli_says_which_reader_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    target = str(SAMPLES / "stall_w4")
+    res = CliRunner().invoke(app, ["analyze", target, "-q", "-f", "json", "--jobs", "1"])
+    doc = json.loads(res.stdout)
+    assert doc["readers"] == {"native": 4}
+    text = CliRunner().invoke(app, ["analyze", target, "-q", "--jobs", "1"]).stdout
+    assert "entries, backends gloo, reader: native\n" in text
+    monkeypatch.setenv(fastreader.READER_ENV, "python")
+    forced = json.loads(CliRunner().invoke(app, ["analyze", target, "-q", "-f", "json"]).stdout)
+    assert forced["readers"] == {"python": 4}
+    assert {k: v for k, v in forced.items() if k != "readers"} == {
+        k: v for k, v in doc.items() if k != "readers"}

@@ -260,6 +260,7 @@ def _summary_section(analysis: Analysis) -> str:
         ("groups", f"{len(t.groups):,}"),
         ("backends", uniq(rk["backend"])),
         ("dump formats", uniq(rk["format"])),
+        ("readers", uniq(rk["reader"])),
         ("format versions", uniq(rk["version"])),
         ("comm library", uniq(rk["comm_lib_version"])),
         ("recorded span", span or "—"),
