@@ -37,6 +37,8 @@ except ImportError:  # pragma: no cover - depends on the build
     _fastpickle = None
 
 READER_ENV = "HANGSCOPE_READER"
+#: Larger pickles go to the Python reader (core.h's FP_MAX_BYTES); a 2,000-entry dump is ~250 KB.
+NATIVE_MAX_BYTES = 64 << 20
 NATIVE = "native"
 PYTHON = "python"
 
@@ -89,8 +91,8 @@ def parse_native(rank: int, path: Path) -> ParsedDump | str:
             if len(head) < 2 or head[0] != 0x80:
                 return "not a pickle"
             size = os.fstat(f.fileno()).st_size
-            if size > ref._MAX_FILE_BYTES:
-                return "file too large"
+            if size > NATIVE_MAX_BYTES:
+                return "file larger than the compiled reader takes"
             data = head + f.read()
     except OSError:
         return "cannot read"

@@ -105,7 +105,12 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
     size_t *marks = malloc(marks_cap * sizeof *marks);
     size_t pos = 0;
     int rc = -1;
+    fp_node *single[3] = {NULL, NULL, NULL};
     if (!stack || !marks) { decline(doc, "out of memory", 0); goto done; }
+    if (size > FP_MAX_BYTES) {
+        decline(doc, "file larger than the compiled reader takes", 0);
+        goto done;
+    }
     if (size < 2 || data[0] != 0x80 || data[1] < 2 || data[1] > 5) {
         decline(doc, "not a pickle of protocol 2 to 5", 0);
         goto done;
@@ -146,9 +151,10 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
             }
             marks[mp++] = sp;
             break;
-        case 'N': PUSH(new_node(doc, FP_NONE)); break;
-        case 0x88: PUSH(new_node(doc, FP_TRUE)); break;
-        case 0x89: PUSH(new_node(doc, FP_FALSE)); break;
+        /* None, True and False are immutable: one node each per document. */
+        case 'N': PUSH(single[0] ? single[0] : (single[0] = new_node(doc, FP_NONE))); break;
+        case 0x88: PUSH(single[1] ? single[1] : (single[1] = new_node(doc, FP_TRUE))); break;
+        case 0x89: PUSH(single[2] ? single[2] : (single[2] = new_node(doc, FP_FALSE))); break;
         case 'J': case 'K': case 'M': { /* BININT, BININT1, BININT2 */
             int k = op == 'J' ? 4 : op == 'K' ? 1 : 2;
             NEED(k);

@@ -7,7 +7,8 @@
  * every global) says why. "Declined" is never an error of the dump: it means "not the shape a
  * real dump has; let the reference reader decide".
  *
- * Bounds: every declared length is checked against the bytes left; the memo index is bounded
+ * Bounds: files above FP_MAX_BYTES are declined; every declared length is checked against the
+ * bytes left; the memo index is bounded
  * by the input size; the value and mark stacks grow by at most one slot per input byte; every
  * recursive walk (hashing, comparing, converting) is bounded in depth, and comparing and
  * converting share a step budget proportional to the input size.
@@ -103,5 +104,9 @@ void fp_cols_free(fp_cols *cols);
 void fp_doc_free(fp_doc *doc);
 
 #define FP_MAX_DEPTH 32
+/* Larger files go to the Python reader. Memory is at most about 60 bytes per input byte
+ * (one node per opcode, one stack or item slot per push), so at most ~4 GB for a crafted
+ * file of this size; a real dump of 2,000 entries is about 250 KB and needs ~1 MB. */
+#define FP_MAX_BYTES ((size_t)64 << 20)
 
 #endif
