@@ -21,7 +21,6 @@ compiled one where it is built. :attr:`ParsedDump.reader` says which reader read
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
