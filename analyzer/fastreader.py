@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - depends on the build
 
 READER_ENV = "HANGSCOPE_READER"
 #: Larger pickles go to the Python reader (core.h's FP_MAX_BYTES); a 2,000-entry dump is ~250 KB.
-NATIVE_MAX_BYTES = 64 << 20
+NATIVE_MAX_BYTES = 32 << 20
 NATIVE = "native"
 PYTHON = "python"
 

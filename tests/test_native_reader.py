@@ -335,3 +335,13 @@ def test_the_cli_says_which_reader_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     assert forced["readers"] == {"python": 4}
     assert {k: v for k, v in forced.items() if k != "readers"} == {
         k: v for k, v in doc.items() if k != "readers"}
+
+
+def test_entries_that_are_one_memoized_dict_repeated_are_declined(tmp_path: Path) -> None:
+    # 100,000 references to one entry (two bytes each): columns would cost 60x the file.
+    one = entry(1)
+    raw = dump([one] * 100_000)
+    path = write_pickle(tmp_path / "nccl_trace_rank_0", raw)
+    assert path.stat().st_size < 16 * 100_000
+    assert fastreader.parse_native(0, path) == "more entries than the bytes could hold"
+    assert fastreader.read_dump(0, path).reader == "python"

@@ -461,6 +461,7 @@ int fp_columns(fp_doc *doc, fp_cols *c) {
     size_t n = 0;
     if (entries && entries->tag == FP_LIST) n = entries->len;
     else if (entries && entries->tag != FP_NONE) return decline(doc, "entries not a list", 0);
+    if (n > doc->size / FP_BYTES_PER_ENTRY) return decline(doc, "more entries than the bytes could hold", 0);
     c->n = n;
     size_t alloc = n ? n : 1;
     for (int k = 0; k < FP_N_INTS; k++)

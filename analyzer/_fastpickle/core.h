@@ -104,9 +104,13 @@ void fp_cols_free(fp_cols *cols);
 void fp_doc_free(fp_doc *doc);
 
 #define FP_MAX_DEPTH 32
-/* Larger files go to the Python reader. Memory is at most about 60 bytes per input byte
- * (one node per opcode, one stack or item slot per push), so at most ~4 GB for a crafted
- * file of this size; a real dump of 2,000 entries is about 250 KB and needs ~1 MB. */
-#define FP_MAX_BYTES ((size_t)64 << 20)
+/* Larger files go to the Python reader. Memory is at most about 80 bytes per input byte
+ * (a 32-byte node per opcode, a stack slot and two item slots per push, two memo slots per
+ * byte, and the columns, whose entries are bounded by FP_BYTES_PER_ENTRY), so ~2.5 GB for a
+ * crafted file at the cap; a real dump of 2,000 entries is about 250 KB and needs ~3 MB. */
+#define FP_MAX_BYTES ((size_t)32 << 20)
+/* A real entry takes 80 bytes or more (a dict of ~20 keys); a list of more entries than
+ * size / FP_BYTES_PER_ENTRY (references to one memoized dict) is declined. */
+#define FP_BYTES_PER_ENTRY 16
 
 #endif
