@@ -99,7 +99,7 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
     doc->data = data;
     doc->size = size;
     /* Comparing and converting may visit at most this many nodes in all. */
-    doc->budget = 64 * (size_t)size + (1u << 20);
+    doc->budget = 16 * (size_t)size + (1u << 20);
     size_t stack_cap = 64, marks_cap = 16, sp = 0, mp = 0;
     fp_node **stack = malloc(stack_cap * sizeof *stack);
     size_t *marks = malloc(marks_cap * sizeof *marks);
