@@ -6,7 +6,7 @@ implements the opcodes a dump of plain data is made of (protocol 2 to 5, as PyTo
 Python write them) and nothing else, so no global, extension code, persistent id or buffer
 can even be expressed to it. Only the few distinct values of the object fields (names,
 sizes, dtypes, stacks) and the small top-level dicts become Python objects, and they go
-through the same helpers as in :func:`analyzer.reader.parse_dump`.
+through the same functions as in :func:`analyzer.reader.parse_dump`.
 
 :mod:`analyzer.reader` stays the reference. The compiled reader handles the well-formed
 dumps PyTorch writes (every field of the expected type) and *declines* anything else: an
@@ -101,7 +101,7 @@ def parse_native(rank: int, path: Path) -> ParsedDump | str:
         return result
     try:
         return _assemble(rank, path, result)
-    except Exception as exc:  # any value the helpers do not expect: the Python reader decides
+    except Exception as exc:  # any value the reader's functions do not expect: the Python reader decides
         return f"value not handled ({type(exc).__name__})"
 
 
