@@ -329,6 +329,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["first_record_id"].append(min((f[1] for f in with_entries), default=-1))
         rank_rows["last_record_id"].append(max((f[2] for f in with_entries), default=-1))
         rank_rows["last_time_ns"].append(max(f[3] for f in facts))
+        rank_rows["reader"].append("+".join(dict.fromkeys(p.reader for p in parts)))
     skipped_by_rank = {s.rank: s for s in loaded.skipped}
     all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
@@ -343,6 +344,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["first_record_id"].append(-1)
         rank_rows["last_record_id"].append(-1)
         rank_rows["last_time_ns"].append(0)
+        rank_rows["reader"].append("")
     ranks = schema.frame(schema.RANKS, rank_rows).sort_values("rank", ignore_index=True)
 
     entry_data = {

@@ -264,6 +264,7 @@ def _summary_section(analysis: Analysis) -> str:
         ("groups not recorded", esc(unrecorded_text(d.unrecorded_groups).split(": ", 1)[1])
          if d.unrecorded_groups else "none"),
         ("dump formats", uniq(rk["format"])),
+        ("readers", uniq(rk["reader"])),
         ("format versions", uniq(rk["version"])),
         ("comm library", uniq(rk["comm_lib_version"])),
         ("recorded span", span or "—"),

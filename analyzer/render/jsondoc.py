@@ -51,5 +51,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "versions": sorted(str(v) for v in t.ranks["version"].unique() if str(v)),
         "dialects": analysis.matching.dialects.to_dict(),
         "unrecorded_groups": d.unrecorded_groups,
+        "readers": {str(k): int(v) for k, v in
+                    t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index().items()},
         "graph": graph_dict(analysis),
     }

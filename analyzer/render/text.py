@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from analyzer.analysis import Analysis
+from analyzer.tables import Tables
 
 _KIND_TITLES = {
     "not_joined": "a rank stalled outside communication",
@@ -109,7 +110,7 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     lines.append("")
     lines.append(f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
                  + (f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
-                    if len(t.entries) else ""))
+                    if len(t.entries) else "") + _readers(t))
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
@@ -136,3 +137,11 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
         for path, reason in t.skipped[["path", "reason"]].itertuples(index=False):
             lines.append(f"  {path}: {reason}")
     return "\n".join(lines) + "\n"
+
+
+def _readers(t: Tables) -> str:
+    """``, reader: native`` (or ``, readers: native 6, python 2``): which reader parsed the dumps."""
+    counts = t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index()
+    if len(counts) == 1:
+        return f", reader: {counts.index[0]}"
+    return (", readers: " + ", ".join(f"{k} {v}" for k, v in counts.items())) if len(counts) else ""
