@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench accuracy samples samples-hook fuzz lint clean help
+.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
+	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make fuzz   - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
@@ -80,6 +81,11 @@ browser:
 BENCH_ARGS ?=
 bench: $(STAMP) torch
 	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
+
+# What analyzer.capture costs a training job: a 2-rank gloo job with and without its watcher
+# (torch from .venv-torch); prints the step times and the overhead.
+bench-capture: torch
+	.venv-torch/bin/python bench/capture_overhead.py $(BENCH_ARGS)
 
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)

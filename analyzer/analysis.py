@@ -10,12 +10,13 @@ import gc
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 import pandas as pd
 
+from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, diagnose
 from analyzer.graph import build_graph, waits
 from analyzer.loader import Progress, load_dumps
@@ -35,6 +36,8 @@ class Analysis:
     waits: pd.DataFrame
     graph: nx.DiGraph
     diagnosis: Diagnosis
+    #: Context files captured beside the dumps (:mod:`analyzer.capture`), by rank.
+    contexts: Contexts = field(default_factory=Contexts)
 
     # Convenience views for notebooks.
     @property
@@ -115,16 +118,21 @@ def analyze(
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     with _cyclic_gc_paused():
+        contexts = Contexts()
         if len(inputs) == 1 and is_store(inputs[0]):
             tables = read_store(inputs[0])  # normalized tables exported earlier
         else:
             loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
-            tables = normalize(loaded, world_size=world_size)
+            # Captured context files beside the dumps: where each rank is now, who is alive.
+            contexts = find_contexts(inputs, [f.path for f in loaded.files])
+            world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
+            tables = normalize(loaded, world_size=world)
         matching = match(tables)
         wait_rows = waits(tables, matching)
         graph = build_graph(tables, wait_rows)
-        diagnosis = diagnose(tables, matching, wait_rows, graph)
-    return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph, diagnosis=diagnosis)
+        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph), contexts)
+    return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
+                    diagnosis=diagnosis, contexts=contexts)
 
 
 @contextmanager

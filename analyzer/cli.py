@@ -242,6 +242,38 @@ def report(
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
+@app.command()
+def capture(
+    pids: Annotated[list[int], typer.Argument(help="Process ids of ranks (e.g. from nvidia-smi or ps)",
+                                              show_default=False)],
+    signal_: Annotated[bool, typer.Option("--signal", help="Send SIGUSR1: each rank that runs "
+                                          "analyzer.capture asks every rank to write its dumps and context")] = False,
+) -> None:
+    """Ask a running job to capture its dumps now (the ranks must have analyzer.capture installed)."""
+    import os
+    import signal
+
+    if not signal_:
+        raise _fail("say how to reach the job: hangscope capture --signal PID...")
+    failed = 0
+    for pid in pids:
+        if pid <= 0:
+            typer.echo(f"hangscope: error: {pid}: not a process id", err=True)
+            failed += 1
+            continue
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            typer.echo(f"hangscope: error: {pid}: no such process", err=True)
+            failed += 1
+        except PermissionError:
+            typer.echo(f"hangscope: error: {pid}: not permitted to signal it", err=True)
+            failed += 1
+        else:
+            typer.echo(f"sent SIGUSR1 to {pid}")
+    raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         try:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzer.context import is_context_file
 from analyzer.errors import InputError
 
 #: Extensions a dump may carry; the rank number sits right before them.
@@ -100,8 +101,8 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
         for path in _expand(spec_s):
             looked_at += 1
             rank = rank_from_name(path.name, spec_prefix)
-            if rank is None:
-                continue
+            if rank is None or (path.suffix == ".json" and is_context_file(path)):
+                continue  # no rank in the name, or a capture's context file (not a dump)
             paths = found.setdefault(rank, [])
             if path not in paths:
                 paths.append(path)

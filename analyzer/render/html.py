@@ -307,6 +307,7 @@ def render_html(analysis: Analysis, *, plotlyjs: str = "inline", title: str | No
     ``max_lanes`` and ``window_s`` are passed to :func:`analyzer.render.figures.timeline`.
     """
     from analyzer.render import figures
+    from analyzer.render.wherenow import where_now_section
 
     if plotlyjs not in ("inline", "cdn"):
         raise ValueError("plotlyjs must be 'inline' or 'cdn'")
@@ -363,6 +364,7 @@ def render_html(analysis: Analysis, *, plotlyjs: str = "inline", title: str | No
         f"<p class='headline'>{esc(d.headline)}</p>",
         f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
         "</header>",
+        where_now_section(analysis),
         "<nav><a href='#timeline'>timeline</a><a href='#waits'>wait graph</a><a href='#progress'>progress</a>"
         "<a href='#findings'>findings</a><a href='#stack'>culprit stack</a><a href='#skipped'>skipped files</a>"
         "<a href='#input'>input</a></nav>",

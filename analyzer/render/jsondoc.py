@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.analysis import Analysis
+from analyzer.context import alive_without_dump, where_now
 from analyzer.diagnosis import SCHEMA_VERSION
 
 
@@ -38,6 +39,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "missing_dumps": [int(r) for r in d.missing_dumps],
         "deadlock_cycles": [[int(r) for r in c] for c in d.deadlock_cycles],
         "chains": {str(r): steps for r, steps in d.chains.items()},
+        "where_now": where_now(d.culprit_ranks, analysis.contexts),
         "findings": [f.to_dict() for f in d.findings],
         "skipped_files": [
             {"path": str(p), "rank": int(r), "reason": str(why)}
@@ -54,4 +56,10 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "readers": {str(k): int(v) for k, v in
                     t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index().items()},
         "graph": graph_dict(analysis),
+        "contexts": {
+            "ranks": sorted(int(r) for r in analysis.contexts.by_rank),
+            "alive_without_dump": alive_without_dump(t.dumped_ranks, analysis.contexts),
+            "hosts": {str(r): h for r, h in sorted(analysis.contexts.hosts().items())},
+            "skipped": [{"path": p, "reason": why} for p, why in analysis.contexts.skipped],
+        },
     }

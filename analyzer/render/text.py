@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from analyzer.analysis import Analysis
+from analyzer.context import where_now
 from analyzer.tables import Tables
 
 _KIND_TITLES = {
@@ -72,6 +73,25 @@ def _wrap(text: str, indent: str, width: int) -> str:
     return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
+def where_now_lines(analysis: Analysis, *, max_frames: int = 8) -> list[str]:
+    """For each culprit whose context was captured: its main thread's stack at that time."""
+    out: list[str] = []
+    for w in where_now(analysis.diagnosis.culprit_ranks, analysis.contexts):
+        where = ", ".join(x for x in (f"host {w['host']}" if w["host"] else "",
+                                      f"pid {w['pid']}" if w["pid"] is not None else "",
+                                      f"thread {w['thread'] or 'main'}",
+                                      f"captured {w['time']}" if w["time"] else "") if x)
+        out.append(f"  where it is now (rank {w['rank']}, {where}):")
+        frames = w["frames"]
+        for fr in frames[:max_frames]:
+            out.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
+        if len(frames) > max_frames:
+            out.append(f"    ... {len(frames) - max_frames} outer frame(s)")
+        if not frames:
+            out.append("    (no Python frame of the main thread was captured)")
+    return out
+
+
 def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12) -> str:
     """Plain text for a terminal or a ticket."""
     d = analysis.diagnosis
@@ -86,6 +106,7 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     else:
         lines.append("INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps")
     lines.append(_wrap(d.headline, "  ", width))
+    lines.extend(where_now_lines(analysis))
     for rank, steps in d.chains.items():
         if not steps:
             continue
@@ -115,7 +136,15 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     if dialects:
         lines.append(_wrap(dialects, "", width))
     if d.missing_dumps:
-        lines.append(f"missing dumps: ranks {', '.join(str(r) for r in d.missing_dumps)}")
+        alive = set(analysis.contexts.by_rank)
+        lines.append("missing dumps: ranks " + ", ".join(
+            f"{r} (alive: context captured)" if r in alive else str(r) for r in d.missing_dumps))
+    if analysis.contexts:
+        c = analysis.contexts
+        hosts = sorted(set(c.hosts().values()))
+        reasons = sorted({x.reason for x in c.by_rank.values() if x.reason})
+        lines.append(f"captured context: {len(c.by_rank)} rank(s) on {len(hosts)} host(s)"
+                     + (f" ({'; '.join(reasons[:2])})" if reasons else ""))
     if d.unrecorded_groups:
         from analyzer.diagnosis import unrecorded_text
 

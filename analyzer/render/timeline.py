@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -134,11 +135,13 @@ class _Lane:
     stage: int | None
     priority: int = 3
     y: int = 0
+    host: str = ""  # from the captured context files: lanes are grouped by host
 
     def label(self) -> str:
         st = f"PP{self.stage} · " if self.stage is not None else ""
+        st = (f"{html.escape(self.host)} · " if self.host else "") + st
         who = members_label(self.ranks)
-        txt = f"{st}{who}" + ("" if self.dumped else " (no dump)")
+        txt = f"{st}{who}" + ("" if self.dumped else " (no dump, alive)" if self.host else " (no dump)")
         if self.culprit:
             return f"<b style='color:{CULPRIT}'>★ {txt}</b>"
         return txt
@@ -152,6 +155,7 @@ def _lanes(analysis: Analysis, ea: _Entries, max_lanes: int,
     stage = _pipeline_stage(analysis)
     ranks_df = analysis.tables.ranks
     dumped = dict(zip(ranks_df["rank"].astype(int), ranks_df["dumped"].astype(bool)))
+    hosts = analysis.contexts.hosts()
     classes: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     if collapse is None:
         collapse = len(dumped) > min(max_lanes, 32)
@@ -161,6 +165,7 @@ def _lanes(analysis: Analysis, ea: _Entries, max_lanes: int,
             continue
         sl = ea.of(r)
         sig = ("dump", stage.get(r), hash(ea.key[sl].tobytes())) if dumped[r] else ("none", stage.get(r))
+        sig += (hosts.get(r, ""),)
         classes[sig].append(r)
     direct = {int(w) for c in culprits if c in g for w in g.predecessors(c)}
     on_chain = {int(s["waiter"]) for steps in d.chains.values() for s in steps}
@@ -168,7 +173,7 @@ def _lanes(analysis: Analysis, ea: _Entries, max_lanes: int,
     for ranks in classes.values():
         rep = next((r for r in ranks if r in culprits), ranks[0])
         lane = _Lane(ranks=ranks, rep=rep, culprit=rep in culprits, dumped=dumped[rep],
-                     stage=stage.get(rep))
+                     stage=stage.get(rep), host=hosts.get(rep, ""))
         if lane.culprit:
             lane.priority = 0
         elif direct & set(ranks):
@@ -187,7 +192,7 @@ def _lanes(analysis: Analysis, ea: _Entries, max_lanes: int,
         notes.append(f"{len(dropped)} lanes ({sum(len(ln.ranks) for ln in dropped)} ranks) not drawn "
                      f"(cap {max_lanes}; culprits and the ranks waiting on them kept first)")
         lanes = keep
-    lanes.sort(key=lambda ln: (ln.stage if ln.stage is not None else -1, ln.rep))
+    lanes.sort(key=lambda ln: (ln.host, ln.stage if ln.stage is not None else -1, ln.rep))
     for i, ln in enumerate(lanes):
         ln.y = i
     return lanes, notes
