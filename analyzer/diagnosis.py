@@ -30,8 +30,10 @@ from enum import Enum
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 
+from analyzer.expectations import barrier_op_gap
 from analyzer.graph import Roots, chain, root_ranks, stuck_collectives, waiters_of
 from analyzer.matching import NO_MAJORITY, Matching
 from analyzer.tables import Tables
@@ -444,7 +446,17 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
             ))
         return out
     ordered = e.sort_values(["rank", "pg_name", "op_id"])[["rank", "pg_name", "pg_desc", "op_id", "seq"]]
-    gap = ordered.groupby(["rank", "pg_name"], observed=True)["op_id"].diff().fillna(1) - 1
+    by = ordered.groupby(["rank", "pg_name"], observed=True)
+    gap = by["op_id"].diff().fillna(1) - 1
+    # Gaps of monitored_barrier (collective_seq_id skips as much as op_id, on every member
+    # alike) are collectives the recorder does not record, not send/recv.
+    seq_gap = by["seq"].diff().fillna(1) - 1
+    members = tables.members()
+    barrier_gap = np.array([
+        barrier_op_gap(int(q), int(r) == int(members.get(str(g), (-1,))[0]), len(members.get(str(g), ())))
+        if str(g) in matching.barrier_gaps and q > 0 and q % 2 == 0 else -1
+        for r, g, q in zip(ordered["rank"], ordered["pg_name"], seq_gap)])
+    gap = gap.where(gap != barrier_gap, 0)
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
     for name, grp in gaps.groupby("pg_name", observed=True, sort=True):
         desc = str(grp["pg_desc"].iloc[0])

@@ -23,14 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyzer.expectations import (Expectation, expectation, monitored_barrier_gaps, sides,
+                                   size_checked_ops)
 from analyzer.tables import Tables
 
-#: Ops whose input and output shapes must agree on every member.
-SIZE_CHECKED_OPS = frozenset({
-    "all_reduce", "allreduce", "broadcast", "reduce", "_all_gather_base", "all_gather",
-    "allgather", "all_gather_into_tensor", "_reduce_scatter_base", "reduce_scatter",
-    "reduce_scatter_tensor", "allreduce_coalesced", "all_reduce_coalesced", "barrier",
-})
+#: Ops whose shapes are compared on some side (see :mod:`analyzer.expectations`).
+SIZE_CHECKED_OPS = size_checked_ops()
 
 #: Match states, after PyTorch's flight-recorder analyzer.
 FULLY_MATCHED = "fully_matched"
@@ -59,6 +57,9 @@ class Matching:
     stale_completers: dict[int, dict[str, object]]
     """Ranks whose completions stopped before those of most of their group, in ops they
     enqueued too (their GPU or link stopped; their ``scheduled`` states are stale)."""
+    barrier_gaps: dict[str, list[int]]
+    """gloo groups whose recorded collectives skip sequence numbers the way monitored_barrier
+    does (every member alike): group -> first skipped seq of each gap. Not unrecorded work."""
 
 
 def _group_key(entries: pd.DataFrame) -> np.ndarray:
@@ -238,13 +239,17 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
         n = len(per_rank)
         if n < 2:
             continue
-        checks: list[tuple[str, pd.Series]] = [("op_mismatch", _check_series(per_rank, "op_mismatch"))]
+        checks: list[tuple[str, pd.Series]] = [("op_mismatch", per_rank["op"])]
         op_major = _majority(per_rank["op"])
         if (per_rank["op"] == op_major).all():
-            checks = [("dtype_mismatch", _check_series(per_rank, "dtype_mismatch"))]
-            if all(part in SIZE_CHECKED_OPS for part in op_major.split("+")):
-                checks.append(("size_mismatch", _check_series(per_rank, "size_mismatch")))
+            # Only the sides the op's expectation says every member records alike.
+            rule = expectation(op_major)
+            checks = [("dtype_mismatch", _check_series(per_rank, "dtype_mismatch", rule))]
+            if rule.sizes:
+                checks.append(("size_mismatch", _check_series(per_rank, "size_mismatch", rule)))
         for kind, series in checks:
+            if series.nunique() < 2:
+                continue
             counts = series.value_counts()
             tie = len(counts) > 1 and counts.iloc[0] == counts.iloc[1]
             major = NO_MAJORITY if tie else _majority(series)
@@ -254,7 +259,7 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
             if tie:
                 # No majority inside the group (a pair): ask the sibling groups (same desc,
                 # e.g. the other tensor-parallel pairs) what they issued at this seq.
-                sibling = _sibling_value(coll, name, desc, seq, kind)
+                sibling = _sibling_value(coll, name, desc, seq, kind, expectation(op_major))
                 if sibling is not None and (series == sibling).any():
                     major, deviating = sibling, series[series != sibling]
                     agree = int((series == sibling).sum())
@@ -287,15 +292,31 @@ def _signatures(grp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(joined)
 
 
-def _check_series(per_rank: pd.DataFrame, kind: str) -> pd.Series:
+_SIDE_COLUMNS = {("dtype_mismatch", "inputs"): "dtypes", ("dtype_mismatch", "outputs"): "odtypes",
+                 ("size_mismatch", "inputs"): "sizes", ("size_mismatch", "outputs"): "osizes"}
+
+
+def _check_series(per_rank: pd.DataFrame, kind: str, rule: Expectation | None = None) -> pd.Series:
+    """Per rank, the value compared for ``kind``: the op, or the dtypes / shapes of the sides
+    ``rule`` says must agree (``inputs|outputs`` when both). On a one-sided op a member that
+    left a compared side empty is not compared (it is not that member's side)."""
     if kind == "op_mismatch":
         return per_rank["op"]
-    if kind == "dtype_mismatch":
-        return per_rank["dtypes"] + "|" + per_rank["odtypes"]
-    return per_rank["sizes"] + "|" + per_rank["osizes"]
+    rule = rule if rule is not None else expectation(str(per_rank["op"].iloc[0]))
+    compared = sides(rule.dtypes if kind == "dtype_mismatch" else rule.sizes)
+    if not compared:
+        return pd.Series([], dtype=object)
+    cols = [per_rank[_SIDE_COLUMNS[(kind, side)]] for side in compared]
+    keep = pd.Series(True, index=per_rank.index)
+    if rule.one_sided:
+        for col in cols:
+            keep &= ~col.str.fullmatch(r"\[\](\+\[\])*")
+    value = cols[0] if len(cols) == 1 else cols[0] + "|" + cols[1]
+    return value[keep]
 
 
-def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str) -> str | None:
+def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str,
+                   rule: Expectation | None = None) -> str | None:
     """The value most sibling groups (same desc, other name) used at ``seq``, if unanimous
     enough to break a tie (a strict majority of the siblings' ranks)."""
     if not desc or desc in ("undefined", "default_pg"):
@@ -306,9 +327,9 @@ def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str
     rows = rows[["pg_name", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
                  "input_sizes", "output_sizes"]].astype({c: str for c in (
                      "op", "input_dtypes", "output_dtypes", "input_sizes", "output_sizes")})
-    values = _check_series(_signatures(rows), kind)
+    values = _check_series(_signatures(rows), kind, rule)
     counts = values.value_counts()
-    if counts.iloc[0] * 2 <= len(values):
+    if counts.empty or counts.iloc[0] * 2 <= len(values):
         return None
     return str(counts.index[0])
 
@@ -508,6 +529,9 @@ def match(tables: Tables) -> Matching:
     backends = {str(b) for b in entries["backend"].unique()}
     gloo_like = bool(backends) and backends <= {"gloo"}
     progress = _progress(tables, coll, gloo_like)
+    barrier_gaps = monitored_barrier_gaps(entries, tables.members()) if gloo_like else {}
+    if barrier_gaps:
+        progress = _discount_monitored_barriers(progress, entries, tables.members(), barrier_gaps)
     p2p = _p2p(tables)
     return Matching(
         progress=progress,
@@ -517,4 +541,32 @@ def match(tables: Tables) -> Matching:
         p2p_mismatches=p2p_mismatches(p2p),
         gloo_like=gloo_like,
         stale_completers={} if gloo_like else stale_completers(progress),
+        barrier_gaps=barrier_gaps,
     )
+
+
+def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
+                                 members: dict[str, tuple[int, ...]],
+                                 gaps: dict[str, list[int]]) -> pd.DataFrame:
+    """gloo's monitored_barrier runs 2 x (members - 1) unrecorded send/recv on the group's
+    first member and two on each other member, so the first member's op counter runs ahead of
+    the others' by a multiple of 2 x (members - 2). Where a group shows monitored barrier gaps
+    and its first member is ahead of every other member by such a multiple, its op progress
+    is counted in the others' units (those ops are no unrecorded work)."""
+    out = progress.copy()
+    names = out["pg_name"].astype(str)
+    for name in gaps:
+        ranks = members.get(name, ())
+        n = len(ranks)
+        if n < 3:
+            continue
+        first = int(ranks[0])
+        at = out.index[(names == name) & (out["rank"] == first)]
+        others = out[(names == name) & (out["rank"] != first) & (out["op_progress"] >= 0)]
+        if not len(at) or others.empty:
+            continue
+        frontier = int(others["op_progress"].max())
+        ahead = int(out.at[at[0], "op_progress"]) - frontier
+        if ahead > 0 and ahead % (2 * (n - 2)) == 0:
+            out.at[at[0], "op_progress"] = frontier
+    return out
