@@ -19,7 +19,7 @@ from tools import record_gloo as rg
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_dumps"
 KINDS = {"not_joined", "missing_dump", "op_mismatch", "size_mismatch", "dtype_mismatch",
-         "unrecorded_ops", "deadlock", "no_hang"}
+         "unrecorded_ops", "deadlock", "stuck_in_collective", "no_hang"}
 EXPECTED_KEYS = {"scenario", "world", "torch", "backend", "format", "dumped_ranks", "hang",
                  "culprits", "kind", "deadlock", "description"}
 

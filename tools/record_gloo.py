@@ -126,6 +126,9 @@ class Scenario:
     # Where the dumps cannot show what was injected: what an honest analysis concludes
     # instead (verdict, culprits, kind) and why. Written to EXPECTED.json as "analyzer".
     analyzer: dict[str, Any] | None = None
+    # Ranks that freeze (SIGSTOP themselves, like a hung host) right after enqueuing an op;
+    # the recorder continues them once the other ranks dumped, so they dump too.
+    freeze: tuple[int, ...] = ()
 
 
 def _warmup(c: Ctx) -> None:
@@ -282,6 +285,121 @@ def _crash_size_w4(c: Ctx) -> None:
     c.dist.all_reduce(c.t())
 
 
+# --------------------------------------------------------------------------------------
+# The op mix: collectives whose recorded sides and sizes differ per rank by design
+# --------------------------------------------------------------------------------------
+
+
+def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
+    """One call of every op whose entries differ between ranks by design, in a fixed order."""
+    d, w, r, torch = c.dist, c.world, c.rank, c.torch
+    last = w - 1
+
+    def gather() -> None:  # only the root records outputs
+        d.gather(c.t(), [c.t() for _ in range(w)] if r == 0 else None, dst=0)
+
+    def scatter() -> None:  # only the source records inputs
+        d.scatter(c.t(), [c.t() for _ in range(w)] if r == last else None, src=last)
+
+    def all_to_all_single() -> None:  # uneven splits: rank r sends r + 1 elements to everyone
+        out_splits = [q + 1 for q in range(w)]
+        d.all_to_all_single(torch.ones(sum(out_splits)), torch.ones((r + 1) * w),
+                            output_split_sizes=out_splits, input_split_sizes=[r + 1] * w)
+
+    def all_to_all() -> None:  # gloo wants one size for every tensor of the list form
+        d.all_to_all([c.t(4) for _ in range(w)], [c.t(4) for _ in range(w)])
+
+    def broadcast_object_list() -> None:
+        objs: list[Any] = [{"step": 1, "note": "x" * 40}] if r == 0 else [None]
+        d.broadcast_object_list(objs, src=0)
+
+    def all_gather_object() -> None:  # objects of per-rank sizes
+        out: list[Any] = [None] * w
+        d.all_gather_object(out, "y" * (r * 50 + 1))
+
+    def gather_object() -> None:
+        out = [None] * w if r == 0 else None
+        d.gather_object("z" * (r * 30 + 1), out, dst=0)
+
+    def scatter_object_list() -> None:
+        out: list[Any] = [None]
+        d.scatter_object_list(out, ["w" * (q * 20 + 1) for q in range(w)] if r == 0 else None, src=0)
+
+    def reduce_scatter() -> None:  # gloo: one all_reduce per output
+        d.reduce_scatter(c.t(), [c.t() for _ in range(w)])
+
+    def reduce_scatter_tensor() -> None:  # gloo: one all_reduce of the whole input
+        d.reduce_scatter_tensor(c.t(), c.t(8 * w))
+
+    def all_gather_into_tensor() -> None:  # one [world, n] output
+        d.all_gather_into_tensor(torch.ones(w, 8), torch.ones(1, 8))
+
+    def all_gather() -> None:
+        d.all_gather([c.t() for _ in range(w)], c.t())
+
+    def monitored_barrier() -> None:  # send/recv inside gloo: no entry, seq gaps
+        d.monitored_barrier(timeout=c.timeout)
+
+    def monitored_barrier_all() -> None:
+        d.monitored_barrier(timeout=c.timeout, wait_all_ranks=True)
+
+    return [
+        ("gather", gather), ("scatter", scatter), ("reduce", lambda: d.reduce(c.t(), dst=0)),
+        ("broadcast", lambda: d.broadcast(c.t(), src=1)),
+        ("all_to_all_single", all_to_all_single), ("all_to_all", all_to_all),
+        ("broadcast_object_list", broadcast_object_list), ("all_gather_object", all_gather_object),
+        ("gather_object", gather_object), ("scatter_object_list", scatter_object_list),
+        ("reduce_scatter", reduce_scatter), ("reduce_scatter_tensor", reduce_scatter_tensor),
+        ("all_gather_into_tensor", all_gather_into_tensor), ("all_gather", all_gather),
+        ("barrier", d.barrier), ("monitored_barrier", monitored_barrier),
+        ("monitored_barrier_all", monitored_barrier_all), ("all_reduce", lambda: d.all_reduce(c.t())),
+    ]
+
+
+def _op_mix(c: Ctx, *, stall_rank: int = -1, stall_before: str = "") -> None:
+    for name, step in _op_mix_steps(c):
+        if c.rank == stall_rank and name == stall_before:
+            c.stall()
+        step()
+
+
+def _opmix_healthy_w4(c: Ctx) -> None:
+    c.dist.barrier()
+    _op_mix(c)
+    _op_mix(c)
+
+
+def _opmix_stall_w4(c: Ctx) -> None:
+    # One full round (monitored barriers included), then rank 2 stalls before the gather
+    # that opens the second round: the others enqueue it (only the root with outputs).
+    c.dist.barrier()
+    _op_mix(c)
+    _op_mix(c, stall_rank=2, stall_before="gather")
+
+
+def _opmix_stall_object_w4(c: Ctx) -> None:
+    # Rank 1 stalls before scatter_object_list, which gloo records as three ops.
+    c.dist.barrier()
+    _op_mix(c, stall_rank=1, stall_before="scatter_object_list")
+
+
+def _opmix_stuck_w4(c: Ctx) -> None:
+    # After a full round, every rank enqueues an all_reduce; rank 3 enqueues it last and its
+    # process freezes inside it (SIGSTOP, like a hung host or driver) until the others timed
+    # out and dumped.
+    import signal
+
+    c.dist.barrier()
+    _op_mix(c)
+    if c.rank == 3:
+        time.sleep(0.5)
+        work = c.dist.all_reduce(c.t(), async_op=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        work.wait()
+    else:
+        c.dist.all_reduce(c.t())
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -367,6 +485,34 @@ SCENARIOS: dict[str, Scenario] = {
             "aborts rank 3 when it receives rank 0's oversized chunk, so rank 3 (a victim, not "
             "the culprit) leaves no dump.",
             no_dump=(3,),
+        ),
+        Scenario(
+            "opmix_healthy_w4", 4, _opmix_healthy_w4, [], "no_hang",
+            "No fault: two rounds of gather, scatter, reduce, broadcast, uneven "
+            "all_to_all_single, all_to_all, the object collectives, reduce_scatter (list and "
+            "tensor), all_gather_into_tensor, all_gather, barrier and monitored_barrier (with and "
+            "without wait_all_ranks), then rank 0 asks all ranks to dump. Sides and sizes "
+            "differ between ranks by design.",
+            hang=False, healthy=True,
+        ),
+        Scenario(
+            "opmix_stall_w4", 4, _opmix_stall_w4, [2], "not_joined",
+            "One round of the op mix of opmix_healthy_w4, then rank 2 stalls before the gather "
+            "that opens the second round; ranks 0, 1 and 3 enqueue it and time out.",
+        ),
+        Scenario(
+            "opmix_stall_object_w4", 4, _opmix_stall_object_w4, [1], "not_joined",
+            "The op mix of opmix_healthy_w4 up to scatter_object_list, before which rank 1 "
+            "stalls; ranks 0, 2 and 3 enqueue its first op (a broadcast of the size) and time "
+            "out.",
+        ),
+        Scenario(
+            "opmix_stuck_w4", 4, _opmix_stuck_w4, [3], "stuck_in_collective",
+            "One round of the op mix, then every rank enqueues an all_reduce; rank 3 enqueues "
+            "it 0.5 s after the others and its process freezes inside it (SIGSTOP) until the "
+            "others timed out and dumped, then dumps too. Every member joined; rank 3's entry "
+            "is the one that never timed out.",
+            freeze=(3,),
         ),
     ]
 }
@@ -512,6 +658,25 @@ def _free_store(world: int) -> Any:
                          wait_for_workers=False)
 
 
+def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
+                          deadline: float) -> None:
+    """Continue the frozen ranks (SIGCONT) once every other rank that can dump has dumped."""
+    import signal
+
+    others = scen.world - len(scen.no_dump) - len(scen.freeze)
+
+    def watch() -> None:
+        while time.monotonic() < deadline:
+            if side_store.check(["dumped"]) and side_store.add("dumped", 0) >= others:
+                break
+            time.sleep(0.05)
+        for rank in scen.freeze:
+            if procs[rank].poll() is None:
+                os.kill(procs[rank].pid, signal.SIGCONT)
+
+    threading.Thread(target=watch, name="continue-frozen", daemon=True).start()
+
+
 def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
               log_dir: Path) -> dict[str, Any]:
     """Run the scenario's workers once; return what happened."""
@@ -543,6 +708,8 @@ def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
         )
         procs.append((p, logf))
     deadline = started + RUN_DEADLINE_S
+    if scen.freeze:
+        _continue_after_dumps(scen, side_store, [p for p, _ in procs], deadline)
     codes: dict[int, int | None] = {}
     for rank, (p, logf) in enumerate(procs):
         try:
@@ -574,16 +741,17 @@ def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
 
 def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
            log_dir: Path | None = None, attempts: int = 3,
-           verbose: bool = True) -> dict[str, Any]:
+           verbose: bool = True, suffix: str = "") -> dict[str, Any]:
     """Run one scenario and write its dumps and EXPECTED.json under out_root/name.
 
     A run counts when exactly the planned ranks dumped; otherwise it is repeated (up to
-    ``attempts`` times) and then reported as an error.
+    ``attempts`` times) and then reported as an error. ``suffix`` is appended to the
+    directory and scenario names (e.g. ``_t215`` for a recording with another torch).
     """
     import torch
 
     scen = SCENARIOS[name]
-    out_dir = out_root / name
+    out_dir = out_root / (name + suffix)
     want = sorted(set(range(scen.world)) - set(scen.no_dump))
     log_root = log_dir or Path(tempfile.mkdtemp(prefix=f"record_gloo_{name}_"))
     summary: dict[str, Any] = {}
@@ -604,7 +772,7 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
         scrub_dump(path)
         load_dump(path)  # must load with the no-globals unpickler
     expected = {
-        "scenario": name,
+        "scenario": name + suffix,
         "world": scen.world,
         "torch": torch.__version__,
         "backend": "gloo",
@@ -629,6 +797,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                     help="collective timeout in seconds (default %(default)s)")
     ap.add_argument("--log-dir", type=Path, help="keep worker logs here")
+    ap.add_argument("--suffix", default="",
+                    help="append to each scenario's directory and name (e.g. _t215)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -640,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         try:
             record(name, args.out, timeout_s=args.timeout,
-                   log_dir=(args.log_dir / name) if args.log_dir else None)
+                   log_dir=(args.log_dir / name) if args.log_dir else None, suffix=args.suffix)
         except RuntimeError as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             failed.append(name)
