@@ -88,6 +88,7 @@ class Ctx:
     side: Any  # side TCPStore client (main thread only)
     torch: Any
     dist: Any
+    freeze_fn: Callable[[], None] | None = None
 
     def t(self, n: int = 8, dtype: Any = None) -> Any:
         dtype = dtype if dtype is not None else self.torch.float32
@@ -96,6 +97,15 @@ class Ctx:
     def stall(self) -> None:
         """Stop making progress, like a rank stuck in compute or data loading."""
         time.sleep(STALL_S)
+
+    def freeze(self) -> None:
+        """Write this rank's buffer as it stands, then stop the whole process (SIGSTOP), like
+        a host or driver that hangs with an op in flight. Nothing in the buffer changes while
+        the process is stopped (what its dump would hold whenever it was taken); the recorder
+        continues it once the other ranks dumped, and it then only reports its dump. The
+        store key ``frozen_<rank>`` tells the other ranks it is stopped."""
+        assert self.freeze_fn is not None
+        self.freeze_fn()
 
     def crash(self) -> None:
         """Die hard, without running any cleanup and without dumping."""
@@ -384,19 +394,18 @@ def _opmix_stall_object_w4(c: Ctx) -> None:
 
 
 def _opmix_stuck_w4(c: Ctx) -> None:
-    # After a full round, every rank enqueues an all_reduce; rank 3 enqueues it last and its
-    # process freezes inside it (SIGSTOP, like a hung host or driver) until the others timed
-    # out and dumped.
-    import signal
-
+    # After a full round, rank 3 enqueues an all_reduce and its process freezes inside it
+    # (SIGSTOP, like a hung host or driver); the others enqueue it once rank 3 is frozen (so
+    # it cannot complete) and time out in it.
     c.dist.barrier()
     _op_mix(c)
     if c.rank == 3:
-        time.sleep(0.5)
         work = c.dist.all_reduce(c.t(), async_op=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        c.freeze()
         work.wait()
     else:
+        c.side.wait(["frozen_3"])
+        time.sleep(0.2)  # rank 3 stops
         c.dist.all_reduce(c.t())
 
 
@@ -508,10 +517,10 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "opmix_stuck_w4", 4, _opmix_stuck_w4, [3], "stuck_in_collective",
-            "One round of the op mix, then every rank enqueues an all_reduce; rank 3 enqueues "
-            "it 0.5 s after the others and its process freezes inside it (SIGSTOP) until the "
-            "others timed out and dumped, then dumps too. Every member joined; rank 3's entry "
-            "is the one that never timed out.",
+            "One round of the op mix, then rank 3 enqueues an all_reduce, writes its buffer as "
+            "it stands and its process freezes inside the op (SIGSTOP, a hung host) until the "
+            "others dumped; ranks 0, 1 and 2 enqueue the all_reduce after that and time out in "
+            "it. Every member joined; rank 3's entry is the one that never timed out.",
             freeze=(3,),
         ),
     ]
@@ -547,11 +556,9 @@ def _worker(cfg: dict[str, Any]) -> None:
     def log(msg: str) -> None:
         print(f"[rank {rank} {time.monotonic():.3f}] {msg}", file=sys.stderr, flush=True)
 
-    def poller() -> None:
-        side = side_client()
-        while not side.check([TRIGGER_KEY]):
-            time.sleep(0.05)
-        log(f"saw {TRIGGER_KEY} (set by rank {side.get(TRIGGER_KEY).decode()}); dumping")
+    written = threading.Event()  # a frozen rank wrote its buffer before it froze
+
+    def write_dump() -> None:
         if scen.fmt == "json":
             data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
         else:
@@ -561,8 +568,28 @@ def _worker(cfg: dict[str, Any]) -> None:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
-        side.add("dumped", 1)
         log(f"wrote {path.name} ({len(data)} bytes)")
+
+    def freeze_now() -> None:
+        import signal
+
+        write_dump()
+        written.set()
+        side.set(f"frozen_{rank}", "1")  # the others may go on: nothing here moves any more
+        log("freezing (SIGSTOP)")
+        os.kill(os.getpid(), signal.SIGSTOP)
+        log("continued")
+
+    def poller() -> None:
+        side = side_client()
+        while not side.check([TRIGGER_KEY]):
+            time.sleep(0.05)
+        log(f"saw {TRIGGER_KEY} (set by rank {side.get(TRIGGER_KEY).decode()}); dumping")
+        if written.is_set():
+            log("buffer already written before freezing")
+        else:
+            write_dump()
+        side.add("dumped", 1)
         # Stay alive until every rank that can dump has done so: exiting early would
         # close our gloo connections and turn the others' pending ops into errors.
         deadline = time.monotonic() + DUMP_WAIT_S
@@ -578,7 +605,8 @@ def _worker(cfg: dict[str, Any]) -> None:
                             timeout=timeout)
     threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     side = side_client()
-    ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist)
+    ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
+              freeze_fn=freeze_now)
     try:
         scen.body(ctx)
         log("scenario body finished")
