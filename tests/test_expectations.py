@@ -233,3 +233,19 @@ def test_simulated_op_mix(tmp_path: Path, fault: str) -> None:
     assert d.kind == MIX_KIND[fault], d.headline
     e = analyzer.analyze(tmp_path).entries
     assert {"gather", "scatter", "all_to_all", "reduce_scatter"} <= set(e["op"].astype(str))
+
+
+def test_the_readme_shows_the_table() -> None:
+    readme = (REPO / "README.md").read_text()
+    for line in EXPECTATIONS:
+        assert line.why in readme, line.ops
+        assert all(f"`{op}`" in readme for op in line.ops)
+
+
+@pytest.mark.parametrize("name", ["opmix_healthy_w4", "opmix_healthy_w4_t215"])
+def test_both_torch_versions_record_the_mix_alike(name: str) -> None:
+    e = analyzer.analyze(SAMPLES / name).entries
+    sig = e[e["rank"] == 1][["seq", "op", "input_sizes", "output_sizes"]].astype(str)
+    ref = analyzer.analyze(SAMPLES / "opmix_healthy_w4").entries
+    ref_sig = ref[ref["rank"] == 1][["seq", "op", "input_sizes", "output_sizes"]].astype(str)
+    assert sig.reset_index(drop=True).equals(ref_sig.reset_index(drop=True))
