@@ -549,24 +549,30 @@ def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
                                  members: dict[str, tuple[int, ...]],
                                  gaps: dict[str, list[int]]) -> pd.DataFrame:
     """gloo's monitored_barrier runs 2 x (members - 1) unrecorded send/recv on the group's
-    first member and two on each other member, so the first member's op counter runs ahead of
-    the others' by a multiple of 2 x (members - 2). Where a group shows monitored barrier gaps
-    and its first member is ahead of every other member by such a multiple, its op progress
-    is counted in the others' units (those ops are no unrecorded work)."""
+    first member and two on each other member, so the first member's ``op_id`` drifts ahead
+    of its ``collective_seq_id`` by 2 x (members - 2) per barrier more than the others' do.
+    Where a group shows monitored barrier gaps, the first member's op progress is counted in
+    the others' units: less that extra drift (read from its newest entry against the others'
+    newest), when it is a positive multiple of 2 x (members - 2). Those ops are no
+    unrecorded work, whoever of the group stalled later."""
     out = progress.copy()
     names = out["pg_name"].astype(str)
+    coll = entries.loc[~entries["is_p2p"], ["pg_name", "rank", "seq", "op_id", "record_id"]]
+    newest = coll.loc[coll.groupby(["pg_name", "rank"], observed=True)["record_id"].idxmax()]
+    drift = pd.Series((newest["op_id"] - newest["seq"]).to_numpy(),
+                      index=pd.MultiIndex.from_arrays([newest["pg_name"].astype(str),
+                                                       newest["rank"].astype(int)]))
     for name in gaps:
         ranks = members.get(name, ())
         n = len(ranks)
-        if n < 3:
+        if n < 3 or (name, int(ranks[0])) not in drift.index:
             continue
         first = int(ranks[0])
-        at = out.index[(names == name) & (out["rank"] == first)]
-        others = out[(names == name) & (out["rank"] != first) & (out["op_progress"] >= 0)]
-        if not len(at) or others.empty:
+        others = [int(drift[(name, int(r))]) for r in ranks[1:] if (name, int(r)) in drift.index]
+        at = out.index[(names == name) & (out["rank"] == first) & (out["op_progress"] >= 0)]
+        if not others or not len(at):
             continue
-        frontier = int(others["op_progress"].max())
-        ahead = int(out.at[at[0], "op_progress"]) - frontier
-        if ahead > 0 and ahead % (2 * (n - 2)) == 0:
-            out.at[at[0], "op_progress"] = frontier
+        extra = int(drift[(name, first)]) - max(others)
+        if extra > 0 and extra % (2 * (n - 2)) == 0:
+            out.loc[at, "op_progress"] = out.loc[at, "op_progress"] - extra
     return out

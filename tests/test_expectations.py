@@ -249,3 +249,27 @@ def test_both_torch_versions_record_the_mix_alike(name: str) -> None:
     ref = analyzer.analyze(SAMPLES / "opmix_healthy_w4").entries
     ref_sig = ref[ref["rank"] == 1][["seq", "op", "input_sizes", "output_sizes"]].astype(str)
     assert sig.reset_index(drop=True).equals(ref_sig.reset_index(drop=True))
+
+
+@pytest.mark.parametrize("stalled", [0, 2])
+def test_a_stall_after_monitored_barriers_names_the_stalled_rank(tmp_path: Path, stalled: int) -> None:
+    # gloo: seqs 3-4 are a monitored barrier (no entries; rank 0's op_id skips 2 x 3, the
+    # others' 2), then `stalled` never enqueues seq 7. The first member's drift must not make
+    # it look ahead of (or behind) the others in op_id units.
+    from tests.conftest import dump, write_pickle
+
+    for r in range(4):
+        entries = []
+        for i, s in enumerate([1, 2, 5, 6] + ([] if r == stalled else [7])):
+            e = entry(s, t=s, retired=True, backend="gloo", record_id=i)
+            e["op_id"] = s + (4 if r == 0 and s > 2 else 0)
+            entries.append(e)
+        top = max(e["op_id"] for e in entries)
+        status = {"0": {"last_enqueued_collective": top, "last_started_collective": -1,
+                        "last_completed_collective": top}}
+        write_pickle(tmp_path / f"nccl_trace_rank_{r}", dump(entries, backend="gloo", status=status))
+    result = analyzer.analyze(tmp_path)
+    assert result.matching.barrier_gaps == {"0": [3]}
+    d = result.diagnosis
+    assert (d.kind, d.culprit_ranks) == ("not_joined", (stalled,)), d.headline
+    assert not [f for f in d.findings if f.kind == "unrecorded_ops"]

@@ -506,14 +506,17 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "opmix_stall_w4", 4, _opmix_stall_w4, [2], "not_joined",
-            "One round of the op mix of opmix_healthy_w4, then rank 2 stalls before the gather "
-            "that opens the second round; ranks 0, 1 and 3 enqueue it and time out.",
+            "One round of the op mix of opmix_healthy_w4, then rank 2 stalls before the "
+            "gather that opens the second round. Rank 0, the root, waits in the gather; ranks"
+            " 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, the "
+            "source, into the scatter, and rank 1 through the scatter into the reduce (root "
+            "0), where they time out.",
         ),
         Scenario(
             "opmix_stall_object_w4", 4, _opmix_stall_object_w4, [1], "not_joined",
             "The op mix of opmix_healthy_w4 up to scatter_object_list, before which rank 1 "
-            "stalls; ranks 0, 2 and 3 enqueue its first op (a broadcast of the size) and time "
-            "out.",
+            "stalls. Its first op is a Long broadcast from rank 0: ranks 0 and 3 wait in it, "
+            "rank 2 receives it and goes on into the Byte scatter, where it times out.",
         ),
         Scenario(
             "opmix_stuck_w4", 4, _opmix_stuck_w4, [3], "stuck_in_collective",
