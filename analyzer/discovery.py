@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.errors import InputError, RankResolutionError
+from analyzer.errors import InputError
 
 #: Extensions a dump may carry; the rank number sits right before them.
 DUMP_SUFFIXES: tuple[str, ...] = (".json", ".pkl", ".pickle", ".bin", ".trace", ".fr")
@@ -84,11 +84,13 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
 
     Files whose name carries no rank number (README, EXPECTED.json, logs) are ignored; a
     path prefix given as input also acts as ``prefix``. Raises :class:`InputError` when
-    nothing is left and :class:`RankResolutionError` when two files claim the same rank.
+    nothing is left. Several different files may hold one rank (a process writes one
+    buffer per backend: ``nccl2_trace_rank_3`` and ``nccl-lazy_trace_rank_3``); they are all
+    returned, and the loader and normalization decide what each holds.
     """
     if not inputs:
         raise InputError("no input given: name a dump directory, files, a glob or a prefix")
-    found: dict[int, Path] = {}
+    found: dict[int, list[Path]] = {}
     looked_at = 0
     for spec in inputs:
         spec_s = os.fspath(spec)
@@ -100,12 +102,9 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
             rank = rank_from_name(path.name, spec_prefix)
             if rank is None:
                 continue
-            if rank in found and found[rank] != path:
-                raise RankResolutionError(
-                    f"two files claim rank {rank}: {found[rank]} and {path}; "
-                    "point at one dump set, or pass --prefix to choose the file names"
-                )
-            found[rank] = path
+            paths = found.setdefault(rank, [])
+            if path not in paths:
+                paths.append(path)
     if not found:
         where = ", ".join(os.fspath(s) for s in inputs)
         if looked_at == 0:
@@ -115,5 +114,5 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
             f"{where}: none of the {looked_at} file(s) is named like a per-rank dump{hint} "
             "(e.g. nccl_trace_rank_3, _dump_3, rank_3.json); use --prefix to say how they are named"
         )
-    return [RankFile(rank, path) for rank, path in sorted(found.items())]
+    return [RankFile(rank, path) for rank, paths in sorted(found.items()) for path in sorted(paths)]
 

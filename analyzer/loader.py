@@ -13,7 +13,8 @@ from pathlib import Path
 
 from analyzer.discovery import RankFile, discover
 from analyzer.errors import DumpFormatError, InputError
-from analyzer.reader import ParsedDump, SameMembers, parse_dump
+from analyzer.fastreader import read_dump
+from analyzer.reader import ParsedDump, SameMembers
 
 Progress = Callable[[int, int, int], None]
 """Called as ``progress(files_done, files_total, entries_so_far)``."""
@@ -40,7 +41,7 @@ class Loaded:
 def _parse(item: tuple[int, str]) -> ParsedDump | Skipped:
     rank, path = item
     try:
-        return parse_dump(rank, Path(path))
+        return read_dump(rank, Path(path))  # the compiled reader, or the Python one
     except DumpFormatError as exc:
         return Skipped(exc.path, rank, exc.reason)
 

@@ -134,6 +134,8 @@ class ParsedDump:
     pg_config: dict[str, tuple[str, tuple[int, ...] | None]]
     pg_status: dict[int, tuple[int, int, int]]
     warnings: list[str] = field(default_factory=list)
+    #: Which reader read it: "python" (this module) or "native" (:mod:`analyzer.fastreader`).
+    reader: str = "python"
 
 
 def _int(value: Any, default: int = 0) -> int:

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.discovery import discover, rank_from_name
-from analyzer.errors import InputError, RankResolutionError
+from analyzer.errors import InputError
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,9 @@ def test_empty_directory(tmp_path: Path) -> None:
 
 
 def test_two_files_for_one_rank(tmp_path: Path) -> None:
-    _touch(tmp_path / "nccl_trace_rank_1")
-    _touch(tmp_path / "rank_1.json")
-    with pytest.raises(RankResolutionError, match="rank 1"):
-        discover([tmp_path])
+    # One buffer per backend: a process can leave several files; all are returned.
+    _touch(tmp_path / "nccl2_trace_rank_1")
+    _touch(tmp_path / "nccl-lazy_trace_rank_1")
+    found = discover([tmp_path])
+    assert [(f.rank, f.path.name) for f in found] == [
+        (1, "nccl-lazy_trace_rank_1"), (1, "nccl2_trace_rank_1")]
