@@ -273,3 +273,20 @@ def test_a_stall_after_monitored_barriers_names_the_stalled_rank(tmp_path: Path,
     d = result.diagnosis
     assert (d.kind, d.culprit_ranks) == ("not_joined", (stalled,)), d.headline
     assert not [f for f in d.findings if f.kind == "unrecorded_ops"]
+
+
+def test_sequence_gaps_are_no_monitored_barrier_where_send_recv_are_recorded(tmp_path: Path) -> None:
+    # The same gaps in a hook-recorded dialect (it records every send/recv, so none of
+    # monitored_barrier's ops could go unseen): no barrier gaps, no discount.
+    from tests.conftest import dump, write_pickle
+
+    for r in range(4):
+        entries = []
+        for i, s in enumerate([1, 2, 5, 6, 7]):
+            e = entry(s, t=s, retired=True, backend="nccl2", record_id=i)
+            e["op_id"] = s + (4 if r == 0 and s > 2 else 0)
+            entries.append(e)
+        write_pickle(tmp_path / f"nccl2_trace_rank_{r}", dump(entries, backend="nccl2"))
+    result = analyzer.analyze(tmp_path)
+    assert result.matching.dialects.p2p_unrecorded_ranks == frozenset()
+    assert result.matching.barrier_gaps == {}
