@@ -32,10 +32,13 @@ from enum import Enum
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 
+from analyzer.expectations import barrier_op_gap
 from analyzer.graph import Roots, chain, root_ranks, stuck_collectives, waiters_of
 from analyzer.matching import NO_MAJORITY, Matching
+from analyzer.suspect import stuck_suspect
 from analyzer.tables import Tables
 
 SCHEMA_VERSION = "hangscope.diagnosis/1"
@@ -402,11 +405,24 @@ def _stuck_findings(tables: Tables, matching: Matching,
     if len(started) >= 3:  # in a pair, "last to start" says nothing
         latest = started.sort_values("time_started_ns").tail(max(1, len(started) // 8))
         evidence["last_to_start"] = sorted(int(r) for r in latest["rank"])
-    summary = (f"every member of {_group_label(str(row['pg_name']), str(row['pg_desc']))} enqueued "
-               f"{row['op']} seq {int(row['seq'])} and none completed it: suspect the network or a "
-               "GPU of these ranks, not the program")
-    if evidence.get("last_to_start"):
-        summary += f"; last to start it: rank(s) {_ranks_text(evidence['last_to_start'])}"
+    suspect = stuck_suspect(tables, matching, str(row["pg_name"]), int(row["seq"]), members)
+    evidence["suspect"] = suspect.rank
+    evidence["suspect_reasons"] = list(suspect.reasons)
+    evidence.update({k: v for k, v in suspect.evidence.items() if k not in evidence})
+    head = (f"every member of {_group_label(str(row['pg_name']), str(row['pg_desc']))} enqueued "
+            f"{row['op']} seq {int(row['seq'])} and none completed it")
+    if suspect.rank is not None:
+        ranks = (suspect.rank,)
+        summary = (f"{head}; the likely holder is rank {suspect.rank}: "
+                   f"{'; '.join(suspect.reasons)}. Suspect its host, GPU or link, not the program")
+    else:
+        summary = f"{head}: suspect the network or a GPU of these ranks, not the program"
+        if evidence.get("last_to_start"):
+            summary += f"; last to start it: rank(s) {_ranks_text(evidence['last_to_start'])}"
+        summary += ("; no member stands out: the evidence points at different members ("
+                    f"{'; '.join(suspect.reasons)})" if suspect.reasons else
+                    "; no member stands out (all enqueued it close together, and their entries "
+                    "are in the same state)")
     stack_row = mine[mine["stack_id"] >= 0]
     stack = _stack(tables, int(stack_row["stack_id"].iloc[0])) if len(stack_row) else ()
     out.append(Finding(kind="stuck_in_collective", ranks=ranks, summary=summary,
@@ -463,7 +479,17 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
     if not matching.dialects.p2p_unrecorded:
         return out + _op_counters_ahead(tables, matching)
     ordered = e.sort_values(["rank", "pg_name", "op_id"])[["rank", "pg_name", "pg_desc", "op_id", "seq"]]
-    gap = ordered.groupby(["rank", "pg_name"], observed=True)["op_id"].diff().fillna(1) - 1
+    by = ordered.groupby(["rank", "pg_name"], observed=True)
+    gap = by["op_id"].diff().fillna(1) - 1
+    # Gaps of monitored_barrier (collective_seq_id skips as much as op_id, on every member
+    # alike) are collectives the recorder does not record, not send/recv.
+    seq_gap = by["seq"].diff().fillna(1) - 1
+    members = tables.members()
+    barrier_gap = np.array([
+        barrier_op_gap(int(q), int(r) == int(members.get(str(g), (-1,))[0]), len(members.get(str(g), ())))
+        if str(g) in matching.barrier_gaps and q > 0 and q % 2 == 0 else -1
+        for r, g, q in zip(ordered["rank"], ordered["pg_name"], seq_gap)])
+    gap = gap.where(gap != barrier_gap, 0)
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
     for name, grp in gaps.groupby("pg_name", observed=True, sort=True):
         desc = str(grp["pg_desc"].iloc[0])

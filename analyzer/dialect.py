@@ -150,6 +150,14 @@ class Dialects:
         return frozenset(r for r, d in self.by_rank.items() if d.one_sided_p2p)
 
     @property
+    def p2p_unrecorded_ranks(self) -> frozenset[int]:
+        """Ranks whose backend records no send/recv and counts ``pg_status`` in op_ids
+        (gloo): an op_id gap between their entries is send/recv that ran, monitored_barrier's
+        among them."""
+        return frozenset(r for r, d in self.by_rank.items()
+                         if d.backend and not d.records_p2p and d.counter == "op_id")
+
+    @property
     def p2p_unrecorded(self) -> bool:
         """Some rank's backend records no send/recv (gloo): op_id gaps are unseen ops."""
         return any(not d.records_p2p for d in self.by_rank.values() if d.backend)

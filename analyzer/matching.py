@@ -24,14 +24,12 @@ import numpy as np
 import pandas as pd
 
 from analyzer.dialect import Dialects, p2p_payload, read_dialects
+from analyzer.expectations import (Expectation, expectation, monitored_barrier_gaps, sides,
+                                   size_checked_ops)
 from analyzer.tables import Tables
 
-#: Ops whose input and output shapes must agree on every member.
-SIZE_CHECKED_OPS = frozenset({
-    "all_reduce", "allreduce", "broadcast", "reduce", "_all_gather_base", "all_gather",
-    "allgather", "all_gather_into_tensor", "_reduce_scatter_base", "reduce_scatter",
-    "reduce_scatter_tensor", "allreduce_coalesced", "all_reduce_coalesced", "barrier",
-})
+#: Ops whose shapes are compared on some side (see :mod:`analyzer.expectations`).
+SIZE_CHECKED_OPS = size_checked_ops()
 
 #: Match states, after PyTorch's flight-recorder analyzer.
 FULLY_MATCHED = "fully_matched"
@@ -61,6 +59,9 @@ class Matching:
     stale_completers: dict[int, dict[str, object]]
     """Ranks whose completions stopped before those of most of their group, in ops they
     enqueued too (their GPU or link stopped; their ``scheduled`` states are stale)."""
+    barrier_gaps: dict[str, list[int]]
+    """gloo groups whose recorded collectives skip sequence numbers the way monitored_barrier
+    does (every member alike): group -> first skipped seq of each gap. Not unrecorded work."""
 
 
 def _group_key(entries: pd.DataFrame) -> np.ndarray:
@@ -247,13 +248,17 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
         n = len(per_rank)
         if n < 2:
             continue
-        checks: list[tuple[str, pd.Series]] = [("op_mismatch", _check_series(per_rank, "op_mismatch"))]
+        checks: list[tuple[str, pd.Series]] = [("op_mismatch", per_rank["op"])]
         op_major = _majority(per_rank["op"])
         if (per_rank["op"] == op_major).all():
-            checks = [("dtype_mismatch", _check_series(per_rank, "dtype_mismatch"))]
-            if all(part in SIZE_CHECKED_OPS for part in op_major.split("+")):
-                checks.append(("size_mismatch", _check_series(per_rank, "size_mismatch")))
+            # Only the sides the op's expectation says every member records alike.
+            rule = expectation(op_major)
+            checks = [("dtype_mismatch", _check_series(per_rank, "dtype_mismatch", rule))]
+            if rule.sizes:
+                checks.append(("size_mismatch", _check_series(per_rank, "size_mismatch", rule)))
         for kind, series in checks:
+            if series.nunique() < 2:
+                continue
             counts = series.value_counts()
             tie = len(counts) > 1 and counts.iloc[0] == counts.iloc[1]
             major = NO_MAJORITY if tie else _majority(series)
@@ -263,7 +268,7 @@ def _mismatches(coll: pd.DataFrame) -> pd.DataFrame:
             if tie:
                 # No majority inside the group (a pair): ask the sibling groups (same desc,
                 # e.g. the other tensor-parallel pairs) what they issued at this seq.
-                sibling = _sibling_value(coll, name, desc, seq, kind)
+                sibling = _sibling_value(coll, name, desc, seq, kind, expectation(op_major))
                 if sibling is not None and (series == sibling).any():
                     major, deviating = sibling, series[series != sibling]
                     agree = int((series == sibling).sum())
@@ -296,15 +301,31 @@ def _signatures(grp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(joined)
 
 
-def _check_series(per_rank: pd.DataFrame, kind: str) -> pd.Series:
+_SIDE_COLUMNS = {("dtype_mismatch", "inputs"): "dtypes", ("dtype_mismatch", "outputs"): "odtypes",
+                 ("size_mismatch", "inputs"): "sizes", ("size_mismatch", "outputs"): "osizes"}
+
+
+def _check_series(per_rank: pd.DataFrame, kind: str, rule: Expectation | None = None) -> pd.Series:
+    """Per rank, the value compared for ``kind``: the op, or the dtypes / shapes of the sides
+    ``rule`` says must agree (``inputs|outputs`` when both). On a one-sided op a member that
+    left a compared side empty is not compared (it is not that member's side)."""
     if kind == "op_mismatch":
         return per_rank["op"]
-    if kind == "dtype_mismatch":
-        return per_rank["dtypes"] + "|" + per_rank["odtypes"]
-    return per_rank["sizes"] + "|" + per_rank["osizes"]
+    rule = rule if rule is not None else expectation(str(per_rank["op"].iloc[0]))
+    compared = sides(rule.dtypes if kind == "dtype_mismatch" else rule.sizes)
+    if not compared:
+        return pd.Series([], dtype=object)
+    cols = [per_rank[_SIDE_COLUMNS[(kind, side)]] for side in compared]
+    keep = pd.Series(True, index=per_rank.index)
+    if rule.one_sided:
+        for col in cols:
+            keep &= ~col.str.fullmatch(r"\[\](\+\[\])*")
+    value = cols[0] if len(cols) == 1 else cols[0] + "|" + cols[1]
+    return value[keep]
 
 
-def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str) -> str | None:
+def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str,
+                   rule: Expectation | None = None) -> str | None:
     """The value most sibling groups (same desc, other name) used at ``seq``, if unanimous
     enough to break a tie (a strict majority of the siblings' ranks)."""
     if not desc or desc in ("undefined", "default_pg"):
@@ -315,9 +336,9 @@ def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str
     rows = rows[["pg_name", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
                  "input_sizes", "output_sizes"]].astype({c: str for c in (
                      "op", "input_dtypes", "output_dtypes", "input_sizes", "output_sizes")})
-    values = _check_series(_signatures(rows), kind)
+    values = _check_series(_signatures(rows), kind, rule)
     counts = values.value_counts()
-    if counts.iloc[0] * 2 <= len(values):
+    if counts.empty or counts.iloc[0] * 2 <= len(values):
         return None
     return str(counts.index[0])
 
@@ -529,6 +550,13 @@ def match(tables: Tables) -> Matching:
         "output_sizes", "input_dtypes", "output_dtypes", "time_created_ns", "time_started_ns"]]
     dialects = read_dialects(tables)
     progress = _progress(tables, coll, dialects)
+    # monitored_barrier is send/recv only where the backend records none of them and counts
+    # op_ids (gloo): there its sequence gaps are no unrecorded work.
+    members = tables.members()
+    unseen_p2p = _groups_without_p2p_records(members, dialects)
+    barrier_gaps = monitored_barrier_gaps(entries, members, unseen_p2p) if unseen_p2p else {}
+    if barrier_gaps:
+        progress = _discount_monitored_barriers(progress, entries, members, barrier_gaps)
     p2p = _p2p(tables, dialects)
     return Matching(
         progress=progress,
@@ -539,4 +567,51 @@ def match(tables: Tables) -> Matching:
         dialects=dialects,
         stale_completers=({} if dialects.completion_unobserved
                           else stale_completers(progress, dialects.observed_ranks)),
+        barrier_gaps=barrier_gaps,
     )
+
+
+def _groups_without_p2p_records(members: Mapping[str, tuple[int, ...]],
+                                 dialects: Dialects) -> list[str]:
+    """Groups every dumped member of which reads as a dialect that records no send/recv and
+    counts ``pg_status`` in op_ids (:attr:`Dialects.p2p_unrecorded_ranks`)."""
+    unseen = dialects.p2p_unrecorded_ranks
+    out = []
+    for name, ranks in members.items():
+        read = [int(r) for r in ranks if (d := dialects.of(int(r))) is not None and d.backend]
+        if read and all(r in unseen for r in read):
+            out.append(str(name))
+    return out
+
+
+def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
+                                 members: dict[str, tuple[int, ...]],
+                                 gaps: dict[str, list[int]]) -> pd.DataFrame:
+    """gloo's monitored_barrier runs 2 x (members - 1) unrecorded send/recv on the group's
+    first member and two on each other member, so the first member's ``op_id`` drifts ahead
+    of its ``collective_seq_id`` by 2 x (members - 2) per barrier more than the others' do.
+    Where a group shows monitored barrier gaps, the first member's op progress is counted in
+    the others' units: less that extra drift (read from its newest entry against the others'
+    newest), when it is a positive multiple of 2 x (members - 2). Those ops are no
+    unrecorded work, whoever of the group stalled later."""
+    out = progress.copy()
+    names = out["pg_name"].astype(str)
+    coll = entries.loc[~entries["is_p2p"], ["pg_name", "rank", "seq", "op_id", "record_id"]]
+    newest = coll.loc[coll.groupby(["pg_name", "rank"], observed=True)["record_id"].idxmax()]
+    drift = pd.Series((newest["op_id"] - newest["seq"]).to_numpy(),
+                      index=pd.MultiIndex.from_arrays([newest["pg_name"].astype(str),
+                                                       newest["rank"].astype(int)]))
+    for name in gaps:
+        ranks = members.get(name, ())
+        n = len(ranks)
+        if n < 3 or (name, int(ranks[0])) not in drift.index:
+            continue
+        first = int(ranks[0])
+        others = [int(drift[(name, int(r))]) for r in ranks[1:] if (name, int(r)) in drift.index]
+        at = out.index[(names == name) & (out["rank"] == first) & (out["op_progress"] >= 0)]
+        if not others or not len(at):
+            continue
+        extra = int(drift[(name, first)]) - max(others)
+        if extra > 0 and extra % (2 * (n - 2)) == 0:
+            out.loc[at, "op_progress"] = out.loc[at, "op_progress"] - extra
+    return out

@@ -19,7 +19,7 @@ from tools import record_gloo as rg
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_dumps"
 KINDS = {"not_joined", "missing_dump", "op_mismatch", "size_mismatch", "dtype_mismatch",
-         "unrecorded_ops", "deadlock", "no_hang"}
+         "unrecorded_ops", "deadlock", "stuck_in_collective", "no_hang"}
 EXPECTED_KEYS = {"scenario", "world", "torch", "backend", "format", "dumped_ranks", "hang",
                  "culprits", "kind", "deadlock", "description"}
 
@@ -105,7 +105,8 @@ def test_sample_dumps_match_expected() -> None:
 # ------------------------------------------------------------------ live, end to end
 
 _TORCH_PYTHON = rg.REPO_ROOT / ".venv-torch" / "bin" / "python"
-_LIVE = ["stall_w4", "crash_w4", "deadlock_w4", "size_desync_w4", "tp_dp_w8_json"]
+_LIVE = ["stall_w4", "crash_w4", "deadlock_w4", "size_desync_w4", "tp_dp_w8_json", "opmix_stall_w4",
+         "opmix_stuck_w4"]
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,7 @@ class Ctx:
     side: Any  # side TCPStore client (main thread only)
     torch: Any
     dist: Any
+    freeze_fn: Callable[[], None] | None = None
 
     def t(self, n: int = 8, dtype: Any = None) -> Any:
         dtype = dtype if dtype is not None else self.torch.float32
@@ -96,6 +97,15 @@ class Ctx:
     def stall(self) -> None:
         """Stop making progress, like a rank stuck in compute or data loading."""
         time.sleep(STALL_S)
+
+    def freeze(self) -> None:
+        """Write this rank's buffer as it stands, then stop the whole process (SIGSTOP), like
+        a host or driver that hangs with an op in flight. Nothing in the buffer changes while
+        the process is stopped (what its dump would hold whenever it was taken); the recorder
+        continues it once the other ranks dumped, and it then only reports its dump. The
+        store key ``frozen_<rank>`` tells the other ranks it is stopped."""
+        assert self.freeze_fn is not None
+        self.freeze_fn()
 
     def crash(self) -> None:
         """Die hard, without running any cleanup and without dumping."""
@@ -126,6 +136,9 @@ class Scenario:
     # Where the dumps cannot show what was injected: what an honest analysis concludes
     # instead (verdict, culprits, kind) and why. Written to EXPECTED.json as "analyzer".
     analyzer: dict[str, Any] | None = None
+    # Ranks that freeze (SIGSTOP themselves, like a hung host) right after enqueuing an op;
+    # the recorder continues them once the other ranks dumped, so they dump too.
+    freeze: tuple[int, ...] = ()
 
 
 def _warmup(c: Ctx) -> None:
@@ -282,6 +295,120 @@ def _crash_size_w4(c: Ctx) -> None:
     c.dist.all_reduce(c.t())
 
 
+# --------------------------------------------------------------------------------------
+# The op mix: collectives whose recorded sides and sizes differ per rank by design
+# --------------------------------------------------------------------------------------
+
+
+def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
+    """One call of every op whose entries differ between ranks by design, in a fixed order."""
+    d, w, r, torch = c.dist, c.world, c.rank, c.torch
+    last = w - 1
+
+    def gather() -> None:  # only the root records outputs
+        d.gather(c.t(), [c.t() for _ in range(w)] if r == 0 else None, dst=0)
+
+    def scatter() -> None:  # only the source records inputs
+        d.scatter(c.t(), [c.t() for _ in range(w)] if r == last else None, src=last)
+
+    def all_to_all_single() -> None:  # uneven splits: rank r sends r + 1 elements to everyone
+        out_splits = [q + 1 for q in range(w)]
+        d.all_to_all_single(torch.ones(sum(out_splits)), torch.ones((r + 1) * w),
+                            output_split_sizes=out_splits, input_split_sizes=[r + 1] * w)
+
+    def all_to_all() -> None:  # gloo wants one size for every tensor of the list form
+        d.all_to_all([c.t(4) for _ in range(w)], [c.t(4) for _ in range(w)])
+
+    def broadcast_object_list() -> None:
+        objs: list[Any] = [{"step": 1, "note": "x" * 40}] if r == 0 else [None]
+        d.broadcast_object_list(objs, src=0)
+
+    def all_gather_object() -> None:  # objects of per-rank sizes
+        out: list[Any] = [None] * w
+        d.all_gather_object(out, "y" * (r * 50 + 1))
+
+    def gather_object() -> None:
+        out = [None] * w if r == 0 else None
+        d.gather_object("z" * (r * 30 + 1), out, dst=0)
+
+    def scatter_object_list() -> None:
+        out: list[Any] = [None]
+        d.scatter_object_list(out, ["w" * (q * 20 + 1) for q in range(w)] if r == 0 else None, src=0)
+
+    def reduce_scatter() -> None:  # gloo: one all_reduce per output
+        d.reduce_scatter(c.t(), [c.t() for _ in range(w)])
+
+    def reduce_scatter_tensor() -> None:  # gloo: one all_reduce of the whole input
+        d.reduce_scatter_tensor(c.t(), c.t(8 * w))
+
+    def all_gather_into_tensor() -> None:  # one [world, n] output
+        d.all_gather_into_tensor(torch.ones(w, 8), torch.ones(1, 8))
+
+    def all_gather() -> None:
+        d.all_gather([c.t() for _ in range(w)], c.t())
+
+    def monitored_barrier() -> None:  # send/recv inside gloo: no entry, seq gaps
+        d.monitored_barrier(timeout=c.timeout)
+
+    def monitored_barrier_all() -> None:
+        d.monitored_barrier(timeout=c.timeout, wait_all_ranks=True)
+
+    return [
+        ("gather", gather), ("scatter", scatter), ("reduce", lambda: d.reduce(c.t(), dst=0)),
+        ("broadcast", lambda: d.broadcast(c.t(), src=1)),
+        ("all_to_all_single", all_to_all_single), ("all_to_all", all_to_all),
+        ("broadcast_object_list", broadcast_object_list), ("all_gather_object", all_gather_object),
+        ("gather_object", gather_object), ("scatter_object_list", scatter_object_list),
+        ("reduce_scatter", reduce_scatter), ("reduce_scatter_tensor", reduce_scatter_tensor),
+        ("all_gather_into_tensor", all_gather_into_tensor), ("all_gather", all_gather),
+        ("barrier", d.barrier), ("monitored_barrier", monitored_barrier),
+        ("monitored_barrier_all", monitored_barrier_all), ("all_reduce", lambda: d.all_reduce(c.t())),
+    ]
+
+
+def _op_mix(c: Ctx, *, stall_rank: int = -1, stall_before: str = "") -> None:
+    for name, step in _op_mix_steps(c):
+        if c.rank == stall_rank and name == stall_before:
+            c.stall()
+        step()
+
+
+def _opmix_healthy_w4(c: Ctx) -> None:
+    c.dist.barrier()
+    _op_mix(c)
+    _op_mix(c)
+
+
+def _opmix_stall_w4(c: Ctx) -> None:
+    # One full round (monitored barriers included), then rank 2 stalls before the gather
+    # that opens the second round: the others enqueue it (only the root with outputs).
+    c.dist.barrier()
+    _op_mix(c)
+    _op_mix(c, stall_rank=2, stall_before="gather")
+
+
+def _opmix_stall_object_w4(c: Ctx) -> None:
+    # Rank 1 stalls before scatter_object_list, which gloo records as three ops.
+    c.dist.barrier()
+    _op_mix(c, stall_rank=1, stall_before="scatter_object_list")
+
+
+def _opmix_stuck_w4(c: Ctx) -> None:
+    # After a full round, rank 3 enqueues an all_reduce and its process freezes inside it
+    # (SIGSTOP, like a hung host or driver); the others enqueue it once rank 3 is frozen (so
+    # it cannot complete) and time out in it.
+    c.dist.barrier()
+    _op_mix(c)
+    if c.rank == 3:
+        work = c.dist.all_reduce(c.t(), async_op=True)
+        c.freeze()
+        work.wait()
+    else:
+        c.side.wait(["frozen_3"])
+        time.sleep(0.2)  # rank 3 stops
+        c.dist.all_reduce(c.t())
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -368,6 +495,37 @@ SCENARIOS: dict[str, Scenario] = {
             "the culprit) leaves no dump.",
             no_dump=(3,),
         ),
+        Scenario(
+            "opmix_healthy_w4", 4, _opmix_healthy_w4, [], "no_hang",
+            "No fault: two rounds of gather, scatter, reduce, broadcast, uneven "
+            "all_to_all_single, all_to_all, the object collectives, reduce_scatter (list and "
+            "tensor), all_gather_into_tensor, all_gather, barrier and monitored_barrier (with and "
+            "without wait_all_ranks), then rank 0 asks all ranks to dump. Sides and sizes "
+            "differ between ranks by design.",
+            hang=False, healthy=True,
+        ),
+        Scenario(
+            "opmix_stall_w4", 4, _opmix_stall_w4, [2], "not_joined",
+            "One round of the op mix of opmix_healthy_w4, then rank 2 stalls before the "
+            "gather that opens the second round. Rank 0, the root, waits in the gather; ranks"
+            " 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, the "
+            "source, into the scatter, and rank 1 through the scatter into the reduce (root "
+            "0), where they time out.",
+        ),
+        Scenario(
+            "opmix_stall_object_w4", 4, _opmix_stall_object_w4, [1], "not_joined",
+            "The op mix of opmix_healthy_w4 up to scatter_object_list, before which rank 1 "
+            "stalls. Its first op is a Long broadcast from rank 0: ranks 0 and 3 wait in it, "
+            "rank 2 receives it and goes on into the Byte scatter, where it times out.",
+        ),
+        Scenario(
+            "opmix_stuck_w4", 4, _opmix_stuck_w4, [3], "stuck_in_collective",
+            "One round of the op mix, then rank 3 enqueues an all_reduce, writes its buffer as "
+            "it stands and its process freezes inside the op (SIGSTOP, a hung host) until the "
+            "others dumped; ranks 0, 1 and 2 enqueue the all_reduce after that and time out in "
+            "it. Every member joined; rank 3's entry is the one that never timed out.",
+            freeze=(3,),
+        ),
     ]
 }
 
@@ -401,11 +559,9 @@ def _worker(cfg: dict[str, Any]) -> None:
     def log(msg: str) -> None:
         print(f"[rank {rank} {time.monotonic():.3f}] {msg}", file=sys.stderr, flush=True)
 
-    def poller() -> None:
-        side = side_client()
-        while not side.check([TRIGGER_KEY]):
-            time.sleep(0.05)
-        log(f"saw {TRIGGER_KEY} (set by rank {side.get(TRIGGER_KEY).decode()}); dumping")
+    written = threading.Event()  # a frozen rank wrote its buffer before it froze
+
+    def write_dump() -> None:
         if scen.fmt == "json":
             data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
         else:
@@ -415,8 +571,28 @@ def _worker(cfg: dict[str, Any]) -> None:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
-        side.add("dumped", 1)
         log(f"wrote {path.name} ({len(data)} bytes)")
+
+    def freeze_now() -> None:
+        import signal
+
+        write_dump()
+        written.set()
+        side.set(f"frozen_{rank}", "1")  # the others may go on: nothing here moves any more
+        log("freezing (SIGSTOP)")
+        os.kill(os.getpid(), signal.SIGSTOP)
+        log("continued")
+
+    def poller() -> None:
+        side = side_client()
+        while not side.check([TRIGGER_KEY]):
+            time.sleep(0.05)
+        log(f"saw {TRIGGER_KEY} (set by rank {side.get(TRIGGER_KEY).decode()}); dumping")
+        if written.is_set():
+            log("buffer already written before freezing")
+        else:
+            write_dump()
+        side.add("dumped", 1)
         # Stay alive until every rank that can dump has done so: exiting early would
         # close our gloo connections and turn the others' pending ops into errors.
         deadline = time.monotonic() + DUMP_WAIT_S
@@ -432,7 +608,8 @@ def _worker(cfg: dict[str, Any]) -> None:
                             timeout=timeout)
     threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     side = side_client()
-    ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist)
+    ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
+              freeze_fn=freeze_now)
     try:
         scen.body(ctx)
         log("scenario body finished")
@@ -512,6 +689,25 @@ def _free_store(world: int) -> Any:
                          wait_for_workers=False)
 
 
+def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
+                          deadline: float) -> None:
+    """Continue the frozen ranks (SIGCONT) once every other rank that can dump has dumped."""
+    import signal
+
+    others = scen.world - len(scen.no_dump) - len(scen.freeze)
+
+    def watch() -> None:
+        while time.monotonic() < deadline:
+            if side_store.check(["dumped"]) and side_store.add("dumped", 0) >= others:
+                break
+            time.sleep(0.05)
+        for rank in scen.freeze:
+            if procs[rank].poll() is None:
+                os.kill(procs[rank].pid, signal.SIGCONT)
+
+    threading.Thread(target=watch, name="continue-frozen", daemon=True).start()
+
+
 def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
               log_dir: Path) -> dict[str, Any]:
     """Run the scenario's workers once; return what happened."""
@@ -543,6 +739,8 @@ def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
         )
         procs.append((p, logf))
     deadline = started + RUN_DEADLINE_S
+    if scen.freeze:
+        _continue_after_dumps(scen, side_store, [p for p, _ in procs], deadline)
     codes: dict[int, int | None] = {}
     for rank, (p, logf) in enumerate(procs):
         try:
@@ -574,16 +772,17 @@ def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
 
 def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
            log_dir: Path | None = None, attempts: int = 3,
-           verbose: bool = True) -> dict[str, Any]:
+           verbose: bool = True, suffix: str = "") -> dict[str, Any]:
     """Run one scenario and write its dumps and EXPECTED.json under out_root/name.
 
     A run counts when exactly the planned ranks dumped; otherwise it is repeated (up to
-    ``attempts`` times) and then reported as an error.
+    ``attempts`` times) and then reported as an error. ``suffix`` is appended to the
+    directory and scenario names (e.g. ``_t215`` for a recording with another torch).
     """
     import torch
 
     scen = SCENARIOS[name]
-    out_dir = out_root / name
+    out_dir = out_root / (name + suffix)
     want = sorted(set(range(scen.world)) - set(scen.no_dump))
     log_root = log_dir or Path(tempfile.mkdtemp(prefix=f"record_gloo_{name}_"))
     summary: dict[str, Any] = {}
@@ -604,7 +803,7 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
         scrub_dump(path)
         load_dump(path)  # must load with the no-globals unpickler
     expected = {
-        "scenario": name,
+        "scenario": name + suffix,
         "world": scen.world,
         "torch": torch.__version__,
         "backend": "gloo",
@@ -629,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                     help="collective timeout in seconds (default %(default)s)")
     ap.add_argument("--log-dir", type=Path, help="keep worker logs here")
+    ap.add_argument("--suffix", default="",
+                    help="append to each scenario's directory and name (e.g. _t215)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -640,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         try:
             record(name, args.out, timeout_s=args.timeout,
-                   log_dir=(args.log_dir / name) if args.log_dir else None)
+                   log_dir=(args.log_dir / name) if args.log_dir else None, suffix=args.suffix)
         except RuntimeError as exc:
             print(f"ERROR: {exc}", file=sys.stderr)
             failed.append(name)

@@ -522,17 +522,62 @@ class SiteTable:
                 0, int(math.log2(max(group_size, 1)))),
         )
 
+    # -- the op mix: ops whose recorded sides and sizes differ per rank by design
+    MIX_OPS = ("gather", "scatter", "reduce", "broadcast", "all_to_all", "all_gather",
+               "reduce_scatter", "broadcast_object_list", "all_gather_object")
+
+    def mix(self, kind: str, index: int) -> Site:
+        """An op of the mix as group rank ``index`` of the default group records it."""
+        return self._get(("mix", kind, index), lambda: self._mix(kind, index))
+
+    def _mix(self, kind: str, index: int) -> Site:
+        world = self.topo.world
+        n = 1024
+        one, flt = [[n]], ["Float"]
+        ins, idt, outs, odt = one, flt, one, flt
+        op = kind
+        if kind == "gather":  # only the root records the gathered outputs
+            outs, odt = ([[n]] * world, flt * world) if index == 0 else ([], [])
+        elif kind == "scatter":  # only the source (the last rank) records the inputs
+            last = index == world - 1
+            ins, idt = ([[n]] * world, flt * world) if last else ([], [])
+        elif kind == "all_to_all":  # all_to_all_single with uneven splits
+            ins, outs = [[(index + 1) * world * 64]], [[world * (world + 1) // 2 * 64]]
+        elif kind == "all_gather":  # NCCL's uneven all_gather: each input is its own slot
+            ins = [[(index + 1) * 64]]
+            outs, odt = [[(q + 1) * 64] for q in range(world)], flt * world
+        elif kind == "reduce_scatter":  # uneven reduce_scatter: each output is its own slot
+            ins, idt = [[(q + 1) * 64] for q in range(world)], flt * world
+            outs = [[(index + 1) * 64]]
+        elif kind == "broadcast_object_list":  # a Long size, then the pickled bytes
+            op, ins, idt, outs, odt = "broadcast", [[1]], ["Long"], [[1]], ["Long"]
+        elif kind == "all_gather_object":  # Long sizes, then bytes padded to the largest
+            op, ins, idt = "all_gather", [[1]], ["Long"]
+            outs, odt = [[1]] * world, ["Long"] * world
+        frames = [(kind, _C10D, 4000 + self.MIX_OPS.index(kind)), ("wrapper", _LOGGER, 81)]
+        frames += self._step_tail
+        return Site(
+            key=("mix", kind, index), op=op, in_sizes=ins, in_dtypes=idt, out_sizes=outs,
+            out_dtypes=odt, frames=_frames(*frames), autograd=False, cpu_ns=120 * US,
+            gpu_ns=150 * US, comm_ns=self._coll_ns(n * 4 * 2, world, 1.0, NETWORK_BYTES_PER_NS),
+        )
+
 
 def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: int,
-                  batch_p2p: bool = False) -> list[Op]:
+                  batch_p2p: bool = False, mix_rank: int | None = None) -> list[Op]:
     """One training step of a rank on pipeline stage ``stage``.
 
     With ``batch_p2p`` every send/recv goes through ``batch_isend_irecv`` (Megatron's
     ``batch_p2p_comm``), which the flight recorder records as the op plus a coalesced work.
+    With ``mix_rank`` (the rank's global rank) the step starts with the op mix on the
+    default group: ops whose recorded sides and sizes differ per rank by design.
     """
     pp, tp = topo.pp, topo.tp
     ops: list[Op] = []
     b = batch_p2p
+    if mix_rank is not None:  # at the start of the step, like a broadcast of the batch
+        for k, kind in enumerate(SiteTable.MIX_OPS):
+            ops.append(Op(sites.mix(kind, mix_rank), DEFAULT, tag=("S", "mix", k)))
     for m in range(microbatches):
         if stage > 0:
             ops.append(Op(sites.p2p(RECV, True, b), PP, RECV, stage - 1, tag=("F", m, "recv")))
@@ -1417,6 +1462,7 @@ def simulate_job(
     inflight: int = DEFAULT_INFLIGHT,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     batch_p2p: bool = False,
+    op_mix: bool = False,
     dialect: str = "nccl",
 ) -> dict[str, Any]:
     """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED.
@@ -1453,7 +1499,10 @@ def simulate_job(
     have in flight before it blocks), ``timeout_ms`` (the watchdog timeout; dumps are written
     just after it), ``batch_p2p`` (send/recv through batch_isend_irecv: each op is recorded
     without events, so it stays "scheduled" and unretired forever, followed by a
-    "nccl:coalesced" work that carries the state), ``jobs`` (writer processes), ``dialect``
+    "nccl:coalesced" work that carries the state), ``op_mix`` (every step also runs gather,
+    scatter, reduce, broadcast, uneven all_to_all_single, all_gather and reduce_scatter, and
+    the ops of broadcast_object_list and all_gather_object on the default group: their sides
+    and sizes differ per rank by design), ``jobs`` (writer processes), ``dialect``
     (:data:`DIALECTS`: ``nccl2`` writes torch 2.15's hook form, :func:`to_hook_form`, as
     ``nccl2_trace_rank_<r>``, and only ranks with an op that never finished write a file,
     as nccl2's abort callback does; a healthy job's dump is an on-demand one of every rank).
@@ -1472,15 +1521,24 @@ def simulate_job(
     sites = SiteTable(topo)
     M = microbatches if microbatches is not None else min(16, max(4, pp))
     inflight = max(2, inflight)
-    by_stage = [build_program(topo, sites, s, M, batch_p2p) for s in range(pp)]
-    base = [by_stage[topo.coords(r)[1]] for r in range(topo.world)]
+    if op_mix:  # per-rank programs: the mix's sizes depend on the rank
+        base = [build_program(topo, sites, topo.coords(r)[1], M, batch_p2p, mix_rank=r)
+                for r in range(topo.world)]
+        by_stage = base
+    else:
+        by_stage = [build_program(topo, sites, s, M, batch_p2p) for s in range(pp)]
+        base = [by_stage[topo.coords(r)[1]] for r in range(topo.world)]
 
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small objects, no cycles: the collector would only rescan them
     try:
-        return _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing, fmt,
-                         buffer_size, with_frames, seed, jobs, entries_per_rank, inflight,
-                         timeout_ms, dialect)
+        expected = _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing,
+                             fmt, buffer_size, with_frames, seed, jobs, entries_per_rank,
+                             inflight, timeout_ms, dialect)
+        if op_mix:
+            expected["op_mix"] = list(SiteTable.MIX_OPS)
+            (out_dir / "EXPECTED.json").write_text(json.dumps(expected, indent=2) + "\n")
+        return expected
     finally:
         gc.unfreeze()
         if gc_was_enabled:
@@ -1635,6 +1693,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-frames", action="store_true")
     ap.add_argument("--batch-p2p", action="store_true",
                     help="send/recv through batch_isend_irecv (coalesced records)")
+    ap.add_argument("--op-mix", action="store_true",
+                    help="also run ops whose sides and sizes differ per rank by design")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dialect", default="nccl", choices=DIALECTS,
                     help="nccl (legacy recorder), nccl2 (torch 2.15 hook form) or mixed")
@@ -1646,7 +1706,7 @@ def main(argv: list[str] | None = None) -> int:
         timing=args.timing, fmt="json" if args.json else "pickle", buffer_size=args.buffer_size,
         with_frames=not args.no_frames, seed=args.seed, jobs=args.jobs,
         entries_per_rank=args.entries_per_rank, microbatches=args.microbatches,
-        batch_p2p=args.batch_p2p, dialect=args.dialect,
+        batch_p2p=args.batch_p2p, op_mix=args.op_mix, dialect=args.dialect,
     )
     elapsed = time.perf_counter() - t
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
