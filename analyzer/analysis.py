@@ -18,7 +18,8 @@ import pandas as pd
 
 from analyzer.diagnosis import Diagnosis, diagnose
 from analyzer.graph import build_graph, waits
-from analyzer.loader import Progress, load_dumps
+from analyzer.errors import InputError
+from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import is_store, read_store
 from analyzer.tables import Tables, normalize
@@ -35,6 +36,8 @@ class Analysis:
     waits: pd.DataFrame
     graph: nx.DiGraph
     diagnosis: Diagnosis
+    loaded: Loaded | None = None
+    """What the loader read (None for a re-opened store): ignored files, duplicates, warnings."""
 
     # Convenience views for notebooks.
     @property
@@ -114,6 +117,9 @@ def analyze(
     A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if world_size is not None and world_size < 1:
+        raise InputError(f"world size {world_size}: a job has at least one rank")
+    loaded: Loaded | None = None
     with _cyclic_gc_paused():
         if len(inputs) == 1 and is_store(inputs[0]):
             tables = read_store(inputs[0])  # normalized tables exported earlier
@@ -123,8 +129,18 @@ def analyze(
         matching = match(tables)
         wait_rows = waits(tables, matching)
         graph = build_graph(tables, wait_rows)
-        diagnosis = diagnose(tables, matching, wait_rows, graph)
-    return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph, diagnosis=diagnosis)
+        diagnosis = diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded))
+    return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
+                    diagnosis=diagnosis, loaded=loaded)
+
+
+def _unsure(loaded: Loaded | None) -> dict[int, str]:
+    """Ranks whose evidence is doubtful, and why (see :func:`analyzer.diagnosis.diagnose`)."""
+    if loaded is None:
+        return {}
+    out = {r: "its file could not be read" for r in loaded.unreadable_ranks}
+    out.update({r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks})
+    return out
 
 
 @contextmanager

@@ -59,24 +59,18 @@ def _save(path: Path, obj: Any) -> None:
 
 
 def _laughs() -> bytes:
-    """A small pickle whose object graph is tiny but whose traversal is 10**9 items."""
+    """A dump whose entry's input_sizes is a list of 10 lists of 10 lists ... 9 levels deep,
+    each level one memoized object: 300 bytes of pickle, 10**9 values if walked."""
     out = io.BytesIO()
-    out.write(b"\x80\x04")
-    out.write(b"X\x01\x00\x00\x00a" + b"q\x00")  # memo 0 = "a"
+    out.write(b"X\x01\x00\x00\x00aq\x000")
     for level in range(1, 10):
-        out.write(b"]")  # empty list
-        out.write(b"(" + b"h" + bytes([level - 1]) * 1 + (b"h" + bytes([level - 1])) * 9 + b"e")
-        out.write(b"q" + bytes([level]))
-    body = out.getvalue()
-    # A dump whose entries' input_sizes are the bomb.
-    dump = pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": []},
-                        protocol=4)
-    del dump
-    bomb = (b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
+        out.write(b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level])
+                  + (b"0" if level < 9 else b""))
+    return (b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
             b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
-            b"X\x11\x00\x00\x00collective_seq_idK\x09"
-            b"X\x0b\x00\x00\x00input_sizes" + body[2:] + b"ueu.")
-    return bomb
+            b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
+            b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue()
+            + b"ueu.")
 
 
 def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]:
@@ -176,7 +170,9 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     def _(d: Path) -> None:
         _copy(CHAIN, d)
         with gzip.open(d / "nccl_trace_rank_9.gz", "wb", compresslevel=1) as f:
-            f.write(b"\x80\x04")
+            # A dump's head, then a 6 GB bytes object: only the cap stops it.
+            f.write(b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10"
+                    b"X\x07\x00\x00\x00entries\x8e" + (6 << 30).to_bytes(8, "little"))
             chunk = bytes(1 << 20)
             for _ in range(6 << 10):  # 6 GB of zeros
                 f.write(chunk)

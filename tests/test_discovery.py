@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.discovery import discover, rank_from_name
-from analyzer.errors import InputError, RankResolutionError
+from analyzer.errors import InputError
 
 
 @pytest.mark.parametrize(
@@ -75,8 +75,9 @@ def test_empty_directory(tmp_path: Path) -> None:
         discover([tmp_path])
 
 
-def test_two_files_for_one_rank(tmp_path: Path) -> None:
+def test_two_files_for_one_rank_are_both_returned(tmp_path: Path) -> None:
+    # Which one counts is decided by the loader, from their content (duplicates, backends).
     _touch(tmp_path / "nccl_trace_rank_1")
     _touch(tmp_path / "rank_1.json")
-    with pytest.raises(RankResolutionError, match="rank 1"):
-        discover([tmp_path])
+    assert [(f.rank, f.path.name) for f in discover([tmp_path])] == [
+        (1, "nccl_trace_rank_1"), (1, "rank_1.json")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 
 from analyzer.analysis import Analysis
+from analyzer.escape import clean
+from analyzer.render.inputs import input_notes, text_lines
 
 _KIND_TITLES = {
     "not_joined": "a rank stalled outside communication",
@@ -24,7 +26,8 @@ def _wrap(text: str, indent: str, width: int) -> str:
     return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
-def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12) -> str:
+def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
+                verbose: bool = False) -> str:
     """Plain text for a terminal or a ticket."""
     d = analysis.diagnosis
     t = analysis.tables
@@ -64,7 +67,13 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
                  + (f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
                     if len(t.entries) else ""))
     if d.missing_dumps:
-        lines.append(f"missing dumps: ranks {', '.join(str(r) for r in d.missing_dumps)}")
+        unreadable = set(input_notes(analysis).unreadable_ranks)
+        note = (f" ({', '.join(str(r) for r in sorted(unreadable))} with an unreadable file)"
+                if unreadable & set(d.missing_dumps) else "")
+        lines.append(f"missing dumps: ranks {', '.join(str(r) for r in d.missing_dumps)}{note}")
+    suspect = input_notes(analysis).suspect_ranks
+    if suspect:
+        lines.append(f"suspect dumps (values dropped): ranks {', '.join(str(r) for r in suspect)}")
     if d.deadlock_cycles:
         for cycle in d.deadlock_cycles:
             lines.append(f"deadlock cycle: ranks {', '.join(str(r) for r in cycle)}")
@@ -80,5 +89,7 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     if len(t.skipped):
         lines.append("skipped files:")
         for path, reason in t.skipped[["path", "reason"]].itertuples(index=False):
-            lines.append(f"  {path}: {reason}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"  {clean(str(path))}: {clean(str(reason))}")
+    lines.extend(text_lines(analysis, verbose=verbose))
+    # Dump text is escaped where it is read; this also covers stores written before that.
+    return "\n".join(clean(line, 1 << 20) for line in "\n".join(lines).split("\n")) + "\n"
