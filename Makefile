@@ -6,12 +6,13 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench accuracy samples lint clean help
+.PHONY: demo test fuzz browser torch bench accuracy samples lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
+	@echo "make fuzz   - the property-based fuzzer of the loader, long run (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 
@@ -53,6 +54,13 @@ browser:
 BENCH_ARGS ?=
 bench: $(STAMP) torch
 	$(BIN)/python bench/run_bench.py $(BENCH_ARGS)
+
+# The loader fuzzer of tests/test_fuzz.py with fresh randomness and many more examples than
+# make test runs, and the cost of each kind of hostile input.
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP)
+	HANGSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	$(BIN)/python bench/hostile_input.py
 
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)

@@ -539,6 +539,14 @@ def _checked_ints(values: list[Any], default: int, lo: int, hi: int) -> tuple[np
             if bad.any():
                 arr[bad] = default
             return arr, bad
+    arr_, none = _exact(values, "i")  # ints and None (pickles' 'not observed'), still in C
+    if arr_ is not None and none is not None and arr_.dtype.kind == "i":
+        out = np.full(len(values), default, dtype=np.int64)
+        out[~none] = arr_
+        bad = ~none & ((out < lo) | (out >= hi))
+        if bad.any():
+            out[bad] = default
+        return out, bad
     pairs = [_one_int(v, default, lo, hi) for v in values]
     return (np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs)),
             np.fromiter((p[1] for p in pairs), dtype=bool, count=len(pairs)))
