@@ -336,21 +336,6 @@ def _exact(values: list[Any], kinds: str) -> tuple[np.ndarray | None, np.ndarray
     return rest, none
 
 
-def _ints(values: list[Any], default: int) -> np.ndarray:
-    """``[_int(v, default) for v in values]`` as int64."""
-    if values and type(values[0]) is int:  # the common case: a column of plain ints
-        try:
-            return np.fromiter(values, dtype=np.int64, count=len(values))
-        except (TypeError, ValueError, OverflowError):
-            pass  # None, odd strings or out-of-range numbers somewhere: the exact path below
-    arr, none = _exact(values, "ib")  # ints (and bools: _int(True) == 1)
-    if arr is None or none is None:
-        return np.array([_int64(v, default) for v in values], dtype=np.int64)
-    out = np.full(len(values), default, dtype=np.int64)
-    out[~none] = arr
-    return out
-
-
 def _bools(values: list[Any]) -> np.ndarray:
     """``[_bool(v) for v in values]``."""
     arr, none = _exact(values, "bi")  # bool(None) is False, bool(int) is "not zero"
@@ -478,10 +463,7 @@ def _pg_parts(pg: Any) -> tuple[str, str] | None:
         return None
     if not all(type(p) is str and len(p) <= 1024 for p in pg):
         return None
-    name = pg[0]
-    if not name or not name.isprintable():
-        return None
-    return clean(name), clean(pg[1]) if len(pg) > 1 else ""
+    return clean(pg[0]), clean(pg[1]) if len(pg) > 1 else ""
 
 
 def _stack_key(frames: Any) -> tuple[tuple[str, str, int], ...] | None:
