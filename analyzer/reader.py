@@ -607,7 +607,8 @@ def parse_payload(rank: int, payload: Payload) -> ParsedDump:
     odd = [i for i, v in enumerate(distinct) if type(v) is str and not _OP_NAME.match(v)]
     reject(name_index, odd, "profiling_name is not a backend:op name", entry=True)
     names = [clean(v) if type(v) is str and _OP_NAME.match(v) else "" for v in distinct]
-    split = [split_profiling_name(pname) for pname in names]
+    split = [(b, op, me if me < MAX_RANK else -1, peer if peer < MAX_RANK else -1)
+             for b, op, me, peer in map(split_profiling_name, names)]
     encode("profiling_name", name_index, names)
     encode("op", name_index, [backend_op[1] for backend_op in split])
     encode("backend", name_index, [backend_op[0] for backend_op in split])

@@ -20,7 +20,9 @@ import pandas as pd
 from analyzer import schema
 from analyzer.errors import InputError
 from analyzer.loader import Loaded, Skipped
-from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, STRING_FIELDS, ParsedDump, SameMembers
+from analyzer.reader import (
+    BOOL_FIELDS, FLOAT_FIELDS, MAX_RANK, STRING_FIELDS, ParsedDump, SameMembers,
+)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ def _default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
             continue
         in_default = remaps["pg_name"][i][d.strings["pg_name"]] == code
         peers = d.ints["peer_local"][in_default]
+        peers = peers[peers < MAX_RANK]
         if len(peers):
             size = max(size, int(peers.max()) + 1)
         gather = [c for c, op in enumerate(d.vocab["op"]) if op in _GATHER_OPS]
@@ -272,8 +275,10 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     # and the members the default group's entries show (all_gather outputs, send/recv
     # peers). A file that could not be read, or is no dump, never extends it.
     top_dumped = max((d.rank for d in dumps), default=-1)
-    evident = max([top_dumped + 1, unnamed_max + 1, _default_group_size(dumps, pg_names, remaps)]
+    evident = max([top_dumped + 1, unnamed_max + 1]
                   + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
+    if "0" not in config_votes:  # no member list of the default group: what do entries show?
+        evident = max(evident, _default_group_size(dumps, pg_names, remaps))
     if world_size is not None and world_size < top_dumped + 1:
         raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
                          f"({top_dumped + 1})")

@@ -220,6 +220,7 @@ def test_wrong_types_drop_entries_with_reasons(tmp_path: Path) -> None:
     obj["entries"][1]["process_group"] = {"a": 1}
     obj["entries"][2]["input_sizes"] = "x" * 10 + "\x1b"
     obj["entries"][3]["frames"] = [1, 2]
+    obj["entries"][4]["profiling_name"] = "gloo:send 0->" + "9" * 40  # no int64 holds it
     p.write_bytes(pickle.dumps(obj))
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3]
