@@ -25,7 +25,7 @@ import numpy as np
 
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.payload import Payload, Refusal, payloads
-from analyzer.escape import clean
+from analyzer.escape import MAX_TEXT, clean
 
 #: Columns holding repeated strings, encoded per file as codes into a vocabulary.
 STRING_FIELDS: tuple[str, ...] = (
@@ -472,13 +472,19 @@ def _stack_key(frames: Any) -> tuple[tuple[str, str, int], ...] | None:
         return None
     out = []
     for f in frames:
-        if not isinstance(f, dict):
+        if type(f) is not dict:
             return None
         name, filename, line = f.get("name", ""), f.get("filename", ""), f.get("line")
-        if not isinstance(name, str) or not isinstance(filename, str):
+        if type(name) is not str or type(filename) is not str:
             return None
-        n = _int64(line, 0) if not isinstance(line, (list, tuple, dict)) else 0
-        out.append((clean(name), clean(filename), n))
+        # The common case inline (printable, not too long, an int line): this runs per frame.
+        if len(name) > MAX_TEXT or not name.isprintable():
+            name = clean(name)
+        if len(filename) > MAX_TEXT or not filename.isprintable():
+            filename = clean(filename)
+        if type(line) is not int or not 0 <= line < 1 << 31:
+            line = _int64(line, 0) if not isinstance(line, (list, tuple, dict)) else 0
+        out.append((name, filename, line))
     return tuple(out)
 
 
@@ -522,6 +528,8 @@ def _checked_ints(values: list[Any], default: int, lo: int, hi: int) -> tuple[np
                 arr[bad] = default
             return arr, bad
     arr_, none = _exact(values, "i")  # ints and None (pickles' 'not observed'), still in C
+    if none is not None and none.all():  # never observed
+        return np.full(len(values), default, dtype=np.int64), np.zeros(len(values), dtype=bool)
     if arr_ is not None and none is not None and arr_.dtype.kind == "i":
         out = np.full(len(values), default, dtype=np.int64)
         out[~none] = arr_
