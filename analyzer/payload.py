@@ -197,6 +197,10 @@ def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
     if depth >= 3:
         yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
         return
+    if kind == "zip" and depth == 0 and f.seekable():
+        f.seek(0)  # a zip file on disk: its central directory is read in place
+        yield from _zip(label, f, depth, budget, in_place=True)
+        return
     stream: IO[bytes] = _Prefixed(head, f)
     if kind in COMPRESSED:
         stream = _Prefixed(b"", _decompressor(kind, stream))
@@ -282,15 +286,19 @@ def _tar(label: str, stream: IO[bytes], depth: int, budget: list[int]) -> Iterat
                       f"{str(exc)[:120]})", foreign=False)
 
 
-def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int]) -> Iterator[Payload | Refusal]:
-    """Every member of a zip file (its central directory needs the whole file: read within the cap)."""
+def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int], *,
+         in_place: bool = False) -> Iterator[Payload | Refusal]:
+    """Every member of a zip file. Its central directory needs random access: a zip inside a
+    compressed file is read into memory first, within the size a dump may have."""
+    source: IO[bytes] = stream
+    if not in_place:
+        try:
+            source = io.BytesIO(_read_capped(stream, b"", MAX_DUMP_BYTES, "the zip file"))
+        except OverflowError as exc:
+            yield Refusal(label, "", str(exc), foreign=False)
+            return
     try:
-        data = _read_capped(stream, b"", MAX_ARCHIVE_BYTES, "the zip file")
-    except OverflowError as exc:
-        yield Refusal(label, "", str(exc), foreign=False)
-        return
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        with zipfile.ZipFile(source) as zf:
             infos = zf.infolist()
             for n, info in enumerate(infos):
                 if n >= MAX_ARCHIVE_MEMBERS:
