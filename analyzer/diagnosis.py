@@ -476,12 +476,14 @@ def _all_done(tables: Tables, matching: Matching) -> bool:
 
 def _unsure_roots(root_findings: list[Finding], unsure: Mapping[int, str]) -> list[Finding]:
     """Roots whose own dump is unreadable or suspect are not blamed ahead of roots whose
-    readable dump shows them stalled: they stay as findings, marked as not blamed. When
-    every root is unsure, they stay culprits, and the summary says why they are unsure."""
+    readable dump shows them stalled: they stay as findings, marked as not blamed. When no
+    root is sure, they stay culprits, and the summary says why they are unsure."""
     if not unsure:
         return root_findings
     is_unsure = [bool(set(f.ranks) & unsure.keys()) for f in root_findings]
-    sure = [f for f, u in zip(root_findings, is_unsure, strict=True) if f.culprit and not u]
+    # Sure: a root whose own readable dump shows where it stopped (not one without a dump).
+    sure = [f for f, u in zip(root_findings, is_unsure, strict=True)
+            if f.culprit and not u and f.kind != "missing_dump"]
     out = []
     for f, u in zip(root_findings, is_unsure, strict=True):
         if not u:
