@@ -6,17 +6,20 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test fuzz browser torch bench accuracy samples lint clean help
+.PHONY: demo test browser torch bench accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
-	@echo "make fuzz   - the property-based fuzzer of the loader, long run (FUZZ_EXAMPLES=2000)"
+	@echo "make fuzz   - both fuzzers below, long runs"
+	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
+	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
+	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_fastpickle/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -29,7 +32,32 @@ demo: $(STAMP)
 	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
 
 test: $(STAMP) browser torch
+	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
 	$(BIN)/python -m pytest -q
+
+# libFuzzer over the C core of the compiled reader, with AddressSanitizer and
+# UndefinedBehaviorSanitizer. Seeds: the sample dumps, also written with pickle protocols 3 to 5.
+# clang is installed when absent (as root); without it the run is skipped and says so.
+FUZZ_SECONDS ?= 300
+FUZZ_DIR := build/fuzz
+fuzz-native: $(STAMP)
+	@command -v clang >/dev/null 2>&1 || { test "$$(id -u)" = 0 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; } || true
+	@if ! command -v clang >/dev/null 2>&1; then \
+	  echo "fuzz: SKIPPED: clang is not installed and cannot be (not root); the native fuzz run did not happen"; \
+	else \
+	  mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds && \
+	  clang -g -O1 -std=c99 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -I analyzer/_fastpickle fuzz/fuzz_reader.c analyzer/_fastpickle/core.c -o $(FUZZ_DIR)/fuzz_reader && \
+	  $(BIN)/python fuzz/make_seeds.py $(FUZZ_DIR)/seeds && \
+	  echo "fuzz: $(FUZZ_SECONDS) s of libFuzzer over analyzer/_fastpickle/core.c" && \
+	  $(FUZZ_DIR)/fuzz_reader -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=65536 -dict=fuzz/pickle.dict -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 \
+	    $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds 2>$(FUZZ_DIR)/log.txt; code=$$?; \
+	  grep -E "^(Done |stat::peak_rss_mb)" $(FUZZ_DIR)/log.txt; \
+	  if [ $$code -ne 0 ]; then tail -40 $(FUZZ_DIR)/log.txt; echo "fuzz: FAILED (see $(FUZZ_DIR)/log.txt)"; exit 1; fi; \
+	  echo "fuzz: no crash, leak, timeout or undefined behaviour"; \
+	fi
 
 # A CPU build of torch in its own environment, for recording real jobs (the live recording
 # test, make samples) and for fr_trace in the benchmark; the analyzer's environment stays
@@ -58,9 +86,11 @@ bench: $(STAMP) torch
 # The loader fuzzer of tests/test_fuzz.py with fresh randomness and many more examples than
 # make test runs, and the cost of each kind of hostile input.
 FUZZ_EXAMPLES ?= 2000
-fuzz: $(STAMP)
+fuzz-loader: $(STAMP)
 	HANGSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 	$(BIN)/python bench/hostile_input.py
+
+fuzz: fuzz-native fuzz-loader
 
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)
@@ -68,6 +98,14 @@ accuracy: $(STAMP)
 
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps
+
+# torch 2.15's recorder hook (nccl2, nccl-lazy) over a Python backend forwarding to gloo.
+# torch 2.15 is a 5 GB install: it is not installed here, point TORCH215 at its Python
+# (e.g. a venv made with PIP_CONFIG_FILE=/dev/null pip install torch==2.15.0).
+TORCH215 ?= .venv-torch215/bin/python
+samples-hook:
+	@test -x $(TORCH215) || { echo "no torch 2.15 at $(TORCH215) (set TORCH215=...)"; exit 2; }
+	$(TORCH215) -m tools.record_hook --out sample_dumps
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis

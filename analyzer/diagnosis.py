@@ -5,7 +5,9 @@ The taxonomy (``Finding.kind``) is stable and documented in the README:
 =====================  ==================================================================
 ``not_joined``         members never enqueued the collective (or posted the send/recv)
                        the others wait in; the culprit is stalled outside communication
-``missing_dump``       no file from a rank that others wait on (crashed or killed)
+``missing_dump``       no file from a rank that others wait on (crashed or killed; where the
+                       backend dumps only ranks whose own ops timed out, nccl2, also a
+                       rank stalled outside communication)
 ``op_mismatch``        members enqueued different ops at the same sequence number
 ``size_mismatch``      ... the same op with different shapes
 ``dtype_mismatch``     ... the same op with different dtypes
@@ -88,6 +90,8 @@ class Diagnosis:
     missing_dumps: tuple[int, ...]
     deadlock_cycles: tuple[tuple[int, ...], ...]
     chains: dict[int, list[dict[str, Any]]]
+    unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Groups other evidence names but no loaded dump recorded (for some or all members)."""
 
 
 def _stack(tables: Tables, stack_id: int) -> tuple[dict[str, Any], ...]:
@@ -226,7 +230,14 @@ def _waited_text(w: dict[str, Any]) -> str:
     return f"{w['op']} in {where} seq {w['seq']} (awaited by {who})"
 
 
-def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame) -> Finding:
+#: How a missing file is explained where the backend dumps only ranks whose own ops timed
+#: out (nccl2): a stalled rank has nothing in flight and writes no file either.
+NO_DUMP_OWN_TIMEOUT = ("no dump: stalled outside communication or crashed (this backend dumps "
+                       "only ranks whose own ops timed out)")
+
+
+def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame,
+                  matching: Matching | None = None) -> Finding:
     incoming = waits[waits["holder"] == root]
     everyone = waiters_of(g, root)
     dumped = bool(g.nodes[root].get("dumped", False))
@@ -252,7 +263,11 @@ def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame)
     where = "; ".join(_waited_text(w) for w in waited_in[:4]) + (
         f"; and {len(waited_in) - 4} more" if len(waited_in) > 4 else "")
     total = f"{len(everyone)} rank(s) wait on it in all"
-    if not dumped:
+    own_timeout = matching is not None and matching.dialects.dumps_only_failed
+    if not dumped and own_timeout:
+        kind = "missing_dump"
+        summary = (f"rank {root}: {NO_DUMP_OWN_TIMEOUT}; others wait on it: {where}. {total}")
+    elif not dumped:
         kind = "missing_dump"
         summary = (f"rank {root} wrote no dump and others wait on it: {where}. {total}; it "
                    "crashed, was killed, or hung before dumping")
@@ -274,6 +289,8 @@ def _root_finding(tables: Tables, g: nx.DiGraph, root: int, waits: pd.DataFrame)
         "last_recorded_op": _describe_entry(last),
         "wait_kind": wkind,
     }
+    if not dumped:
+        evidence["no_dump"] = "stalled_or_crashed" if own_timeout else "crashed"
     stack = _stack(tables, int(waited["stack_id"])) if waited is not None else ()
     if last is not None and int(last["stack_id"]) >= 0:
         evidence["last_recorded_stack"] = list(_stack(tables, int(last["stack_id"])))
@@ -349,7 +366,7 @@ def _stuck_findings(tables: Tables, matching: Matching,
     out: list[Finding] = []
     if c.empty:
         return out
-    if matching.gloo_like:
+    if matching.dialects.completion_unobserved:
         e = tables.entries
         last = e.loc[e.groupby("rank")["record_id"].idxmax()]
         pend = last[~last["retired"] & ~last["is_p2p"]]
@@ -369,7 +386,7 @@ def _stuck_findings(tables: Tables, matching: Matching,
         # collective every member is blocked in, its earliest unfinished op.
         keys = set(held)
         cand = cand[[(str(g), int(q)) in keys for g, q in zip(cand["pg_name"], cand["seq"])]]
-    elif not matching.gloo_like:
+    elif not matching.dialects.completion_unobserved:
         slow = _slow_completers(matching)
         if slow:
             return [slow]
@@ -430,7 +447,7 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
     counters ahead of the newest entry."""
     out: list[Finding] = []
     e = tables.entries
-    if not matching.gloo_like or e.empty:
+    if not matching.dialects.completion_unobserved or e.empty:
         p = matching.progress
         ahead = p[(p["counter_enqueued"] > p["window_hi"]) & (p["window_hi"] >= 0)
                   & (p["source"] == "entries+pg_status")]
@@ -443,7 +460,9 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
                 evidence={"counters": {str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
                           "last_recorded": {str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}},
             ))
-        return out
+        return out + _op_counters_ahead(tables, matching)
+    if not matching.dialects.p2p_unrecorded:
+        return out + _op_counters_ahead(tables, matching)
     ordered = e.sort_values(["rank", "pg_name", "op_id"])[["rank", "pg_name", "pg_desc", "op_id", "seq"]]
     gap = ordered.groupby(["rank", "pg_name"], observed=True)["op_id"].diff().fillna(1) - 1
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
@@ -462,9 +481,41 @@ def _unrecorded_info(tables: Tables, matching: Matching) -> list[Finding]:
     return out
 
 
+def _op_counters_ahead(tables: Tables, matching: Matching) -> list[Finding]:
+    """Hook-recorded dumps record every op, send/recv included, and count ``pg_status`` in
+    op_id units: a counter past the newest recorded op_id of its group means ops ran that
+    the buffer never saw (a gap otherwise means nothing)."""
+    hooked = [r for r, d in matching.dialects.by_rank.items() if d.counter == "op_id" and d.records_p2p]
+    e, st = tables.entries, tables.status
+    if not hooked or e.empty or st.empty:
+        return []
+    mine = e[e["rank"].isin(hooked)]
+    newest = mine.groupby(["pg_name", "rank"], observed=True)["op_id"].max()
+    newest.index = newest.index.set_levels(newest.index.levels[0].astype(str), level=0)
+    cnt = st[(st["pg_name"] != "") & st["rank"].isin(hooked)].drop_duplicates(["pg_name", "rank"], keep="last")
+    rows: dict[str, dict[int, tuple[int, int]]] = {}
+    for g, r, c in zip(cnt["pg_name"].astype(str), cnt["rank"].tolist(), cnt["last_enqueued"].tolist()):
+        top = newest.get((g, int(r)))
+        if top is not None and int(c) > int(top):
+            rows.setdefault(g, {})[int(r)] = (int(c), int(top))
+    descs = dict(zip(tables.groups["pg_name"], tables.groups["pg_desc"], strict=True))
+    out = []
+    for g, per in sorted(rows.items()):
+        desc = str(descs.get(g, ""))
+        out.append(Finding(
+            kind="unrecorded_ops", ranks=tuple(sorted(per)),
+            summary=(f"pg_status counters of {_group_label(g, desc)} (op_id units) run ahead of the "
+                     "newest recorded op: ops happened that the buffer never saw"),
+            group=g, group_desc=desc,
+            evidence={"counters": {str(r): c for r, (c, _) in per.items()},
+                      "last_recorded_op_id": {str(r): t for r, (_, t) in per.items()}},
+        ))
+    return out
+
+
 def _all_done(tables: Tables, matching: Matching) -> bool:
     e = tables.entries
-    if matching.gloo_like:
+    if matching.dialects.completion_unobserved:
         finished = bool(e["retired"].all())
     else:
         finished = bool((e["state"].astype(str) == "completed").all())
@@ -520,7 +571,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     stuck_held = [(grp, q) for grp, q in held if set(stuck_roots) & set(members.get(grp, ()))]
     # Likewise a root whose GPU stopped completing what its peers completed.
     slow_roots = [r for r in roots.roots if r in matching.stale_completers and r not in in_stuck]
-    root_findings = [_root_finding(tables, g, r, wait_rows) for r in roots.roots
+    root_findings = [_root_finding(tables, g, r, wait_rows, matching) for r in roots.roots
                      if r not in in_stuck and r not in slow_roots]
     if stuck_roots:
         root_findings.extend(_stuck_findings(tables, matching, stuck_held))
@@ -583,12 +634,13 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
         culprits = {r for f in stuck for r in f.ranks}
         kind = "stuck_in_collective" if stuck else ""
     findings.extend(_unrecorded_info(tables, matching))
+    unrecorded_groups = dict(matching.dialects.unrecorded_groups)
 
     missing = tuple(tables.missing_ranks)
     unseen = any(f.kind == "unrecorded_ops" for f in findings)
     if culprits:
         verdict = Verdict.HANG
-    elif unseen and matching.gloo_like:
+    elif unseen and matching.dialects.completion_unobserved:
         verdict, kind = Verdict.INCONCLUSIVE, "unrecorded_ops"
     elif _all_done(tables, matching):
         verdict, kind = Verdict.NO_HANG, "no_hang"
@@ -600,9 +652,25 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     lead = next((f for f in findings if f.culprit), None)
     headline = (lead.summary if lead else findings[-1].summary if findings
                 else "ops are still pending but no rank can be blamed from these dumps")
+    if lead is None and unrecorded_groups and verdict != Verdict.NO_HANG:
+        headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
     order = {k: i for i, k in enumerate(KINDS)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(
         verdict=verdict, culprit_ranks=tuple(sorted(culprits)), kind=kind, headline=headline,
         findings=tuple(findings), missing_dumps=missing, deadlock_cycles=roots.cycles, chains=chains,
+        unrecorded_groups=unrecorded_groups,
     )
+
+
+def unrecorded_text(groups: dict[str, dict[str, Any]]) -> str:
+    """``groups not recorded in these dumps: ...`` (one buffer per backend: a missing
+    buffer, not a stalled rank)."""
+    parts = []
+    for name, info in groups.items():
+        who = info.get("members_without_buffer") or []
+        backend = info.get("backend") or ""
+        detail = (f" ({backend} buffer missing for rank{'s' if len(who) > 1 else ''} {_ranks_text(who)})"
+                  if who else f" (no dump holds it; named by {info.get('evidence', 'other evidence')})")
+        parts.append(f"{name}{detail}")
+    return "groups not recorded in these dumps: " + "; ".join(parts)

@@ -61,13 +61,23 @@ def _pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
     """Per (group, rank): the first collective that rank may still be blocked in."""
     e = tables.entries[["pg_name", "rank", "seq", "record_id", "is_p2p", "retired", "state"]]
     coll = e[~e["is_p2p"]]
-    if matching.gloo_like:
-        # gloo never reports completion; a rank is blocked in its newest entry, plus any
-        # op that did not retire.
+    unobserved = matching.dialects.unobserved_ranks
+    if matching.dialects.completion_unobserved:
+        # No completion reports (gloo, a hook over a backend without them): a rank is
+        # blocked in its newest entry, plus any op that did not retire.
         last = e.loc[e.groupby("rank")["record_id"].idxmax()] if len(e) else e
         last = last[~last["is_p2p"]]
         open_ = coll[~coll["retired"]]
         pend = pd.concat([last, open_])
+    elif unobserved:
+        # Mixed: each rank by its own dialect.
+        blind = e["rank"].isin(list(unobserved)).to_numpy()
+        mine = e[blind]
+        last = mine.loc[mine.groupby("rank")["record_id"].idxmax()] if len(mine) else mine
+        last = last[~last["is_p2p"]]
+        blind_coll = coll[coll["rank"].isin(list(unobserved))]
+        pend = pd.concat([coll[~coll["rank"].isin(list(unobserved)) & (coll["state"] != "completed")],
+                          last, blind_coll[~blind_coll["retired"]]])
     else:
         pend = coll[coll["state"] != "completed"]
     if pend.empty:
@@ -133,7 +143,9 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     }
     # Stream order is evidence only where completions are: not for gloo, nor for a rank
     # whose completions stopped being observed.
-    heads = {} if matching.gloo_like else blocked_in(tables, set(matching.stale_completers))
+    unobserved = set(matching.dialects.unobserved_ranks)
+    heads = ({} if matching.dialects.completion_unobserved
+             else blocked_in(tables, set(matching.stale_completers) | unobserved))
 
     order, bounds, names = _blocks(prog["pg_name"].to_numpy(dtype=object))
     p_rank = prog["rank"].to_numpy()[order]
@@ -153,7 +165,7 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
             levels.update((str(name), int(n)) for n in pending_by_group[str(name)][1])
     ops = _ops_at(matching.collectives, levels)
     completed = (_completed_ranks(tables, levels)
-                 if not matching.gloo_like and len(tables.entries) else {})
+                 if not matching.dialects.completion_unobserved and len(tables.entries) else {})
 
     for i, name in enumerate(names):
         name = str(name)
@@ -194,7 +206,10 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
             pend = pending_by_group.get(name)
             if pend is not None:
                 lowest_known = int(k_enq.min()) if len(k_enq) else None
-                silent = list(zip(ranks[~known].tolist(), src[~known].tolist()))
+                # A member whose dumps hold no buffer of this group's backend is unseen
+                # here, not silent: nobody waits on it for that.
+                silent = [(r, s) for r, s in zip(ranks[~known].tolist(), src[~known].tolist())
+                          if s != "not_recorded"]
                 # A known member that has not joined explains the other waits.
                 waiting_on_silent = [(int(w), int(n)) for w, n in zip(*pend)
                                      if lowest_known is None or lowest_known >= int(n)]
@@ -210,7 +225,7 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
                     rows.extend((w, int(s_rank), name, desc, n, op,
                                  "no_dump" if s == "no_dump" else "silent") for s_rank, s in silent)
 
-    if matching.gloo_like:
+    if matching.dialects.completion_unobserved and matching.dialects.p2p_unrecorded:
         rows.extend(_gloo_unrecorded_waits(tables, prog))
 
     p2p = matching.p2p
@@ -227,7 +242,7 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
     direct = [r for r in rows if not isinstance(r, _Waits)]
     if blocks:
         _keep_cycles(direct + later, blocks)
-    if not matching.gloo_like:
+    if not matching.dialects.completion_unobserved:
         # Members of a collective stuck on the network or a GPU, and ranks whose GPU stopped
         # completing, are blocked too: ranks whose ops sit behind theirs wait on them.
         members = tables.members()
@@ -266,14 +281,15 @@ def stuck_collectives(tables: Tables, matching: Matching,
                        heads: dict[int, tuple[bool, str, int]] | None = None) -> list[tuple[str, int]]:
     """Collectives (group, seq) that every member enqueued, none completed, and every member
     is blocked in (its earliest unfinished op): nothing in the program holds them, so the
-    network or a GPU does. Empty for gloo (no completions)."""
+    network or a GPU does. Empty when completion is not reported (gloo)."""
     c = matching.collectives
-    if matching.gloo_like or c.empty:
+    if matching.dialects.completion_unobserved or c.empty:
         return []
     cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
     if cand.empty:
         return []
-    heads = blocked_in(tables, set(matching.stale_completers)) if heads is None else heads
+    if heads is None:
+        heads = blocked_in(tables, set(matching.stale_completers) | set(matching.dialects.unobserved_ranks))
     members = tables.members()
     # Only a collective some rank is blocked in can qualify: look at those alone.
     held = {(g, q) for p2p, g, q in heads.values() if not p2p}

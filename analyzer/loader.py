@@ -24,6 +24,7 @@ from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_fro
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.payload import Refusal, payloads
+from analyzer.fastreader import read_payload
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
 Progress = Callable[[int, int, int], None]
@@ -119,7 +120,7 @@ def _parse(item: _Item) -> list[_Result]:
                 out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number "
                                    "(use --prefix to say how the files are named)"))
                 continue
-            out.append(parse_payload(member_rank, got))
+            out.append(read_payload(member_rank, got))  # the compiled reader, or the Python one
         except DumpFormatError as exc:
             if exc.reason.startswith("not a flight-recorder dump") and not member_named:
                 out.append(Ignored(got.label, exc.reason))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyzer.dialect import Dialects, p2p_payload, read_dialects
 from analyzer.tables import Tables
 
 #: Ops whose input and output shapes must agree on every member.
@@ -54,8 +55,9 @@ class Matching:
     p2p: pd.DataFrame
     p2p_mismatches: pd.DataFrame
     """Send/recv pairs whose two sides posted different sizes or dtypes (``P2P_MISMATCH_COLUMNS``)."""
-    gloo_like: bool
-    """True when completion is not observable (gloo): only enqueues are evidence."""
+    dialects: Dialects
+    """How each rank's dump is read (:mod:`analyzer.dialect`): what its states mean, what its
+    counters count, whether its send/recv sizes are one-sided."""
     stale_completers: dict[int, dict[str, object]]
     """Ranks whose completions stopped before those of most of their group, in ops they
     enqueued too (their GPU or link stopped; their ``scheduled`` states are stale)."""
@@ -112,13 +114,14 @@ def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
     return np.where(q >= 0, end - start, 0)
 
 
-def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFrame:
+def _progress(tables: Tables, coll: pd.DataFrame, dialects: Dialects) -> pd.DataFrame:
     """Per (group, member): recorded window and enqueue/complete progress in collectives.
 
-    NCCL's ``pg_status`` counters count sequence numbers (of collectives, or of send/recv
-    when the group's last op was one). gloo's count the per-group ``op_id`` and ignore
-    send/recv, which gloo does not record either: for gloo the counter is compared in op_id
-    units (``op_progress``), never with collective sequence numbers.
+    Legacy NCCL's ``pg_status`` counters count sequence numbers (of collectives, or of
+    send/recv when the group's last op was one). gloo's and the recorder hook's count the
+    per-group ``op_id`` (the dialect of the rank says which): those are compared in op_id
+    units (``op_progress``), never with collective sequence numbers. A member whose dumps
+    hold no buffer of the group's backend is ``not_recorded``: unseen, not behind.
 
     One row per member of every group some rank recorded or counted, in group order, built
     column-wise: each per-(group, rank) fact is looked up for all members at once.
@@ -168,28 +171,34 @@ def _progress(tables: Tables, coll: pd.DataFrame, gloo_like: bool) -> pd.DataFra
     dumped = np.isin(ranks, np.array(tables.dumped_ranks, dtype=np.int64))
 
     source = np.where(has_entries, "entries", "none").astype(object)
-    if gloo_like:
-        op_progress = np.where(counted, np.maximum(op_progress, c_enq), op_progress)
-        source[counted & ~has_entries] = "unknown"
-    else:
-        last_p2p, _ = _lookup(keys, last_is_p2p, False)
-        in_p2p = np.array([n in group_has_p2p for n in chosen["pg_name"]], dtype=bool)
-        in_p2p = np.repeat(in_p2p, sizes)
-        # With entries, the counter counts what the last entry was; without, only a group
-        # with no send/recv is sure to count collectives (with both it is ambiguous).
-        counts_coll = np.where(has_entries, ~last_p2p.astype(bool), ~in_p2p)
-        use = counted & counts_coll
-        ahead = use & (c_enq > enq)
-        source[ahead] = np.where(has_entries[ahead], "entries+pg_status", "pg_status")
-        enq = np.where(use, np.maximum(enq, c_enq), enq)
-        comp = np.where(use, np.maximum(comp, c_comp), comp)
-        source[counted & ~counts_coll & ~has_entries] = "unknown"
+    op_units = np.isin(ranks, np.array(sorted(dialects.op_id_counter_ranks), dtype=np.int64))
+    # op_id counters (gloo, the hook): compared with the entries' op_id.
+    op_progress = np.where(counted & op_units, np.maximum(op_progress, c_enq), op_progress)
+    source[counted & op_units & ~has_entries] = "unknown"
+    # Sequence-number counters (legacy NCCL).
+    last_p2p, _ = _lookup(keys, last_is_p2p, False)
+    in_p2p = np.array([n in group_has_p2p for n in chosen["pg_name"]], dtype=bool)
+    in_p2p = np.repeat(in_p2p, sizes)
+    # With entries, the counter counts what the last entry was; without, only a group
+    # with no send/recv is sure to count collectives (with both it is ambiguous).
+    counts_coll = np.where(has_entries, ~last_p2p.astype(bool), ~in_p2p)
+    use = counted & counts_coll & ~op_units
+    ahead = use & (c_enq > enq)
+    source[ahead] = np.where(has_entries[ahead], "entries+pg_status", "pg_status")
+    enq = np.where(use, np.maximum(enq, c_enq), enq)
+    comp = np.where(use, np.maximum(comp, c_comp), comp)
+    source[counted & ~counts_coll & ~has_entries & ~op_units] = "unknown"
     source[~dumped] = "no_dump"
     source[dumped & ~has_entries & ~counted] = "unknown"
+    unseen = {(g, int(m)) for g, info in dialects.unrecorded_groups.items()
+              for m in info["members_without_buffer"]}
+    if unseen:
+        flag = np.array([(str(g), int(r)) in unseen for g, r in zip(names, ranks)], dtype=bool)
+        source[flag & ~has_entries] = "not_recorded"
     out = pd.DataFrame({
         "pg_name": names, "pg_desc": descs, "rank": ranks, "dumped": dumped,
         "window_lo": lo, "window_hi": hi,
-        "enqueued": np.where(np.isin(source, ["no_dump", "unknown"]), -1, enq),
+        "enqueued": np.where(np.isin(source, ["no_dump", "unknown", "not_recorded"]), -1, enq),
         "completed": comp, "counter_enqueued": c_enq, "counter_completed": c_comp,
         "op_progress": op_progress, "source": source,
     })
@@ -356,7 +365,7 @@ def _collectives(coll: pd.DataFrame, progress: pd.DataFrame, tables: Tables) -> 
     return out
 
 
-def _p2p(tables: Tables) -> pd.DataFrame:
+def _p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     """Each recorded send/recv with its global peer, and whether the peer posted its side.
 
     ``peer_state`` is one of:
@@ -372,14 +381,24 @@ def _p2p(tables: Tables) -> pd.DataFrame:
     that kept different amounts of history do not matter, batched send/recv that stay
     ``scheduled`` pair with the peer's ops, and a send is never paired with a receive of
     another pipeline stage (no false size errors in groups larger than two).
+
+    ``input_sizes`` and ``input_dtypes`` hold what the op moves: for a recv of a one-sided
+    dialect (the recorder hook writes a recv's shapes as outputs only) its outputs, so a
+    send is always compared with its recv input-to-output.
     """
     e = tables.entries
     cols = ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "seq", "record_id", "state",
             "time_created_ns", "input_sizes", "input_dtypes"]
-    p = e.loc[e["is_p2p"] & e["op"].isin(["send", "recv"]) & (e["peer"] >= 0), cols].copy()
+    p = e.loc[e["is_p2p"] & e["op"].isin(["send", "recv"]) & (e["peer"] >= 0),
+              cols + ["output_sizes", "output_dtypes"]].copy()
     if p.empty:
         return pd.DataFrame({c: pd.Series(dtype="object")
                              for c in cols + ["peer_state", "pair_size", "pair_dtype", "pair_seq"]})
+    one_sided = np.isin(p["rank"].to_numpy(), np.array(sorted(dialects.one_sided_ranks), dtype=np.int64))
+    sizes, dtypes = p2p_payload(p, one_sided)
+    p = p.drop(columns=["output_sizes", "output_dtypes"])
+    p["input_sizes"] = sizes
+    p["input_dtypes"] = dtypes
     for col in ("pg_name", "pg_desc", "op", "state", "input_sizes", "input_dtypes"):
         p[col] = _as_str(p[col])
     is_send = (p["op"] == "send").to_numpy()
@@ -470,7 +489,8 @@ def p2p_mismatches(p2p: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=P2P_MISMATCH_COLUMNS) if rows else empty
 
 
-def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
+def stale_completers(progress: pd.DataFrame,
+                     observed: frozenset[int] | None = None) -> dict[int, dict[str, object]]:
     """Members whose completed counter lags what a majority of their group completed, in
     ops they enqueued too.
 
@@ -480,6 +500,8 @@ def stale_completers(progress: pd.DataFrame) -> dict[int, dict[str, object]]:
     watchdog's polling; a stopped GPU falls further behind.
     """
     known = progress[progress["enqueued"] >= 0]
+    if observed is not None:  # only ranks whose dialect reports completion
+        known = known[known["rank"].isin(list(observed))]
     laggers: dict[int, dict[str, object]] = {}
     for name, grp in known.groupby("pg_name", sort=True):
         if len(grp) < 2:
@@ -505,16 +527,16 @@ def match(tables: Tables) -> Matching:
     coll = entries.loc[~entries["is_p2p"], [
         "pg_name", "pg_desc", "rank", "seq", "record_id", "op", "state", "input_sizes",
         "output_sizes", "input_dtypes", "output_dtypes", "time_created_ns", "time_started_ns"]]
-    backends = {str(b) for b in entries["backend"].unique()}
-    gloo_like = bool(backends) and backends <= {"gloo"}
-    progress = _progress(tables, coll, gloo_like)
-    p2p = _p2p(tables)
+    dialects = read_dialects(tables)
+    progress = _progress(tables, coll, dialects)
+    p2p = _p2p(tables, dialects)
     return Matching(
         progress=progress,
         collectives=_collectives(coll, progress, tables),
         mismatches=_mismatches(coll),
         p2p=p2p,
         p2p_mismatches=p2p_mismatches(p2p),
-        gloo_like=gloo_like,
-        stale_completers={} if gloo_like else stale_completers(progress),
+        dialects=dialects,
+        stale_completers=({} if dialects.completion_unobserved
+                          else stale_completers(progress, dialects.observed_ranks)),
     )

@@ -47,6 +47,8 @@ class Payload:
     fmt: str  # "pickle" or "json"
     data: bytes
     fingerprint: str = ""
+    #: The bytes are the file itself (not decompressed, not an archive member).
+    plain: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +368,8 @@ def payloads(path: str, *, fingerprint: bool = False,
                     yield Refusal(path, name, "grew past the size limit while being read",
                                   foreign=False)
                     return
-                yield Payload(path, name, kind, data, _fingerprint(data) if fingerprint else "")
+                yield Payload(path, name, kind, data, _fingerprint(data) if fingerprint else "",
+                              plain=True)
                 return
             if kind in _FOREIGN_WHAT:
                 yield Refusal(path, name, _FOREIGN_WHAT[kind], foreign=True)

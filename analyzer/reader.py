@@ -176,6 +176,8 @@ class ParsedDump:
     fingerprint: str = ""
     #: pg_id -> group name that dropped entries showed (they still map pg_status keys).
     dropped_pg_ids: dict[int, str] = field(default_factory=dict)
+    #: Which reader read it: "python" (this module) or "native" (:mod:`analyzer.fastreader`).
+    reader: str = "python"
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -556,6 +558,47 @@ def _version(value: Any) -> str:
     return clean(str(value), 64) if isinstance(value, (str, int, float)) else ""
 
 
+def _tables_of(raw: dict[str, Any], why: _Reasons) -> tuple[
+        dict[str, tuple[str, tuple[int, ...] | None]], dict[int, tuple[int, int, int]]]:
+    """A dump's pg_config and pg_status, each bad value counted in ``why``."""
+    pg_config: dict[str, tuple[str, tuple[int, ...] | None]] = {}
+    config = raw.get("pg_config") or {}
+    if isinstance(config, dict):
+        for key, value in list(config.items())[: 1 << 16]:
+            if not isinstance(value, dict):
+                why.fields["pg_config entry is not an object"] += 1
+                continue
+            name, desc = value.get("name", key), value.get("desc") or ""
+            if not isinstance(name, (str, int)) or not isinstance(desc, str):
+                why.fields["pg_config name or desc is not a string"] += 1
+                continue
+            members = _members(value.get("ranks"))
+            if members is None and value.get("ranks") not in (None, ""):
+                why.fields["pg_config ranks are not a list of plausible ranks"] += 1
+            pg_config[clean(str(name), 1024)] = (clean(desc, 1024), members)
+    elif config:
+        why.fields["pg_config is not an object"] += 1
+    pg_status: dict[int, tuple[int, int, int]] = {}
+    status = raw.get("pg_status") or {}
+    if isinstance(status, dict):
+        for key, value in list(status.items())[: 1 << 16]:
+            pid = _int64(key, -1) if isinstance(key, (str, int)) else -1
+            if not isinstance(value, dict) or not -1 <= pid < 1 << 31:
+                why.fields["pg_status entry is not an object of counters"] += 1
+                continue
+            counters = tuple(_int64(value.get(k), -1) if isinstance(value.get(k), (str, int, float))
+                             or value.get(k) is None else -2
+                             for k in ("last_enqueued_collective", "last_started_collective",
+                                       "last_completed_collective"))
+            if any(not -1 <= c < MAX_COUNTER for c in counters):
+                why.fields["pg_status counter is not an integer in range"] += 1
+                counters = tuple(c if -1 <= c < MAX_COUNTER else -1 for c in counters)
+            pg_status[pid] = counters  # type: ignore[assignment]
+    elif status:
+        why.fields["pg_status is not an object"] += 1
+    return pg_config, pg_status
+
+
 def parse_dump(rank: int, path: Path) -> ParsedDump:
     """Read and flatten one dump file. Raises :class:`DumpFormatError` on bad input."""
     for item in payloads(str(path), lenient=True):
@@ -721,41 +764,7 @@ def parse_payload(rank: int, payload: Payload) -> ParsedDump:
     }
     floats = {"duration_ms": duration}
 
-    pg_config: dict[str, tuple[str, tuple[int, ...] | None]] = {}
-    config = raw.get("pg_config") or {}
-    if isinstance(config, dict):
-        for key, value in list(config.items())[: 1 << 16]:
-            if not isinstance(value, dict):
-                why.fields["pg_config entry is not an object"] += 1
-                continue
-            name, desc = value.get("name", key), value.get("desc") or ""
-            if not isinstance(name, (str, int)) or not isinstance(desc, str):
-                why.fields["pg_config name or desc is not a string"] += 1
-                continue
-            members = _members(value.get("ranks"))
-            if members is None and value.get("ranks") not in (None, ""):
-                why.fields["pg_config ranks are not a list of plausible ranks"] += 1
-            pg_config[clean(str(name), 1024)] = (clean(desc, 1024), members)
-    elif config:
-        why.fields["pg_config is not an object"] += 1
-    pg_status: dict[int, tuple[int, int, int]] = {}
-    status = raw.get("pg_status") or {}
-    if isinstance(status, dict):
-        for key, value in list(status.items())[: 1 << 16]:
-            pid = _int64(key, -1) if isinstance(key, (str, int)) else -1
-            if not isinstance(value, dict) or not -1 <= pid < 1 << 31:
-                why.fields["pg_status entry is not an object of counters"] += 1
-                continue
-            counters = tuple(_int64(value.get(k), -1) if isinstance(value.get(k), (str, int, float))
-                             or value.get(k) is None else -2
-                             for k in ("last_enqueued_collective", "last_started_collective",
-                                       "last_completed_collective"))
-            if any(not -1 <= c < MAX_COUNTER for c in counters):
-                why.fields["pg_status counter is not an integer in range"] += 1
-                counters = tuple(c if -1 <= c < MAX_COUNTER else -1 for c in counters)
-            pg_status[pid] = counters  # type: ignore[assignment]
-    elif status:
-        why.fields["pg_status is not an object"] += 1
+    pg_config, pg_status = _tables_of(raw, why)
     n = len(ints["record_id"])
     if why.entries and not n and not pg_status:
         # Nothing of it can be used: a crafted or broken file, not a rank's evidence.

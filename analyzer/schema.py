@@ -70,6 +70,7 @@ RANKS: tuple[Col, ...] = (
     Col("first_record_id", "int64", "oldest record id still in the ring buffer (-1: none)"),
     Col("last_record_id", "int64", "newest record id (-1: none)"),
     Col("last_time_ns", "int64", "newest enqueue time in the buffer (0: none)"),
+    Col("reader", "string", "native (compiled) or python: which reader parsed the dump; empty when no dump"),
 )
 
 STATUS: tuple[Col, ...] = (

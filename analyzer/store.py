@@ -74,6 +74,8 @@ def read_store(path: str | os.PathLike[str]) -> Tables:
             frame = pd.read_parquet(folder / f"{name}.parquet")
         except (OSError, ValueError) as exc:
             raise InputError(f"{folder / (name + '.parquet')}: cannot read ({exc})") from None
+        if name == "ranks" and "reader" not in frame:
+            frame["reader"] = ""  # stores written before the column existed
         if name == "groups":
             frame["ranks"] = frame["ranks"].map(lambda v: tuple(int(x) for x in v))
         frame = frame.astype({c.name: c.dtype for c in cols if c.dtype not in ("object",)})

@@ -20,6 +20,8 @@ import pandas as pd
 from analyzer import schema
 from analyzer.errors import InputError
 from analyzer.loader import Loaded, Skipped
+from analyzer.multidump import per_rank as _per_rank_dumps
+from analyzer.multidump import process_order
 from analyzer.reader import (
     BOOL_FIELDS, FLOAT_FIELDS, MAX_RANK, STRING_FIELDS, ParsedDump, SameMembers,
 )
@@ -179,7 +181,10 @@ def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
 
 
 def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
-    dumps = loaded.dumps
+    # Several dumps of one rank (one buffer per backend) become one rank's entries.
+    dumps, dropped = _per_rank_dumps(loaded.dumps)
+    rank_count = Counter(d.rank for d in dumps)
+    multi = {r for r, c in rank_count.items() if c > 1}
     counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
     n = int(counts.sum())
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -190,6 +195,8 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         data[field], remaps[field] = _concat_strings(dumps, field, n)
     for field in ENTRY_INT_FIELDS:
         data[field] = _concat(dumps, "ints", field, np.int64)
+    if multi:
+        data["record_id"] = process_order(data["rank"], data["record_id"], data["time_created_ns"], multi)
     data["pg_id"] = _concat(dumps, "ints", "pg_id", np.int32)  # as astype(int32) would
     for field in BOOL_FIELDS:
         data[field] = _concat(dumps, "bools", field, np.bool_)
@@ -240,7 +247,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         # Most frequent backend; a tie goes to the first category.
         tally = np.bincount(d.strings["backend"], minlength=len(d.vocab["backend"]))
         top = remaps["backend"][i][tally == tally.max()].min()
-        record, created = d.ints["record_id"], d.ints["time_created_ns"]
+        record, created = data["record_id"][offset : offset + d.n_entries], d.ints["time_created_ns"]
         per_rank.append((str(backend_cat.categories[top]), int(record.min()), int(record.max()),
                          int(created.max())))
     stacks_rows: dict[str, list[object]] = defaultdict(list)
@@ -333,12 +340,12 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     status_rows: dict[str, list[object]] = defaultdict(list)
     rank_rows: dict[str, list[object]] = defaultdict(list)
     by_rank = {d.rank: d for d in dumps}
+    merged: dict[int, list[int]] = defaultdict(list)  # rank -> its dumps (indices)
     for i, d in enumerate(dumps):
         known = known_by_dump[i]
         for pid, name in d.dropped_pg_ids.items():
             known.setdefault(pid, name)
         mapping = _map_pg_ids(d, known, list(d.pg_config))
-        backend, first_record, last_record, last_time = per_rank[i]
         for pid_key, (enq, started, completed) in sorted(d.pg_status.items()):
             status_rows["rank"].append(d.rank)
             status_rows["pg_id"].append(pid_key)
@@ -346,19 +353,28 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
             status_rows["last_enqueued"].append(enq)
             status_rows["last_started"].append(started)
             status_rows["last_completed"].append(completed)
-        rank_rows["rank"].append(d.rank)
-        rank_rows["path"].append(d.path)
-        rank_rows["format"].append(d.fmt)
-        rank_rows["version"].append(d.version)
-        rank_rows["backend"].append(backend)
-        rank_rows["comm_lib_version"].append(d.comm_lib_version)
-        rank_rows["entries"].append(d.n_entries)
+        merged[d.rank].append(i)
+    for rank, idx in merged.items():
+        # One row per rank; a rank with several buffers lists its files, its main backend
+        # (most entries) and its whole record range.
+        parts = [dumps[i] for i in idx]
+        facts = [per_rank[i] for i in idx]
+        main = max(range(len(idx)), key=lambda k: (parts[k].n_entries, -k))
+        with_entries = [f for f in facts if f[1] >= 0]
+        rank_rows["rank"].append(rank)
+        rank_rows["path"].append("; ".join(p.path for p in parts))
+        rank_rows["format"].append("+".join(dict.fromkeys(p.fmt for p in parts)))
+        rank_rows["version"].append("+".join(dict.fromkeys(p.version for p in parts)))
+        rank_rows["backend"].append(facts[main][0])
+        rank_rows["comm_lib_version"].append(next((p.comm_lib_version for p in parts if p.comm_lib_version), ""))
+        rank_rows["entries"].append(sum(p.n_entries for p in parts))
         rank_rows["dumped"].append(True)
-        rank_rows["first_record_id"].append(first_record)
-        rank_rows["last_record_id"].append(last_record)
-        rank_rows["last_time_ns"].append(last_time)
+        rank_rows["first_record_id"].append(min((f[1] for f in with_entries), default=-1))
+        rank_rows["last_record_id"].append(max((f[2] for f in with_entries), default=-1))
+        rank_rows["last_time_ns"].append(max(f[3] for f in facts))
+        rank_rows["reader"].append("+".join(dict.fromkeys(p.reader for p in parts)))
     skipped_by_rank = {s.rank: s for s in loaded.skipped if 0 <= s.rank < world}
-    all_ranks = set(range(world)) | set(by_rank)
+    all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
         rank_rows["rank"].append(r)
         rank_rows["path"].append(skipped_by_rank[r].path if r in skipped_by_rank else "")
@@ -371,6 +387,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["first_record_id"].append(-1)
         rank_rows["last_record_id"].append(-1)
         rank_rows["last_time_ns"].append(0)
+        rank_rows["reader"].append("")
     ranks = schema.frame(schema.RANKS, rank_rows).sort_values("rank", ignore_index=True)
 
     entry_data = {
@@ -393,10 +410,11 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
             if c.dtype != "category" and str(entries[c.name].dtype) != c.dtype}
     if cast:
         entries = entries.astype(cast)
+    all_skipped = list(loaded.skipped) + dropped
     skipped = schema.frame(
         schema.SKIPPED,
-        {"path": [s.path for s in loaded.skipped], "rank": [s.rank for s in loaded.skipped],
-         "reason": [s.reason for s in loaded.skipped]},
+        {"path": [s.path for s in all_skipped], "rank": [s.rank for s in all_skipped],
+         "reason": [s.reason for s in all_skipped]},
     )
     return Tables(
         entries=schema.validate(entries, schema.ENTRIES, "entries"),

@@ -210,7 +210,7 @@ def run_hangscope(target: Path, jobs: int, expected: list[int] | None) -> Run:
     if run.status == "ok" and out_json.exists():
         doc = json.loads(out_json.read_text())
         run.extra = {"culprits": doc["culprit_ranks"], "entries": doc["entries"],
-                     "verdict": doc["verdict"]}
+                     "verdict": doc["verdict"], "readers": doc.get("readers", {})}
         if expected is not None:
             run.extra["culprit_ok"] = sorted(doc["culprit_ranks"]) == sorted(expected)
     out_json.unlink(missing_ok=True)
@@ -459,6 +459,14 @@ def main(argv: list[str] | None = None) -> int:
         print("fr_trace 'stopped early': it stops matching after --mismatch_cap (10) mismatches in a")
         print("  group; it counts the pipeline send/recv pairs as mismatches, hence the collectives-only")
         print("  rows (pp 1, same rank count; hangscope measured again on those files).")
+    reader_env = os.environ.get("HANGSCOPE_READER", "")
+    print("readers: which reader parsed the dumps (native: the compiled pickle reader; python: the"
+          " reference reader, also for every file the compiled one declined)"
+          + (f"; HANGSCOPE_READER={reader_env}" if reader_env else ""))
+    for r in rows:
+        readers = r["hs"].extra.get("readers") or {}
+        print(f"  {r['ranks']:,} ranks ({r['job']}): "
+              + (", ".join(f"{k} {v:,}" for k, v in sorted(readers.items())) or "-"))
     wrong = [r for r in rows if r["hs"].extra.get("culprit_ok") is False]
     for r in wrong:
         print(f"culprit check FAILED for {r['ranks']} ranks ({r['job']}): expected {r['expected']}, "

@@ -27,6 +27,11 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     assert "ok (" in lines[header + 2], lines[header + 2]  # the injected culprit was named
     assert "culprit check FAILED" not in run.stdout
     assert "fr_trace: skipped (--no-fr-trace)" in run.stdout
+    # Which reader parsed the dumps (none declined by the compiled one, where it is built).
+    from analyzer.fastreader import native_available
+
+    reader = "native" if native_available() else "python"
+    assert f"  8 ranks (tp2 pp2 dp2): {reader} 8\n" in run.stdout, run.stdout
     # The simulated dumps are cached by parameters and reused.
     (job,) = [p for p in cache.iterdir() if not p.name.endswith(".store")]
     assert job.name == "r8-tp2-pp2-dp2-e50-stall-seed0-frames"

@@ -174,6 +174,21 @@ def test_sample_and_real_dumps(browser, tmp_path):
         pytest.skip("no sample or shared dumps present")
 
 
+def test_nccl2_hook_sample_report(browser, tmp_path):
+    """A torch 2.15 hook recording with two buffers per rank and a stalled rank that wrote no
+    file: the report says how each rank was read and why the culprit has no file."""
+    src = SAMPLES / "nccl2_pp4_stall_w4_states"
+    a = analyze(src)
+    path = tmp_path / "nccl2.html"
+    a.save_report(path)
+    info = _open(browser, path, "nccl2")
+    _assert_rendered(info, "2")
+    assert "no dump: stalled outside communication or crashed" in info["banner"]
+    text = info["page"].locator("body").inner_text()
+    assert "nccl-lazy+nccl2 (ranks 0-1, 3)" in text
+    info["page"].close()
+
+
 def test_large_synthetic_job(browser, tmp_path):
     """A 128-rank x 2,000-entry simulated job: the report stays small and opens quickly."""
     if not (ROOT / "tools" / "simulate.py").exists():

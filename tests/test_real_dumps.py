@@ -1,7 +1,8 @@
 """The analyzer against dumps written by real PyTorch jobs.
 
-* ``sample_dumps/*``: recorded by ``tools/record_gloo.py`` (gloo on loopback), each with
-  ``EXPECTED.json`` saying what was injected;
+* ``sample_dumps/*``: recorded by ``tools/record_gloo.py`` (gloo on loopback) and, the
+  ``nccl2_*`` ones, by ``tools/record_hook.py`` (torch 2.15's recorder hook over a Python
+  backend forwarding to gloo), each with ``EXPECTED.json`` saying what was injected;
 * ``../shared/fixtures/torch2.15-gloo``: gloo dumps recorded on torch 2.15;
 * ``../shared/fixtures/nvrx-megatron-moe``: NCCL dumps of a 16-GPU Megatron MoE job with
   faults injected on the ranks ``fault_injection.log`` names.

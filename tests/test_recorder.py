@@ -83,6 +83,8 @@ def test_sample_dumps_match_expected() -> None:
         pytest.skip("no recorded samples")
     for d in dirs:
         exp = json.loads((d / "EXPECTED.json").read_text())
+        if "states" in exp:
+            continue  # torch 2.15 hook recordings: tests/test_hook_samples.py
         assert set(exp) - {"analyzer"} == EXPECTED_KEYS, d.name
         assert exp["scenario"] == d.name
         assert exp["backend"] == "gloo" and exp["kind"] in KINDS

@@ -51,6 +51,13 @@ FORMAT_VERSION = "2.10"
 COMM_LIB_VERSION = "2.21.5"
 BACKEND = "nccl"
 
+#: How the dumps are written: ``nccl`` (the legacy ProcessGroupNCCL recorder, torch <= 2.14
+#: and ``nccl-legacy`` in 2.15), ``nccl2`` (torch 2.15's default NCCL, written by the recorder
+#: hook: one-sided send/recv sizes, pg_status in op_id units, completed + retired or
+#: scheduled and not retired, no coalesced work entries, and a file only from ranks whose own
+#: ops timed out), ``mixed`` (odd ranks nccl2, even ranks legacy: a partial upgrade).
+DIALECTS = ("nccl", "nccl2", "mixed")
+
 FAULTS = (
     "none",
     "stall",
@@ -1280,6 +1287,60 @@ def build_dump(r: int) -> dict[str, Any]:
     }
 
 
+def to_hook_form(dump: dict[str, Any], backend: str = "nccl2") -> dict[str, Any]:
+    """The same rank's dump as torch 2.15's recorder hook writes it for ``backend``.
+
+    * ``profiling_name`` prefix ``nccl2:``; ``op_id`` counts every op of the group, 0-based;
+    * send entries carry only input sizes/dtypes, recv entries only output ones;
+    * states: ``completed`` + retired, or ``scheduled`` and not retired (nccl2 reports
+      completion; ``started`` never appears);
+    * no ``coalesced`` work entries: a batched send/recv carries its own completion;
+    * ``pg_status``: the last enqueued and completed op_id of each group, started -1;
+    * ``comm_lib_version`` empty; ``record_id`` numbers the remaining entries in order.
+    """
+    entries: list[dict[str, Any]] = []
+    first_rid = dump["entries"][0]["record_id"] if dump["entries"] else 0
+    for e in dump["entries"]:
+        pname = e["profiling_name"]
+        op = pname.split(":", 1)[1]
+        if op == "coalesced":
+            if entries and entries[-1]["is_p2p"] and not entries[-1]["retired"]:
+                prev = entries[-1]  # the batched op this work completes
+                done = e["state"] == "completed"
+                prev["state"] = "completed" if done else "scheduled"
+                prev["retired"] = done
+                prev["time_discovered_completed_ns"] = e["time_discovered_completed_ns"] if done else None
+            continue
+        h = dict(e)
+        h["profiling_name"] = f"{backend}:{op}"
+        h["op_id"] = e["collective_seq_id"] + e["p2p_seq_id"] - 1
+        done = e["state"] == "completed"
+        h["state"] = "completed" if done else "scheduled"
+        h["retired"] = done
+        h["time_discovered_started_ns"] = None
+        if not done:
+            h["time_discovered_completed_ns"] = None
+        if op.startswith("send"):
+            h["output_sizes"], h["output_dtypes"] = [], []
+        elif op.startswith("recv"):
+            h["input_sizes"], h["input_dtypes"] = [], []
+        entries.append(h)
+    for i, h in enumerate(entries):
+        h["record_id"] = first_rid + i
+    last: dict[int, list[int]] = {}
+    for h in entries:
+        st = last.setdefault(h["pg_id"], [-1, -1])
+        st[0] = max(st[0], h["op_id"])
+        if h["state"] == "completed":
+            st[1] = max(st[1], h["op_id"])
+    status = {}
+    for key, value in dump["pg_status"].items():
+        enq, comp = last.get(int(key), [-1, -1])
+        status[key] = {"last_enqueued_collective": enq if enq >= 0 else value["last_enqueued_collective"],
+                       "last_started_collective": -1, "last_completed_collective": comp}
+    return {**dump, "comm_lib_version": "", "pg_status": status, "entries": entries}
+
+
 def to_json_form(dump: dict[str, Any]) -> dict[str, Any]:
     """What ``_dump_nccl_trace_json`` writes for the same state."""
     out: dict[str, Any] = {
@@ -1302,8 +1363,15 @@ def to_json_form(dump: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dump_path(out_dir: Path, r: int, fmt: str) -> Path:
-    return out_dir / (f"rank_{r}.json" if fmt == "json" else f"nccl_trace_rank_{r}")
+def dump_path(out_dir: Path, r: int, fmt: str, backend: str = "nccl") -> Path:
+    return out_dir / (f"rank_{r}.json" if fmt == "json" else f"{backend}_trace_rank_{r}")
+
+
+def rank_dialect(dialect: str, r: int) -> str:
+    """The dialect rank ``r`` writes in a job simulated as ``dialect``."""
+    if dialect == "mixed":
+        return "nccl2" if r % 2 else "nccl"
+    return dialect
 
 
 def _write_ranks(ranks: list[int]) -> int:
@@ -1313,7 +1381,10 @@ def _write_ranks(ranks: list[int]) -> int:
     written = 0
     for r in ranks:
         dump = build_dump(r)
-        path = dump_path(job.out_dir, r, job.fmt)
+        backend = rank_dialect(job.dialect, r)
+        if backend == "nccl2":
+            dump = to_hook_form(dump)
+        path = dump_path(job.out_dir, r, job.fmt, backend)
         if job.fmt == "json":
             data = json.dumps(to_json_form(dump), sort_keys=True, separators=(",", ":")).encode()
         else:
@@ -1346,6 +1417,7 @@ def simulate_job(
     inflight: int = DEFAULT_INFLIGHT,
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     batch_p2p: bool = False,
+    dialect: str = "nccl",
 ) -> dict[str, Any]:
     """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED.
 
@@ -1381,8 +1453,13 @@ def simulate_job(
     have in flight before it blocks), ``timeout_ms`` (the watchdog timeout; dumps are written
     just after it), ``batch_p2p`` (send/recv through batch_isend_irecv: each op is recorded
     without events, so it stays "scheduled" and unretired forever, followed by a
-    "nccl:coalesced" work that carries the state), ``jobs`` (writer processes).
+    "nccl:coalesced" work that carries the state), ``jobs`` (writer processes), ``dialect``
+    (:data:`DIALECTS`: ``nccl2`` writes torch 2.15's hook form, :func:`to_hook_form`, as
+    ``nccl2_trace_rank_<r>``, and only ranks with an op that never finished write a file,
+    as nccl2's abort callback does; a healthy job's dump is an on-demand one of every rank).
     """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; choose one of {', '.join(FAULTS)}")
     if fmt not in ("pickle", "json"):
@@ -1403,7 +1480,7 @@ def simulate_job(
     try:
         return _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing, fmt,
                          buffer_size, with_frames, seed, jobs, entries_per_rank, inflight,
-                         timeout_ms)
+                         timeout_ms, dialect)
     finally:
         gc.unfreeze()
         if gc_was_enabled:
@@ -1411,7 +1488,8 @@ def simulate_job(
 
 
 def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing, fmt,
-              buffer_size, with_frames, seed, jobs, entries_per_rank, inflight, timeout_ms):
+              buffer_size, with_frames, seed, jobs, entries_per_rank, inflight, timeout_ms,
+              dialect="nccl"):
     rng = random.Random(seed * 1_000_003 + 17)
     fault_rank, plan = plan_fault(fault, topo, sites, base, fault_rank, M, rng)
 
@@ -1469,8 +1547,19 @@ def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing
     for r, b in plan.blind.items():
         blind_times[r] = faulty.ready[r][b] if faulty.ready[r][b] >= 0 else faulty.enq[r][b]
 
+    if fault != "none":
+        # nccl2 dumps from the abort callback of a rank whose own op timed out: a rank with
+        # nothing unfinished (stalled outside communication) writes no file.
+        def unfinished(r: int) -> bool:
+            if r in blind_times:
+                return True  # its watchdog stopped observing: its ops look unfinished
+            return any(x < 0 for x in faulty.done[r])
+
+        live = [r for r in live if rank_dialect(dialect, r) != "nccl2" or unfinished(r)]
+
     global _JOB
     _JOB = _Job(
+        dialect=dialect,
         blind_times=blind_times,
         topo=topo, base=base, fault_progs=plan.progs, healthy=healthy, faulty=faulty,
         iterations=iterations, buffer_size=buffer_size, timing=timing,
@@ -1478,7 +1567,8 @@ def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing
         timeout_ms=timeout_ms, period=period, t0=t0, out_dir=out_dir, fmt=fmt,
     )
     for r in range(topo.world):  # stale files from an earlier run would mislead
-        for f in (dump_path(out_dir, r, "pickle"), dump_path(out_dir, r, "json")):
+        for f in (dump_path(out_dir, r, "pickle"), dump_path(out_dir, r, "json"),
+                  dump_path(out_dir, r, "pickle", "nccl2")):
             if f.exists():
                 f.unlink()
     try:
@@ -1515,7 +1605,7 @@ def _simulate(out_dir, topo, sites, base, by_stage, fault, fault_rank, M, timing
     expected = {
         "scenario": fault,
         "world": topo.world,
-        "backend": BACKEND,
+        "backend": BACKEND if dialect == "nccl" else ("nccl2" if dialect == "nccl2" else "nccl+nccl2"),
         "format": fmt,
         "dumped_ranks": live,
         "hang": hang,
@@ -1546,6 +1636,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-p2p", action="store_true",
                     help="send/recv through batch_isend_irecv (coalesced records)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dialect", default="nccl", choices=DIALECTS,
+                    help="nccl (legacy recorder), nccl2 (torch 2.15 hook form) or mixed")
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
     t = time.perf_counter()
@@ -1554,7 +1646,7 @@ def main(argv: list[str] | None = None) -> int:
         timing=args.timing, fmt="json" if args.json else "pickle", buffer_size=args.buffer_size,
         with_frames=not args.no_frames, seed=args.seed, jobs=args.jobs,
         entries_per_rank=args.entries_per_rank, microbatches=args.microbatches,
-        batch_p2p=args.batch_p2p,
+        batch_p2p=args.batch_p2p, dialect=args.dialect,
     )
     elapsed = time.perf_counter() - t
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())

@@ -23,7 +23,8 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from analyzer.render.figures import is_p2p_op, ranks_text
-from analyzer.render.text import _KIND_TITLES
+from analyzer.diagnosis import unrecorded_text
+from analyzer.render.text import _KIND_TITLES, full_dialect_text, kind_title
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
@@ -123,7 +124,7 @@ def verdict_line(analysis: Analysis) -> str:
         return "NO HANG: every recorded op completed and the counters agree"
     if v == "inconclusive":
         return "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
-    return f"{_verdict_line(analysis)} ({_kind_title(analysis.diagnosis.kind)})"
+    return f"{_verdict_line(analysis)} ({kind_title(analysis)})"
 
 
 def _chain_lines(analysis: Analysis) -> list[str]:
@@ -163,7 +164,7 @@ def verdict_html(analysis: Analysis, *, max_findings: int = 5, standalone_styles
         "<div class='hangscope-verdict' style='font-family:system-ui,sans-serif;max-width:1100px'>"
         f"<div style='background:{bg};color:white;padding:10px 14px;border-radius:6px'>"
         f"<div style='font-size:18px;font-weight:700'>{esc(_verdict_line(analysis))}</div>"
-        f"<div style='font-size:13px'>{esc(_kind_title(d.kind))}</div>"
+        f"<div style='font-size:13px'>{esc(kind_title(analysis))}</div>"
         f"<div style='font-size:13px;margin-top:6px;overflow-wrap:anywhere'>{esc(d.headline)}</div></div>"
         f"<div style='font-size:12px;color:#5d6d7e;margin-top:4px'>{len(t.dumped_ranks)} of {t.world_size} "
         f"ranks dumped · {len(t.entries):,} entries"
@@ -285,7 +286,11 @@ def _summary_section(analysis: Analysis) -> str:
         ("entries", f"{len(e):,}"),
         ("groups", f"{len(t.groups):,}"),
         ("backends", uniq(rk["backend"])),
+        ("read as", esc(full_dialect_text(analysis).removeprefix("read as: ")) or "—"),
+        ("groups not recorded", esc(unrecorded_text(d.unrecorded_groups).split(": ", 1)[1])
+         if d.unrecorded_groups else "none"),
         ("dump formats", uniq(rk["format"])),
+        ("readers", uniq(rk["reader"])),
         ("format versions", uniq(rk["version"])),
         ("comm library", uniq(rk["comm_lib_version"])),
         ("recorded span", span or "—"),
@@ -380,7 +385,7 @@ def render_html(analysis: Analysis, *, plotlyjs: str = "inline", title: str | No
     body = [
         f"<header class='banner {esc(verdict)}' id='verdict'>",
         f"<p class='verdict'>{esc(_verdict_line(analysis))}</p>",
-        f"<p class='kind'>{esc(_kind_title(d.kind))}</p>",
+        f"<p class='kind'>{esc(kind_title(analysis))}</p>",
         f"<p class='headline'>{esc(d.headline)}</p>",
         f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
         "</header>",

@@ -57,5 +57,9 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "backends": sorted(str(b) for b in t.entries["backend"].unique() if str(b)),
         "formats": sorted(str(f) for f in t.ranks["format"].unique() if str(f)),
         "versions": sorted(str(v) for v in t.ranks["version"].unique() if str(v)),
+        "dialects": analysis.matching.dialects.to_dict(),
+        "unrecorded_groups": d.unrecorded_groups,
+        "readers": {str(k): int(v) for k, v in
+                    t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index().items()},
         "graph": graph_dict(analysis),
     }

@@ -132,9 +132,13 @@ def progress(analysis: Analysis) -> go.Figure:
     if d.culprit_ranks:
         notes.append(f"dotted red: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} "
                      f"{esc(ranks_text(d.culprit_ranks))}")
-    if analysis.matching.gloo_like:
+    dialects = analysis.matching.dialects
+    if dialects.completion_unobserved and dialects.p2p_unrecorded:
         notes.append("gloo does not report completion: completion lag comes from pg_status counters only "
                      "(gloo retires an op that timed out as well)")
+    elif dialects.completion_unobserved:
+        notes.append("these dumps do not report completion (every op was retired when issued): "
+                     "only enqueue progress is evidence")
     layout = _base_layout("Progress per group: the lagging rank stands out", notes,
                           max(300, min(1400, 200 + n_rows * (60 + 26 * max(1, len(roles))))))
     fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": _top_margin(notes, 30), "b": 40})

@@ -7,6 +7,7 @@ import textwrap
 from analyzer.analysis import Analysis
 from analyzer.escape import clean
 from analyzer.render.inputs import input_notes, text_lines
+from analyzer.tables import Tables
 
 _KIND_TITLES = {
     "not_joined": "a rank stalled outside communication",
@@ -22,6 +23,53 @@ _KIND_TITLES = {
 }
 
 
+def kind_title(analysis: Analysis) -> str:
+    """The title of the leading kind; a missing file reads differently where the backend
+    dumps only ranks whose own ops timed out (nccl2)."""
+    d = analysis.diagnosis
+    lead = next((f for f in d.findings if f.culprit), None)
+    if d.kind == "missing_dump" and lead is not None and lead.evidence.get("no_dump") == "stalled_or_crashed":
+        return "no dump: stalled outside communication or crashed"
+    return _KIND_TITLES.get(d.kind, d.kind)
+
+
+def dialect_text(analysis: Analysis) -> str:
+    """``read as: nccl2 (ranks 0-3)``: how each rank's dump was read. Empty when every dump
+    is read as its own self-recording backend's default (gloo, legacy NCCL) in one dialect:
+    the JSON and the HTML report always say it."""
+    dialects = analysis.matching.dialects
+    plain = all(d.dump_policy == "every_rank" and not [w for w in d.evidence if not w.startswith("no entries")]
+                for d in dialects.by_rank.values())
+    if plain and len(dialects.summary()) <= 1:
+        return ""
+    return full_dialect_text(analysis)
+
+
+def full_dialect_text(analysis: Analysis) -> str:
+    """``read as: ...`` for every dump set."""
+    parts = []
+    for name, ranks in analysis.matching.dialects.summary().items():
+        parts.append(f"{name} (rank{'s' if len(ranks) > 1 else ''} {_span(ranks)})")
+    return "read as: " + "; ".join(parts) if parts else ""
+
+
+def _span(ranks: list[int]) -> str:
+    """``0-3, 5, 7-9``."""
+    out: list[str] = []
+    start = prev = None
+    for r in sorted(ranks):
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            out.append(f"{start}-{prev}" if prev != start else str(start))
+            start = prev = r
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(out)
+
+
 def _wrap(text: str, indent: str, width: int) -> str:
     return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
 
@@ -35,7 +83,7 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     if d.verdict.value == "hang":
         ranks = ", ".join(str(r) for r in d.culprit_ranks)
         lines.append(f"HANG: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {ranks}"
-                     f" ({_KIND_TITLES.get(d.kind, d.kind)})")
+                     f" ({kind_title(analysis)})")
     elif d.verdict.value == "no_hang":
         lines.append("NO HANG: every recorded op completed and the counters agree")
     else:
@@ -65,7 +113,10 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     lines.append("")
     lines.append(f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
                  + (f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
-                    if len(t.entries) else ""))
+                    if len(t.entries) else "") + _readers(t))
+    dialects = dialect_text(analysis)
+    if dialects:
+        lines.append(_wrap(dialects, "", width))
     if d.missing_dumps:
         unreadable = set(input_notes(analysis).unreadable_ranks)
         note = (f" ({', '.join(str(r) for r in sorted(unreadable))} with an unreadable file)"
@@ -74,6 +125,10 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     suspect = input_notes(analysis).suspect_ranks
     if suspect:
         lines.append(f"suspect dumps (values dropped): ranks {', '.join(str(r) for r in suspect)}")
+    if d.unrecorded_groups:
+        from analyzer.diagnosis import unrecorded_text
+
+        lines.append(_wrap(unrecorded_text(d.unrecorded_groups), "", width))
     if d.deadlock_cycles:
         for cycle in d.deadlock_cycles:
             lines.append(f"deadlock cycle: ranks {', '.join(str(r) for r in cycle)}")
@@ -93,3 +148,11 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     lines.extend(text_lines(analysis, verbose=verbose))
     # Dump text is escaped where it is read; this also covers stores written before that.
     return "\n".join(clean(line, 1 << 20) for line in "\n".join(lines).split("\n")) + "\n"
+
+
+def _readers(t: Tables) -> str:
+    """``, reader: native`` (or ``, readers: native 6, python 2``): which reader parsed the dumps."""
+    counts = t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index()
+    if len(counts) == 1:
+        return f", reader: {counts.index[0]}"
+    return (", readers: " + ", ".join(f"{k} {v}" for k, v in counts.items())) if len(counts) else ""

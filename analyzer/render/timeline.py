@@ -59,7 +59,7 @@ class _Entries:
 
 def _entry_arrays(analysis: Analysis) -> _Entries:
     e = analysis.tables.entries
-    gloo = analysis.matching.gloo_like
+    gloo = analysis.matching.dialects.completion_unobserved
     rank = e["rank"].to_numpy(np.int64)
     created = e["time_created_ns"].to_numpy(np.int64)
     comp = e["time_completed_ns"].to_numpy(np.int64)

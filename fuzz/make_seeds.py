@@ -1,0 +1,28 @@
+"""Seed corpus for the native fuzzer: the recorded sample dumps as they are, and each one
+written again with pickle protocols 2 to 5 (FRAME, MEMOIZE, SHORT_BINUNICODE...)."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analyzer.reader import _SafeUnpickler  # noqa: E402
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for i, path in enumerate(sorted((ROOT / "sample_dumps").rglob("nccl_trace_rank_*"))):
+        data = path.read_bytes()
+        (out / f"sample_{i}").write_bytes(data)
+        raw = _SafeUnpickler(io.BytesIO(data)).load()
+        for proto in (3, 4, 5):
+            (out / f"sample_{i}_p{proto}").write_bytes(pickle.dumps(raw, protocol=proto))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
