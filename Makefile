@@ -6,15 +6,17 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz lint clean help
+.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
+	@echo "make fuzz   - both fuzzers below, long runs"
+	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
-	@echo "make fuzz   - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
+	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
 
@@ -31,7 +33,7 @@ demo: $(STAMP)
 	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
 
 test: $(STAMP) browser torch
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
+	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
 	$(BIN)/python -m pytest -q
 
 # libFuzzer over the C core of the compiled reader, with AddressSanitizer and
@@ -39,7 +41,7 @@ test: $(STAMP) browser torch
 # clang is installed when absent (as root); without it the run is skipped and says so.
 FUZZ_SECONDS ?= 300
 FUZZ_DIR := build/fuzz
-fuzz: $(STAMP)
+fuzz-native: $(STAMP)
 	@command -v clang >/dev/null 2>&1 || { test "$$(id -u)" = 0 && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; } || true
 	@if ! command -v clang >/dev/null 2>&1; then \
@@ -86,6 +88,15 @@ bench: $(STAMP) torch
 # (torch from .venv-torch); prints the step times and the overhead.
 bench-capture: torch
 	.venv-torch/bin/python bench/capture_overhead.py $(BENCH_ARGS)
+
+# The loader fuzzer of tests/test_fuzz.py with fresh randomness and many more examples than
+# make test runs, and the cost of each kind of hostile input.
+FUZZ_EXAMPLES ?= 2000
+fuzz-loader: $(STAMP)
+	HANGSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	$(BIN)/python bench/hostile_input.py
+
+fuzz: fuzz-native fuzz-loader
 
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)

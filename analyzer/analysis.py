@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,8 @@ import pandas as pd
 from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, diagnose
 from analyzer.graph import build_graph, waits
-from analyzer.loader import Progress, load_dumps
+from analyzer.errors import InputError
+from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import is_store, read_store
 from analyzer.tables import Tables, normalize
@@ -38,6 +40,8 @@ class Analysis:
     diagnosis: Diagnosis
     #: Context files captured beside the dumps (:mod:`analyzer.capture`), by rank.
     contexts: Contexts = field(default_factory=Contexts)
+    loaded: Loaded | None = None
+    """What the loader read (None for a re-opened store): ignored files, duplicates, warnings."""
 
     # Convenience views for notebooks.
     @property
@@ -117,6 +121,9 @@ def analyze(
     A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if world_size is not None and world_size < 1:
+        raise InputError(f"world size {world_size}: a job has at least one rank")
+    loaded: Loaded | None = None
     with _cyclic_gc_paused():
         contexts = Contexts()
         if len(inputs) == 1 and is_store(inputs[0]):
@@ -124,15 +131,25 @@ def analyze(
         else:
             loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
             # Captured context files beside the dumps: where each rank is now, who is alive.
-            contexts = find_contexts(inputs, [f.path for f in loaded.files])
+            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
             tables = normalize(loaded, world_size=world)
         matching = match(tables)
         wait_rows = waits(tables, matching)
         graph = build_graph(tables, wait_rows)
-        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph), contexts)
+        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded)),
+                                   contexts)
     return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
-                    diagnosis=diagnosis, contexts=contexts)
+                    diagnosis=diagnosis, contexts=contexts, loaded=loaded)
+
+
+def _unsure(loaded: Loaded | None) -> dict[int, str]:
+    """Ranks whose evidence is doubtful, and why (see :func:`analyzer.diagnosis.diagnose`)."""
+    if loaded is None:
+        return {}
+    out = {r: "its file could not be read" for r in loaded.unreadable_ranks}
+    out.update({r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks})
+    return out
 
 
 @contextmanager

@@ -2,12 +2,14 @@
 typed errors into one-line messages and exit codes.
 
 Exit codes: 0 no problem found, 1 a hang or problem found, 2 bad usage or nothing
-analyzable.
+analyzable (or, with ``--strict``, two different dumps for one rank), 3 an internal error
+(one line; ``hangscope --debug ...`` prints the traceback).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -20,6 +22,8 @@ from analyzer.errors import AnalyzerError
 EXIT_OK = 0
 EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+_DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 
 app = typer.Typer(
     name="hangscope",
@@ -42,8 +46,39 @@ PrefixOpt = Annotated[Optional[str], typer.Option(
     "--prefix", help="File-name prefix before the rank number (when names are unusual)")]
 WorldOpt = Annotated[Optional[int], typer.Option(
     "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)")]
-JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Parser processes (0: all cores)")]
+JobsOpt = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)")]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hangscope")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hangscope {_version()}")
+        raise typer.Exit(code=EXIT_OK)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version_callback, is_eager=True, help="Print the version and exit")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="On an internal error, print the traceback (exit code 3 either way)")] = False,
+) -> None:
+    """Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps."""
+    if debug:
+        _DEBUG["on"] = True
 
 
 def _fail(message: str) -> typer.Exit:
@@ -51,17 +86,29 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=EXIT_BAD_INPUT)
 
 
-def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int, quiet: bool):  # type: ignore[no-untyped-def]
+def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,  # type: ignore[no-untyped-def]
+             strict: bool = False):
     from analyzer.analysis import analyze
+    from analyzer.escape import clean
     from analyzer.loader import ProgressPrinter
 
+    if world is not None and world < 1:
+        raise _fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise _fail(f"--jobs {jobs}: give at least 1 parser process")
     try:
-        return analyze(paths, prefix=prefix, world_size=world, jobs=jobs or None,
-                       progress=ProgressPrinter(not quiet))
+        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
+                         progress=ProgressPrinter(not quiet))
     except AnalyzerError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(clean(str(exc))) from None
     except KeyboardInterrupt:
         raise typer.Exit(code=130) from None
+    if strict and result.loaded is not None:
+        different = [d for d in result.loaded.duplicates if not d.identical]
+        if different:
+            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+            raise _fail(f"--strict: {different[0].note}{more}")
+    return result
 
 
 @app.command()
@@ -71,8 +118,10 @@ def analyze(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
-    jobs: JobsOpt = 0,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Name the culprit rank(s) of a hang and explain why.
 
@@ -81,9 +130,9 @@ def analyze(
     from analyzer.render.jsondoc import to_json
     from analyzer.render.text import render_text
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
     text = (json.dumps(to_json(result), indent=1) + "\n" if fmt is OutputFormat.json
-            else render_text(result))
+            else render_text(result, verbose=verbose))
     _write(text, output)
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
@@ -96,11 +145,12 @@ def entries(
     last: Annotated[int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
     prefix: PrefixOpt = None,
-    jobs: JobsOpt = 0,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Show the per-rank entry table, optionally filtered by rank and group."""
-    result = _analyze(paths, prefix, None, jobs, quiet)
+    result = _analyze(paths, prefix, None, jobs, quiet, strict)
     e = result.tables.entries
     if rank:
         e = e[e["rank"].isin(rank)]
@@ -111,7 +161,7 @@ def entries(
         e = e.groupby("rank", sort=False).tail(last)
     cols = ["rank", "record_id", "pg_name", "pg_desc", "seq", "p2p_seq", "profiling_name",
             "peer", "input_sizes", "input_dtypes", "state", "retired", "time_created_ns"]
-    view = e[cols]
+    view = _escaped(e[cols])
     if fmt == "csv":
         _write(view.to_csv(index=False), None)
     elif fmt == "json":
@@ -132,8 +182,9 @@ def export(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
-    jobs: JobsOpt = 0,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Write the normalized tables as Parquet; every command accepts the folder as input.
 
@@ -141,7 +192,7 @@ def export(
     """
     from analyzer.store import write_store
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
     try:
         folder = write_store(result.tables, output)
     except OSError as exc:
@@ -167,8 +218,9 @@ def graph(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
-    jobs: JobsOpt = 0,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Print or export the wait-for graph (who waits on whom, in which group and op).
 
@@ -177,7 +229,7 @@ def graph(
     from analyzer.render.graphdoc import graph_dot, graph_graphml, graph_text
     from analyzer.render.jsondoc import graph_dict
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
     if fmt is GraphFormat.json:
         text = json.dumps(graph_dict(result), indent=1) + "\n"
     elif fmt is GraphFormat.graphml:
@@ -217,8 +269,9 @@ def report(
         "--window", help="Seconds before the hang shown by default (default: the last ops of every rank)")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
-    jobs: JobsOpt = 0,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Write the HTML incident report: verdict first, then timeline, wait graph and evidence.
 
@@ -226,7 +279,7 @@ def report(
     """
     from analyzer.render.html import render_html, verdict_line
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
     kw = {"clock": clock.value, "max_lanes": max_lanes, "window_s": window}
     _write(render_html(result, plotlyjs=plotlyjs.value, **kw), output)
     typer.echo(f"wrote {output}")
@@ -274,6 +327,26 @@ def capture(
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
 
 
+def _escaped(frame):  # type: ignore[no-untyped-def]
+    """String and categorical columns with control characters escaped (CSV and text)."""
+    import pandas as pd
+
+    from analyzer.escape import clean
+
+    out = frame.copy()
+    for col in out.columns:
+        values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = [clean(str(c)) for c in values.cat.categories]
+            if len(set(cats)) == len(cats):
+                out[col] = values.cat.rename_categories(cats)
+            else:
+                out[col] = values.astype(str).map(clean)
+        elif values.dtype == object:
+            out[col] = values.map(lambda v: clean(v) if isinstance(v, str) else v)
+    return out
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         try:
@@ -289,9 +362,22 @@ def _write(text: str, output: Path | None) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. An unexpected exception is an internal error: exit 3 with
+    one line (never 1, which means "hang found"); ``--debug`` adds the traceback."""
+    from analyzer.escape import clean
+
     try:
-        app()
+        app(standalone_mode=True)
     except AnalyzerError as exc:  # pragma: no cover - commands already convert these
-        typer.echo(f"hangscope: error: {exc}", err=True)
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        if _DEBUG["on"] or "--debug" in sys.argv[1:]:
+            import traceback
+
+            traceback.print_exc()
+        typer.echo(f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
+                   "(please report it; run with --debug for the traceback)", err=True)
+        raise SystemExit(EXIT_INTERNAL) from None

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -550,8 +551,39 @@ def _all_done(tables: Tables, matching: Matching) -> bool:
     return finished and agree and not tables.missing_ranks
 
 
-def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph) -> Diagnosis:
-    """Name the culprits and explain them. Deterministic for a given input."""
+def _unsure_roots(root_findings: list[Finding], unsure: Mapping[int, str]) -> list[Finding]:
+    """Roots whose own dump is unreadable or suspect are not blamed ahead of roots whose
+    readable dump shows them stalled: they stay as findings, marked as not blamed. When no
+    root is sure, they stay culprits, and the summary says why they are unsure."""
+    if not unsure:
+        return root_findings
+    is_unsure = [bool(set(f.ranks) & unsure.keys()) for f in root_findings]
+    # Sure: a root whose own readable dump shows where it stopped (not one without a dump).
+    sure = [f for f, u in zip(root_findings, is_unsure, strict=True)
+            if f.culprit and not u and f.kind != "missing_dump"]
+    out = []
+    for f, u in zip(root_findings, is_unsure, strict=True):
+        if not u:
+            out.append(f)
+            continue
+        why = "; ".join(f"rank {r}: {unsure[r]}" for r in f.ranks if r in unsure)
+        if sure:
+            blamed = _ranks_text(sorted({r for s in sure for r in s.ranks}))
+            out.append(Finding(**{**_as_kwargs(f), "culprit": False, "summary": (
+                f"{f.summary} (not blamed: {why}; the readable dumps show rank(s) {blamed} "
+                "stopped first)")}))
+        else:
+            out.append(Finding(**{**_as_kwargs(f), "summary": f"{f.summary} (unsure: {why})"}))
+    return out
+
+
+def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph, *,
+             unsure: Mapping[int, str] | None = None) -> Diagnosis:
+    """Name the culprits and explain them. Deterministic for a given input.
+
+    ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
+    dropped entries) and why; see :func:`_unsure_roots`.
+    """
     roots: Roots = root_ranks(g)
     findings: list[Finding] = []
     mismatches = _mismatch_findings(tables, matching) + _p2p_mismatch_findings(tables, matching)
@@ -573,6 +605,7 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
         slow = _slow_completers(matching, slow_roots)
         if slow is not None:
             root_findings.append(slow)
+    root_findings = _unsure_roots(root_findings, unsure or {})
     deadlock: list[Finding] = []
     for cycle in roots.cycles:
         closing = [
@@ -616,10 +649,11 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
         findings.extend(deadlock)
         kind = mismatches[0].kind
     elif root_findings or any(f.culprit for f in deadlock):
-        culprits = {r for f in root_findings for r in f.ranks} | cycle_culprits
+        culprits = {r for f in root_findings if f.culprit for r in f.ranks} | cycle_culprits
         findings.extend(root_findings)
         findings.extend(deadlock)
-        kind = "deadlock" if any(f.culprit for f in deadlock) and not root_findings else root_findings[0].kind if root_findings else "deadlock"
+        blamed = [f for f in root_findings if f.culprit] or root_findings
+        kind = "deadlock" if any(f.culprit for f in deadlock) and not root_findings else blamed[0].kind if blamed else "deadlock"
     else:
         stuck = _stuck_findings(tables, matching, held)
         findings.extend(stuck)

@@ -1,7 +1,10 @@
-"""Find the per-rank dump files a user pointed at, and the global rank of each.
+"""Find the files a user pointed at, and the global rank each one's name gives.
 
 Inputs may be directories (searched recursively), globs, path prefixes such as
 ``/dumps/nccl_trace_rank_`` (PyTorch's ``TORCH_FR_DUMP_TEMP_FILE`` style), or plain files.
+Whether a file is a dump is decided later from its content (:mod:`analyzer.payload`): here
+every regular file is a candidate, with the rank its name carries (if any) and whether its
+name looks like a dump's (a file so named that cannot be read is reported, others ignored).
 """
 
 from __future__ import annotations
@@ -9,21 +12,21 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from analyzer.context import is_context_file
 from analyzer.errors import InputError
 
 #: Extensions a dump may carry; the rank number sits right before them.
 DUMP_SUFFIXES: tuple[str, ...] = (".json", ".pkl", ".pickle", ".bin", ".trace", ".fr")
+#: Compression and archive extensions, taken off a name before its rank is read.
+PACKED_SUFFIXES: tuple[str, ...] = (".tar.gz", ".tgz", ".tar.zst", ".tar.bz2", ".tar.xz",
+                                    ".gz", ".zst", ".bz2", ".xz", ".tar", ".zip")
 _TRAILING_INT = re.compile(r"(\d+)$")
-#: Names that are clearly not dumps even though they end in a number are filtered by suffix.
-_NOT_DUMP_SUFFIXES = frozenset(
-    {".md", ".txt", ".log", ".py", ".html", ".png", ".svg", ".csv", ".parquet", ".ipynb",
-     ".yaml", ".yml", ".toml", ".sh", ".gz", ".zip", ".tar"}
-)
+#: How dump files are named: ``..rank_N``, ``_dump_N``, ``trace_rankN``, ``..rank_node02_N``.
+_DUMP_NAME = re.compile(r"(?:rank|dump|trace)[_\-.]?(?:[A-Za-z]+\d*[_\-])?\d+$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
     >>> rank_from_name("nccl_trace_rank_node02_5"), rank_from_name("trace_rank7")
     (5, 7)
     """
-    stem = name
+    stem = _unpacked(name)
     for suffix in DUMP_SUFFIXES:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
@@ -57,56 +60,146 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _looks_like_dump(path: Path) -> bool:
-    if path.name.startswith("."):
+def _unpacked(name: str) -> str:
+    lower = name.lower()
+    for suffix in PACKED_SUFFIXES:
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def is_dump_name(name: str, prefix: str | None = None) -> bool:
+    """Whether ``name`` is built like a dump file's (``nccl_trace_rank_3``, ``_dump_3``,
+    ``rank_3.json``, ``<prefix>3``), compressed or not. A core file or ``train_log_17`` is not.
+
+    >>> is_dump_name("nccl_trace_rank_3.gz"), is_dump_name("core.12345")
+    (True, False)
+    """
+    stem = _unpacked(name)
+    for suffix in DUMP_SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    if prefix is not None:
+        base = os.path.basename(prefix)
+        return stem.startswith(base) and stem[len(base):].isdigit()
+    return _DUMP_NAME.search(stem) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A file that may hold dumps: the rank its name gives (None: none), and whether the
+    name is built like a dump's."""
+
+    path: Path
+    rank: int | None
+    named: bool
+    prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Every regular file named by the inputs, and the folders that could not be read."""
+
+    candidates: tuple[Candidate, ...]
+    unreadable_dirs: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] = field(default=())
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
         return False
-    return path.suffix.lower() not in _NOT_DUMP_SUFFIXES
 
 
-def _expand(spec: str) -> list[Path]:
+def _walk(top: str, unreadable: list[tuple[str, str]]) -> list[str]:
+    """Regular files under ``top`` (sorted); folders that cannot be listed go to ``unreadable``.
+
+    Raises :class:`InputError` when ``top`` itself cannot be listed.
+    """
+    try:
+        with os.scandir(top):
+            pass
+    except OSError as exc:
+        raise InputError(f"{top}: cannot read folder ({exc.strerror or exc})") from None
+    out: list[str] = []
+
+    def failed(exc: OSError) -> None:
+        unreadable.append((str(exc.filename or ""), exc.strerror or str(exc)))
+
+    for folder, dirs, files in os.walk(top, onerror=failed):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if _regular(path):
+                out.append(path)
+    return out
+
+
+def _expand(spec: str, unreadable: list[tuple[str, str]]) -> list[Path]:
     """Files named by one input: a directory, a file, a glob or a path prefix."""
     path = Path(spec)
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and _looks_like_dump(p))
+        return [Path(p) for p in _walk(spec, unreadable)]
     if path.is_file():
         return [path]
     if any(ch in spec for ch in "*?["):
-        return sorted(Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+        return sorted(Path(p) for p in glob.glob(spec, recursive=True) if _regular(p))
     parent = path.parent if str(path.parent) else Path(".")
     if parent.is_dir():
-        matches = sorted(p for p in parent.glob(glob.escape(path.name) + "*") if p.is_file())
+        matches = sorted(p for p in parent.glob(glob.escape(path.name) + "*") if _regular(str(p)))
         if matches:
             return matches
+    if os.path.lexists(spec):
+        raise InputError(f"{spec}: not a regular file or folder")
     raise InputError(f"{spec}: no such file or directory")
 
 
-def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) -> list[RankFile]:
-    """Every dump file named by ``inputs``, with its global rank, sorted by rank.
+def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) -> Found:
+    """Every regular file named by ``inputs``, in order, each path once.
 
-    Files whose name carries no rank number (README, EXPECTED.json, logs) are ignored; a
-    path prefix given as input also acts as ``prefix``. Raises :class:`InputError` when
-    nothing is left. Several different files may hold one rank (a process writes one
-    buffer per backend: ``nccl2_trace_rank_3`` and ``nccl-lazy_trace_rank_3``); they are all
-    returned, and the loader and normalization decide what each holds.
+    A path prefix given as input also acts as ``prefix``. Hidden files (names starting with
+    a dot) are listed apart. Raises :class:`InputError` for a missing input, an unreadable
+    top folder, or when no file is found at all.
     """
     if not inputs:
         raise InputError("no input given: name a dump directory, files, a glob or a prefix")
-    found: dict[int, list[Path]] = {}
-    looked_at = 0
+    seen: set[str] = set()
+    out: list[Candidate] = []
+    hidden: list[str] = []
+    unreadable: list[tuple[str, str]] = []
     for spec in inputs:
         spec_s = os.fspath(spec)
         spec_prefix = prefix
         if spec_prefix is None and not Path(spec_s).exists() and not any(c in spec_s for c in "*?["):
             spec_prefix = spec_s
-        for path in _expand(spec_s):
-            looked_at += 1
-            rank = rank_from_name(path.name, spec_prefix)
-            if rank is None or (path.suffix == ".json" and is_context_file(path)):
-                continue  # no rank in the name, or a capture's context file (not a dump)
-            paths = found.setdefault(rank, [])
-            if path not in paths:
-                paths.append(path)
-    if not found:
+        for path in _expand(spec_s, unreadable):
+            key = os.path.realpath(path)
+            if key in seen:
+                continue
+            seen.add(key)
+            if path.name.startswith("."):
+                hidden.append(str(path))
+                continue
+            out.append(Candidate(path, rank_from_name(path.name, spec_prefix),
+                                 is_dump_name(path.name, spec_prefix), spec_prefix))
+    if not out:
+        where = ", ".join(os.fspath(s) for s in inputs)
+        raise InputError(f"{where}: no files found")
+    return Found(tuple(out), tuple(unreadable), tuple(hidden))
+
+
+def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) -> list[RankFile]:
+    """The files named by ``inputs`` whose name carries a rank, sorted by rank (several
+    files may give one rank: the loader decides between them by content).
+
+    Raises :class:`InputError` when no file carries a rank number.
+    """
+    found = find(inputs, prefix)
+    ranked = [RankFile(c.rank, c.path) for c in found.candidates if c.rank is not None]
+    looked_at = len(found.candidates)
+    if not ranked:
         where = ", ".join(os.fspath(s) for s in inputs)
         if looked_at == 0:
             raise InputError(f"{where}: no files found")
@@ -115,5 +208,5 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
             f"{where}: none of the {looked_at} file(s) is named like a per-rank dump{hint} "
             "(e.g. nccl_trace_rank_3, _dump_3, rank_3.json); use --prefix to say how they are named"
         )
-    return [RankFile(rank, path) for rank, paths in sorted(found.items()) for path in sorted(paths)]
+    return sorted(ranked, key=lambda f: (f.rank, str(f.path)))
 

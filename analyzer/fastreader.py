@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from analyzer import reader as ref
+from analyzer.errors import DumpFormatError
+from analyzer.payload import Payload, Refusal, payloads
 from analyzer.reader import ParsedDump
 
 try:  # built by pip install (setup.py); absent without a C compiler
@@ -69,15 +71,29 @@ def wanted_reader() -> str:
 
 
 def read_dump(rank: int, path: Path) -> ParsedDump:
-    """Read one dump with the compiled reader where it can, else with the Python reader.
+    """Read one dump file with the compiled reader where it can, else with the Python reader.
 
     Raises what :func:`analyzer.reader.parse_dump` raises, for the files it reads.
     """
-    if wanted_reader() == NATIVE:
-        parsed = parse_native(rank, path)
+    for item in payloads(str(path), lenient=True):
+        if isinstance(item, Refusal):
+            raise DumpFormatError(item.label, item.reason)
+        return read_payload(rank, item)
+    raise DumpFormatError(str(path), "empty archive")
+
+
+def read_payload(rank: int, payload: Payload) -> ParsedDump:
+    """One dump candidate: the compiled reader for a plain pickle file, else the Python reader.
+
+    Decompressed data, archive members and JSON (with a byte-order mark or not) always go to
+    :func:`analyzer.reader.parse_payload`.
+    """
+    if payload.plain and payload.fmt == "pickle" and wanted_reader() == NATIVE:
+        parsed = _native(rank, payload.label, payload.data)
         if isinstance(parsed, ParsedDump):
+            parsed.fingerprint = payload.fingerprint
             return parsed
-    return ref.parse_dump(rank, path)
+    return ref.parse_payload(rank, payload)
 
 
 def parse_native(rank: int, path: Path) -> ParsedDump | str:
@@ -95,18 +111,34 @@ def parse_native(rank: int, path: Path) -> ParsedDump | str:
             data = head + f.read()
     except OSError:
         return "cannot read"
+    return _native(rank, str(path), data)
+
+
+def _native(rank: int, label: str, data: bytes) -> ParsedDump | str:
+    if _fastpickle is None:
+        return "compiled reader not built"
+    if len(data) < 2 or data[0] != 0x80:
+        return "not a pickle"
+    if len(data) > NATIVE_MAX_BYTES:
+        return "file larger than the compiled reader takes"
     result = _fastpickle.parse(data)
-    del data
     if isinstance(result, str):
         return result
     try:
-        return _assemble(rank, path, result)
+        return _assemble(rank, label, result)
     except Exception as exc:  # any value the reader's functions do not expect: the Python reader decides
         return f"value not handled ({type(exc).__name__})"
 
 
-def _assemble(rank: int, path: Path, result: tuple[Any, ...]) -> ParsedDump | str:
-    """The same steps as :func:`analyzer.reader.parse_dump`, over distinct values."""
+_DROPS = "a value the Python reader drops or counts"
+
+
+def _assemble(rank: int, path: str, result: tuple[Any, ...]) -> ParsedDump | str:
+    """The same steps as :func:`analyzer.reader.parse_payload`, over distinct values.
+
+    Only a dump the Python reader reads without dropping or counting anything is assembled
+    here; any value it would drop, count in ``warnings`` or bound (caps) declines the dump.
+    """
     top, n, int_cols, bool_cols, float_col, objects = result
     if "version" not in top or not ({"entries", "pg_config", "pg_status"} & top.keys()):
         return "not a flight-recorder dump"
@@ -124,34 +156,58 @@ def _assemble(rank: int, path: Path, result: tuple[Any, ...]) -> ParsedDump | st
         return np.frombuffer(codes, dtype=np.int32).astype(np.intp), values
 
     name_index, names_raw = distinct("profiling_name")
-    names = [pname or "" for pname in names_raw]
-    split = [ref.split_profiling_name(pname) for pname in names]
+    if any(type(v) is not str or not ref._OP_NAME.match(v) for v in names_raw):
+        return _DROPS
+    names = [ref.clean(v) for v in names_raw]
+    split = [(b, op, me if me < ref.MAX_RANK else -1, peer if peer < ref.MAX_RANK else -1)
+             for b, op, me, peer in map(ref.split_profiling_name, names)]
     encode("profiling_name", name_index, names)
     encode("op", name_index, [backend_op[1] for backend_op in split])
     encode("backend", name_index, [backend_op[0] for backend_op in split])
     index, values = distinct("process_group")
-    pg_parts = [ref._pg_parts(pg) for pg in values]
-    encode("pg_name", index, [name for name, _ in pg_parts])
-    encode("pg_desc", index, [desc for _, desc in pg_parts])
-    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes"):
+    parts = [ref._pg_parts(pg) for pg in values]
+    if any(pg is None for pg in parts):
+        return _DROPS
+    encode("pg_name", index, [name for name, _ in parts])  # type: ignore[misc]
+    encode("pg_desc", index, [desc for _, desc in parts])  # type: ignore[misc]
+    for key, check, pattern in (("input_sizes", ref._shape_list, ref._SHAPES_TEXT),
+                                ("output_sizes", ref._shape_list, ref._SHAPES_TEXT),
+                                ("input_dtypes", ref._str_list, ref._DTYPES_TEXT),
+                                ("output_dtypes", ref._str_list, ref._DTYPES_TEXT)):
         index, values = distinct(key)
+        if not all(v is None or check(v) or (type(v) is str and len(v) <= 1 << 16
+                                             and pattern.match(v) is not None) for v in values):
+            return _DROPS
         encode(key, index, [ref._text_of(v) for v in values])
     index, values = distinct("state")
-    encode("state", index, [str(v or "unknown") for v in values])
+    if not all(v is None or (type(v) is str and len(v) <= 64) for v in values):
+        return _DROPS
+    encode("state", index, [ref.clean(v) if v else "unknown" for v in values])
     index, values = distinct("thread_name")
-    encode("thread_name", index, [str(v or "") for v in values])
+    if not all(v is None or type(v) is str for v in values):
+        return _DROPS
+    encode("thread_name", index, [ref.clean(v, 256) if v else "" for v in values])
 
     index, values = distinct("frames")
+    keys = [ref._stack_key(frames) if frames else () for frames in values]
+    if any(k is None for k in keys):
+        return _DROPS
     stack_ids: dict[tuple[tuple[str, str, int], ...], int] = {}
     per_distinct = np.array(
-        [stack_ids.setdefault(ref._stack_key(frames), len(stack_ids)) if frames else -1
-         for frames in values] or [-1], dtype=np.int64)
+        [stack_ids.setdefault(key, len(stack_ids)) if key else -1 for key in keys] or [-1],
+        dtype=np.int64)
     stacks = list(stack_ids)
 
     by_name = {key: np.frombuffer(col, dtype=np.int64) for key, col in zip(_INT_COLUMNS, int_cols)}
-    ints = {key: by_name[key] for key in ("pg_id", "record_id", "seq", "p2p_seq", "op_id",
-                                          "time_created_ns", "time_started_ns",
-                                          "time_completed_ns", "timeout_ms")}
+    bounds = {"pg_id": (-1, 1 << 31), "record_id": (-1, 1 << 62), "seq": (-1, ref.MAX_COUNTER),
+              "p2p_seq": (-1, ref.MAX_COUNTER), "op_id": (-1, ref.MAX_COUNTER),
+              "time_created_ns": (0, 1 << 63), "time_started_ns": (0, 1 << 63),
+              "time_completed_ns": (0, 1 << 63), "timeout_ms": (0, 1 << 62)}
+    for key, (lo, hi) in bounds.items():
+        col = by_name[key]
+        if len(col) and (int(col.min()) < lo or int(col.max()) >= hi):
+            return _DROPS
+    ints = {key: by_name[key] for key in bounds}
     ints["stack"] = per_distinct[index]
     ints["peer_local"] = np.array([p[3] for p in split] or [-1], dtype=np.int64)[name_index]
     ints["self_local"] = np.array([p[2] for p in split] or [-1], dtype=np.int64)[name_index]
@@ -165,31 +221,16 @@ def _assemble(rank: int, path: Path, result: tuple[Any, ...]) -> ParsedDump | st
     }
     floats = {"duration_ms": np.frombuffer(float_col, dtype=np.float64)}
 
-    pg_config: dict[str, tuple[str, tuple[int, ...] | None]] = {}
-    config = top.get("pg_config") or {}
-    if isinstance(config, dict):
-        for key, value in config.items():
-            if not isinstance(value, dict):
-                continue
-            name = str(value.get("name", key))
-            pg_config[name] = (str(value.get("desc") or ""), ref._member_ranks(value.get("ranks")))
-    pg_status: dict[int, tuple[int, int, int]] = {}
-    status = top.get("pg_status") or {}
-    if isinstance(status, dict):
-        for key, value in status.items():
-            if not isinstance(value, dict):
-                continue
-            pg_status[ref._int(key, -1)] = (
-                ref._int(value.get("last_enqueued_collective"), -1),
-                ref._int(value.get("last_started_collective"), -1),
-                ref._int(value.get("last_completed_collective"), -1),
-            )
+    why = ref._Reasons()
+    pg_config, pg_status = ref._tables_of(top, why)
+    if why.entries or why.fields:
+        return _DROPS
     parsed = ParsedDump(
         rank=rank,
         path=str(path),
         fmt="pickle",
-        version=str(top.get("version", "")),
-        comm_lib_version=str(top.get("comm_lib_version") or top.get("nccl_version") or ""),
+        version=ref._version(top.get("version", "")),
+        comm_lib_version=ref._version(top.get("comm_lib_version") or top.get("nccl_version") or ""),
         n_entries=int(n),
         strings={k: strings[k] for k in ref.STRING_FIELDS},
         vocab={k: vocab[k] for k in ref.STRING_FIELDS},
@@ -205,5 +246,5 @@ def _assemble(rank: int, path: Path, result: tuple[Any, ...]) -> ParsedDump | st
     return parsed
 
 
-__all__ = ["read_dump", "parse_native", "native_available", "wanted_reader", "READER_ENV",
+__all__ = ["read_dump", "read_payload", "parse_native", "native_available", "wanted_reader", "READER_ENV",
            "NATIVE", "PYTHON"]

@@ -1,20 +1,31 @@
-"""Load every dump a user pointed at, in parallel, keeping going past bad files."""
+"""Load every dump a user pointed at, in parallel, keeping going past bad files.
+
+Each file is recognised by its content: dumps (plain, compressed or in archives) are parsed,
+files that are no dump at all are *ignored* (counted, listed with ``-v``), dumps that cannot
+be read are *skipped* with their reason. Several dumps of one rank are resolved here: a
+byte-identical copy is merged with a note; two different dumps holding the same backend's
+buffer: the newer (by its entries' times) is kept and the other reported as dropped; dumps of
+different backends' buffers are all kept.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.discovery import RankFile, discover
+from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
-from analyzer.fastreader import read_dump
-from analyzer.reader import ParsedDump, SameMembers
+from analyzer.escape import clean
+from analyzer.payload import Refusal, payloads
+from analyzer.fastreader import read_payload
+from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
 Progress = Callable[[int, int, int], None]
 """Called as ``progress(files_done, files_total, entries_so_far)``."""
@@ -30,20 +41,131 @@ class Skipped:
 
 
 @dataclass(frozen=True, slots=True)
+class Ignored:
+    """A file (or archive member) that is no flight-recorder dump: not analyzed, not a rank."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A second dump for one rank: merged (identical bytes) or dropped (older)."""
+
+    rank: int
+    kept: str
+    dropped: str
+    identical: bool
+
+    @property
+    def note(self) -> str:
+        if self.identical:
+            return (f"rank {self.rank}: {clean(self.dropped)} is a byte-identical copy of "
+                    f"{clean(self.kept)} (merged)")
+        return (f"rank {self.rank}: two different dumps; kept {clean(self.kept)} (newer entries), "
+                f"dropped {clean(self.dropped)}")
+
+
+@dataclass(frozen=True, slots=True)
 class Loaded:
     """What the loader read: parsed dumps in rank order, and the files it skipped."""
 
     dumps: tuple[ParsedDump, ...]
     skipped: tuple[Skipped, ...]
     files: tuple[RankFile, ...]
+    ignored: tuple[Ignored, ...] = ()
+    duplicates: tuple[Duplicate, ...] = ()
+    unreadable_dirs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def warnings(self) -> list[tuple[int, str, str]]:
+        """(rank, path, warning) for every value a parse dropped, dump by dump."""
+        return [(d.rank, d.path, w) for d in self.dumps for w in d.warnings]
+
+    @property
+    def suspect_ranks(self) -> list[int]:
+        """Ranks whose dump had entries or values dropped."""
+        return sorted({d.rank for d in self.dumps if d.suspect})
+
+    @property
+    def unreadable_ranks(self) -> list[int]:
+        """Ranks with a file that could not be read and no readable dump."""
+        dumped = {d.rank for d in self.dumps}
+        return sorted({s.rank for s in self.skipped if s.rank >= 0} - dumped)
 
 
-def _parse(item: tuple[int, str]) -> ParsedDump | Skipped:
-    rank, path = item
-    try:
-        return read_dump(rank, Path(path))  # the compiled reader, or the Python one
-    except DumpFormatError as exc:
-        return Skipped(exc.path, rank, exc.reason)
+_Item = tuple[int, str, bool, bool, "str | None"]
+_Result = ParsedDump | Skipped | Ignored
+
+
+def _parse(item: _Item) -> list[_Result]:
+    """Everything one file holds: its dump, or one result per archive member."""
+    rank, path, named, fingerprint, prefix = item
+    out: list[_Result] = []
+    for got in payloads(path, fingerprint=fingerprint, lenient=named):
+        member = got.label != path
+        member_named = is_dump_name(got.name, prefix) if member else named
+        member_rank = (rank_from_name(got.name, prefix) if member else rank)
+        if isinstance(got, Refusal):
+            context = got.reason.startswith("a hangscope context file")
+            if got.foreign and (not member_named or context):
+                out.append(Ignored(got.label, got.reason))
+            else:
+                out.append(Skipped(got.label, -1 if member_rank is None else member_rank,
+                                   _foreign_reason(got.reason) if got.foreign else got.reason))
+            continue
+        try:
+            if member_rank is None:
+                parse_payload(-1, got)  # a dump without a rank, or no dump at all?
+                out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number "
+                                   "(use --prefix to say how the files are named)"))
+                continue
+            out.append(read_payload(member_rank, got))  # the compiled reader, or the Python one
+        except DumpFormatError as exc:
+            if exc.reason.startswith("not a flight-recorder dump") and not member_named:
+                out.append(Ignored(got.label, exc.reason))
+            else:
+                out.append(Skipped(exc.path, -1 if member_rank is None else member_rank,
+                                   exc.reason))
+    return out
+
+
+def _foreign_reason(reason: str) -> str:
+    return reason if reason.startswith(("not a", "empty")) else f"not a flight-recorder dump ({reason})"
+
+
+def _backends(d: ParsedDump) -> frozenset[str]:
+    """The backends whose buffers a dump holds (its entries' profiling_name prefixes)."""
+    if not d.n_entries:
+        return frozenset()
+    used = set(d.strings["backend"].tolist())
+    return frozenset(b for c, b in enumerate(d.vocab["backend"]) if c in used and b)
+
+
+def _newest(d: ParsedDump) -> tuple[int, int]:
+    times = d.ints["time_created_ns"]
+    return (int(times.max()) if d.n_entries else -1, d.n_entries)
+
+
+def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
+    """One rank's dumps: identical copies merged, same-backend dumps -> the newest."""
+    kept: list[ParsedDump] = []
+    notes: list[Duplicate] = []
+    for d in sorted(dumps, key=lambda d: d.path):
+        same = next((k for k in kept if d.fingerprint and k.fingerprint == d.fingerprint), None)
+        if same is not None:
+            notes.append(Duplicate(d.rank, same.path, d.path, True))
+            continue
+        mine = _backends(d)
+        rival = next((k for k in kept if not mine or not _backends(k) or _backends(k) & mine), None)
+        if rival is None:
+            kept.append(d)  # another backend's buffer of the same rank: both are evidence
+            continue
+        newer, older = (d, rival) if _newest(d) > _newest(rival) else (rival, d)
+        notes.append(Duplicate(d.rank, newer.path, older.path, False))
+        if newer is d:
+            kept[kept.index(rival)] = d
+    return kept, notes
 
 
 def default_jobs() -> int:
@@ -66,18 +188,24 @@ def load_dumps(
     Bad files are listed in ``skipped`` and the others are still read. Raises
     :class:`InputError` when no file could be read at all.
     """
-    files = discover(inputs, prefix=prefix)
-    items = [(f.rank, str(f.path)) for f in files]
+    found = find(inputs, prefix=prefix)
+    by_rank = Counter(c.rank for c in found.candidates if c.rank is not None)
+    items: list[_Item] = [
+        (-1 if c.rank is None else c.rank, str(c.path), c.named,
+         c.rank is not None and by_rank[c.rank] > 1, c.prefix)
+        for c in found.candidates
+    ]
+    files = tuple(RankFile(c.rank, c.path) for c in found.candidates if c.rank is not None)
     jobs = default_jobs() if jobs is None or jobs <= 0 else jobs
     jobs = min(jobs, len(items))
-    results: list[ParsedDump | Skipped] = []
+    results: list[_Result] = []
     entries = 0
     # Dumps repeat their groups' member lists (the default group's is world-size long): keep
     # one tuple per distinct list, so the copy each batch of results brought back dies.
     same = SameMembers()
     with ExitStack() as stack:
         if jobs <= 1 or len(items) < 8:
-            parsed: Iterator[ParsedDump | Skipped] = map(_parse, items)
+            parsed: Iterator[list[_Result]] = map(_parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
             ctx = None
@@ -87,21 +215,42 @@ def load_dumps(
                 ctx = multiprocessing.get_context("fork")
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs, mp_context=ctx))
             parsed = pool.map(_parse, items, chunksize=chunk)
-        for i, result in enumerate(parsed, 1):
-            if isinstance(result, ParsedDump):
-                entries += result.n_entries
-                result.pg_config = {name: (desc, same(name, members) if members else members)
-                                    for name, (desc, members) in result.pg_config.items()}
-            results.append(result)
+        for i, batch in enumerate(parsed, 1):
+            for result in batch:
+                if isinstance(result, ParsedDump):
+                    entries += result.n_entries
+                    result.pg_config = {name: (desc, same(name, members) if members else members)
+                                        for name, (desc, members) in result.pg_config.items()}
+                results.append(result)
             if progress:
                 progress(i, len(items), entries)
-    dumps = tuple(r for r in results if isinstance(r, ParsedDump))
+    all_dumps = [r for r in results if isinstance(r, ParsedDump)]
     skipped = tuple(r for r in results if isinstance(r, Skipped))
+    ignored = tuple(r for r in results if isinstance(r, Ignored))
+    ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
+    dumps: list[ParsedDump] = []
+    duplicates: list[Duplicate] = []
+    per_rank: dict[int, list[ParsedDump]] = defaultdict(list)
+    for d in all_dumps:
+        per_rank[d.rank].append(d)
+    for rank in sorted(per_rank):
+        if len(per_rank[rank]) == 1:
+            dumps.extend(per_rank[rank])
+            continue
+        kept, notes = _resolve(per_rank[rank])
+        dumps.extend(kept)
+        duplicates.extend(notes)
     if not dumps:
-        reasons = "; ".join(f"{Path(s.path).name}: {s.reason}" for s in skipped[:3])
+        if not skipped:
+            where = ", ".join(clean(os.fspath(s)) for s in inputs)
+            raise InputError(
+                f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "
+                f"(pickle or JSON with its keys, or such a dump compressed or archived)")
+        reasons = "; ".join(f"{clean(Path(s.path).name)}: {s.reason}" for s in skipped[:3])
         more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
         raise InputError(f"no readable dump among {len(skipped)} file(s): {reasons}{more}")
-    return Loaded(dumps=dumps, skipped=skipped, files=tuple(files))
+    return Loaded(dumps=tuple(dumps), skipped=skipped, files=files, ignored=ignored,
+                  duplicates=tuple(duplicates), unreadable_dirs=found.unreadable_dirs)
 
 
 class ProgressPrinter:
@@ -131,4 +280,4 @@ class ProgressPrinter:
         sys.stderr.flush()
 
 
-__all__ = ["Loaded", "Skipped", "load_dumps", "default_jobs", "ProgressPrinter", "InputError"]
+__all__ = ["Loaded", "Skipped", "Ignored", "Duplicate", "Candidate", "load_dumps", "default_jobs", "ProgressPrinter", "InputError"]

@@ -18,10 +18,13 @@ import numpy as np
 import pandas as pd
 
 from analyzer import schema
+from analyzer.errors import InputError
 from analyzer.loader import Loaded, Skipped
 from analyzer.multidump import per_rank as _per_rank_dumps
 from analyzer.multidump import process_order
-from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, STRING_FIELDS, ParsedDump, SameMembers
+from analyzer.reader import (
+    BOOL_FIELDS, FLOAT_FIELDS, MAX_RANK, STRING_FIELDS, ParsedDump, SameMembers,
+)
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,37 @@ def _map_pg_ids(
             for pid, name in zip(gap_ids, gap_names, strict=True):
                 mapping.setdefault(pid, name)
     return mapping
+
+
+#: Ops whose output lists one shape per member of the group.
+_GATHER_OPS = ("all_gather", "allgather")
+
+
+def _default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
+                        remaps: dict[str, list[np.ndarray]]) -> int:
+    """Members of the default group (the world) that its entries show: the number of
+    output shapes of an all_gather, and the peers of send/recv (global ranks there)."""
+    if "0" not in pg_names.categories:
+        return 0
+    code = pg_names.categories.get_loc("0")
+    size = 0
+    for i, d in enumerate(dumps):
+        if not d.n_entries:
+            continue
+        in_default = remaps["pg_name"][i][d.strings["pg_name"]] == code
+        peers = d.ints["peer_local"][in_default]
+        peers = peers[peers < MAX_RANK]
+        if len(peers):
+            size = max(size, int(peers.max()) + 1)
+        gather = [c for c, op in enumerate(d.vocab["op"]) if op in _GATHER_OPS]
+        if not gather:
+            continue
+        rows = in_default & np.isin(d.strings["op"], gather)
+        for out_code in np.unique(d.strings["output_sizes"][rows]).tolist():
+            text = d.vocab["output_sizes"][out_code]
+            if text.startswith("[["):
+                size = max(size, text.count("[") - 1)
+    return size
 
 
 @contextmanager
@@ -226,7 +260,6 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
             stacks_rows["line"].append(line)
 
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
-    file_ranks = [f.rank for f in loaded.files]
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
     # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
     same = SameMembers()
@@ -245,16 +278,23 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         name: [((desc, by_id[key]), count) for (desc, key), count in votes.most_common()]
         for name, votes in tallies.items()
     }  # most voted first; ties in order of first appearance, as Counter.most_common
-    world = world_size or 0
-    if not world:
-        default = config_votes.get("0")
-        candidates = [max(file_ranks) + 1 if file_ranks else 0, unnamed_max + 1]
-        if default:
-            candidates.append(max(max(m) for (_, m), _ in default) + 1)
-        for votes in config_votes.values():
-            for (_, m), _ in votes:
-                candidates.append(max(m) + 1)
-        world = max(candidates)
+    # The world from evidence only: the dumped ranks, the member lists pg_config agrees on,
+    # and the members the default group's entries show (all_gather outputs, send/recv
+    # peers). A file that could not be read, or is no dump, never extends it.
+    top_dumped = max((d.rank for d in dumps), default=-1)
+    evident = max([top_dumped + 1, unnamed_max + 1]
+                  + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
+    if "0" not in config_votes:  # no member list of the default group: what do entries show?
+        evident = max(evident, _default_group_size(dumps, pg_names, remaps))
+    if world_size is not None and world_size < top_dumped + 1:
+        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
+                         f"({top_dumped + 1})")
+    # Unreadable files named like the next ranks extend it, one contiguous rank at a time
+    # (a lone high number with no file between does not): those ranks are unknown.
+    unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
+    while evident in unreadable:
+        evident += 1
+    world = world_size or evident
 
     group_rows: dict[str, list[object]] = defaultdict(list)
     all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
@@ -302,7 +342,10 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
     by_rank = {d.rank: d for d in dumps}
     merged: dict[int, list[int]] = defaultdict(list)  # rank -> its dumps (indices)
     for i, d in enumerate(dumps):
-        mapping = _map_pg_ids(d, known_by_dump[i], list(d.pg_config))
+        known = known_by_dump[i]
+        for pid, name in d.dropped_pg_ids.items():
+            known.setdefault(pid, name)
+        mapping = _map_pg_ids(d, known, list(d.pg_config))
         for pid_key, (enq, started, completed) in sorted(d.pg_status.items()):
             status_rows["rank"].append(d.rank)
             status_rows["pg_id"].append(pid_key)
@@ -330,7 +373,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
         rank_rows["last_record_id"].append(max((f[2] for f in with_entries), default=-1))
         rank_rows["last_time_ns"].append(max(f[3] for f in facts))
         rank_rows["reader"].append("+".join(dict.fromkeys(p.reader for p in parts)))
-    skipped_by_rank = {s.rank: s for s in loaded.skipped}
+    skipped_by_rank = {s.rank: s for s in loaded.skipped if 0 <= s.rank < world}
     all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
     for r in sorted(all_ranks - set(by_rank)):
         rank_rows["rank"].append(r)

@@ -75,6 +75,14 @@ def test_empty_directory(tmp_path: Path) -> None:
         discover([tmp_path])
 
 
+def test_two_files_for_one_rank_are_both_returned(tmp_path: Path) -> None:
+    # Which one counts is decided by the loader, from their content (duplicates, backends).
+    _touch(tmp_path / "nccl_trace_rank_1")
+    _touch(tmp_path / "rank_1.json")
+    assert [(f.rank, f.path.name) for f in discover([tmp_path])] == [
+        (1, "nccl_trace_rank_1"), (1, "rank_1.json")]
+
+
 def test_two_files_for_one_rank(tmp_path: Path) -> None:
     # One buffer per backend: a process can leave several files; all are returned.
     _touch(tmp_path / "nccl2_trace_rank_1")

@@ -265,7 +265,7 @@ def test_fuzzed_dumps_agree_or_are_declined(tmp_path: Path) -> None:
     rng = random.Random(13)
     sources = _real_dumps()
     path = tmp_path / "nccl_trace_rank_0"
-    outcomes = {"agreed": 0, "declined": 0, "both refused": 0}
+    outcomes = {"agreed": 0, "declined": 0, "declined, values dropped": 0, "both refused": 0}
     for i in range(600):
         data = rng.choice(sources).read_bytes()
         kind = i % 4
@@ -297,11 +297,14 @@ def test_fuzzed_dumps_agree_or_are_declined(tmp_path: Path) -> None:
             outcomes["declined"] += 1
             continue
         if isinstance(native, str):
-            outcomes["declined"] += 1
+            # A dump whose values the Python reader drops (with counted reasons) is declined.
+            outcomes["declined, values dropped" if python.warnings else "declined"] += 1
         else:
+            assert not python.warnings, f"case {i}: read a dump the Python reader drops values of"
             assert_same_dump(native, python)
             outcomes["agreed"] += 1
-    assert outcomes["agreed"] >= 100, outcomes
+    assert outcomes["agreed"] >= 50, outcomes
+    assert outcomes["agreed"] + outcomes["declined, values dropped"] >= 100, outcomes
     assert outcomes["both refused"] >= 50, outcomes
 
 

@@ -125,7 +125,9 @@ def test_stacks_are_stored_once(tmp_path: Path) -> None:
 
 
 def test_numbers_out_of_range_do_not_stop_the_parse(tmp_path: Path) -> None:
-    # JSON allows Infinity, NaN and huge numbers; none of them is an int64 counter.
+    # JSON allows Infinity, NaN and huge numbers; none of them is an int64 counter. A
+    # sequence number out of range drops its entry (it cannot be matched); any other counter
+    # reads as 'not observed'. Each is counted in the warnings and the dump is suspect.
     raw = dump([entry(1), entry(2), entry(3), entry(4)])
     raw["entries"][1]["record_id"] = float("inf")
     raw["entries"][2]["collective_seq_id"] = 1e30
@@ -134,10 +136,14 @@ def test_numbers_out_of_range_do_not_stop_the_parse(tmp_path: Path) -> None:
     path = tmp_path / "rank_0.json"
     path.write_text(json.dumps(raw))  # writes Infinity / NaN, as Python's json reads them
     parsed = parse_dump(0, path)
-    assert parsed.n_entries == 4
+    assert parsed.n_entries == 3
     assert parsed.ints["record_id"].tolist()[1] == -1
-    assert parsed.ints["seq"].tolist()[2] == -1
-    assert parsed.ints["time_created_ns"].tolist()[3] == 0
+    assert parsed.ints["seq"].tolist() == [1, 2, 4]
+    assert parsed.ints["time_created_ns"].tolist()[2] == 0
+    assert parsed.pg_status[0][0] == -1
+    assert parsed.suspect
+    assert "1 entry dropped: collective_seq_id is not a sequence number" in parsed.warnings
+    assert "1 value ignored: record_id is not an integer in range" in parsed.warnings
     assert parsed.pg_status[0][0] == -1
     # A plain-int column takes the fast path and keeps every value.
     assert parsed.ints["record_id"].tolist()[0] == raw["entries"][0]["record_id"]

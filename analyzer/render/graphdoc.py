@@ -8,6 +8,7 @@ from collections import defaultdict
 import networkx as nx
 
 from analyzer.analysis import Analysis
+from analyzer.escape import clean
 
 
 def _label(d: dict[str, object]) -> str:
@@ -58,6 +59,7 @@ def graph_graphml(analysis: Analysis) -> str:
 
 
 def _dot_id(text: str) -> str:
+    text = clean(text)  # no raw control character from a dump reaches the DOT text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

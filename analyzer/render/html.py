@@ -224,15 +224,41 @@ def _stacks_section(analysis: Analysis) -> str:
     return "".join(parts)
 
 
+def _input_notes_html(analysis: Analysis) -> str:
+    """Warnings (values dropped from dumps), duplicates, unreadable folders, ignored files."""
+    from analyzer.render.inputs import input_notes
+
+    n = input_notes(analysis)
+    out = []
+    if n.warnings:
+        rows = "".join(f"<tr><td>{int(w['rank'])}</td><td>{esc(str(w['warning']))}</td>"  # type: ignore[call-overload]
+                       f"<td>{esc(str(w['path']))}</td></tr>" for w in n.warnings[:500])
+        out.append("<h3>Warnings: values dropped from dumps</h3><p class='note'>a dump with "
+                   "dropped values is suspect and does not by itself make its rank a culprit"
+                   "</p><table class='warnings'><thead><tr><th>rank</th><th>warning</th>"
+                   f"<th>file</th></tr></thead><tbody>{rows}</tbody></table>")
+    if n.duplicates:
+        out.append("<h3>Duplicates</h3><ul>" + "".join(
+            f"<li>{esc(str(d['note']))}</li>" for d in n.duplicates[:500]) + "</ul>")
+    if n.unreadable_folders:
+        out.append("<h3>Unreadable folders</h3><ul>" + "".join(
+            f"<li>{esc(p)}: {esc(w)}</li>" for p, w in n.unreadable_folders[:500]) + "</ul>")
+    if n.ignored:
+        out.append(f"<details><summary>ignored files ({len(n.ignored)}, not flight-recorder "
+                   "dumps)</summary><ul>" + "".join(
+                       f"<li>{esc(p)}: {esc(w)}</li>" for p, w in n.ignored[:500]) + "</ul></details>")
+    return "".join(out)
+
+
 def _skipped_section(analysis: Analysis) -> str:
     sk = analysis.tables.skipped
     if not len(sk):
-        return "<p class='note'>none: every file found was analyzed</p>"
+        return "<p class='note'>none: every file found was analyzed</p>" + _input_notes_html(analysis)
     rows = "".join(f"<tr><td>{esc(p)}</td><td>{int(r) if int(r) >= 0 else ''}</td><td>{esc(why)}</td></tr>"
                    for p, r, why in sk[["path", "rank", "reason"]].head(500).itertuples(index=False))
     more = f"<p class='note'>{len(sk) - 500} more not listed</p>" if len(sk) > 500 else ""
     return ("<table><thead><tr><th>file</th><th>rank</th><th>reason</th></tr></thead><tbody>"
-            + rows + "</tbody></table>" + more)
+            + rows + "</tbody></table>" + more + _input_notes_html(analysis))
 
 
 def _summary_section(analysis: Analysis) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 from analyzer.analysis import Analysis
 from analyzer.context import alive_without_dump, where_now
 from analyzer.diagnosis import SCHEMA_VERSION
+from analyzer.render.inputs import input_notes
 
 
 def graph_dict(analysis: Analysis) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
     """A JSON-safe dict; keys are documented in the README (schema ``SCHEMA_VERSION``)."""
     d = analysis.diagnosis
     t = analysis.tables
+    notes = input_notes(analysis)
     return {
         "schema": SCHEMA_VERSION,
         "verdict": d.verdict.value,
@@ -45,6 +47,12 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
             {"path": str(p), "rank": int(r), "reason": str(why)}
             for p, r, why in t.skipped[["path", "rank", "reason"]].itertuples(index=False)
         ],
+        "warnings": list(notes.warnings),
+        "ignored_files": [{"path": p, "reason": why} for p, why in notes.ignored],
+        "duplicates": list(notes.duplicates),
+        "unreadable_folders": [{"path": p, "reason": why} for p, why in notes.unreadable_folders],
+        "suspect_ranks": list(notes.suspect_ranks),
+        "unreadable_ranks": list(notes.unreadable_ranks),
         "world_size": int(t.world_size),
         "dumped_ranks": len(t.dumped_ranks),
         "entries": int(len(t.entries)),

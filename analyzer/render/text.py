@@ -6,6 +6,8 @@ import textwrap
 
 from analyzer.analysis import Analysis
 from analyzer.context import where_now
+from analyzer.escape import clean
+from analyzer.render.inputs import input_notes, text_lines
 from analyzer.tables import Tables
 
 _KIND_TITLES = {
@@ -92,7 +94,8 @@ def where_now_lines(analysis: Analysis, *, max_frames: int = 8) -> list[str]:
     return out
 
 
-def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12) -> str:
+def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
+                verbose: bool = False) -> str:
     """Plain text for a terminal or a ticket."""
     d = analysis.diagnosis
     t = analysis.tables
@@ -136,15 +139,24 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     if dialects:
         lines.append(_wrap(dialects, "", width))
     if d.missing_dumps:
+        unreadable = set(input_notes(analysis).unreadable_ranks)
         alive = set(analysis.contexts.by_rank)
-        lines.append("missing dumps: ranks " + ", ".join(
-            f"{r} (alive: context captured)" if r in alive else str(r) for r in d.missing_dumps))
+
+        def _missing(r: int) -> str:
+            if r in alive:
+                return f"{r} (alive: context captured)"
+            return f"{r} (unreadable file)" if r in unreadable else str(r)
+
+        lines.append("missing dumps: ranks " + ", ".join(_missing(r) for r in d.missing_dumps))
     if analysis.contexts:
         c = analysis.contexts
         hosts = sorted(set(c.hosts().values()))
         reasons = sorted({x.reason for x in c.by_rank.values() if x.reason})
         lines.append(f"captured context: {len(c.by_rank)} rank(s) on {len(hosts)} host(s)"
                      + (f" ({'; '.join(reasons[:2])})" if reasons else ""))
+    suspect = input_notes(analysis).suspect_ranks
+    if suspect:
+        lines.append(f"suspect dumps (values dropped): ranks {', '.join(str(r) for r in suspect)}")
     if d.unrecorded_groups:
         from analyzer.diagnosis import unrecorded_text
 
@@ -164,8 +176,10 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12)
     if len(t.skipped):
         lines.append("skipped files:")
         for path, reason in t.skipped[["path", "reason"]].itertuples(index=False):
-            lines.append(f"  {path}: {reason}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"  {clean(str(path))}: {clean(str(reason))}")
+    lines.extend(text_lines(analysis, verbose=verbose))
+    # Dump text is escaped where it is read; this also covers stores written before that.
+    return "\n".join(clean(line, 1 << 20) for line in "\n".join(lines).split("\n")) + "\n"
 
 
 def _readers(t: Tables) -> str:

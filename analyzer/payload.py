@@ -1,0 +1,392 @@
+"""What a file holds, decided from its first bytes, and its dump bytes within fixed caps.
+
+A file can hold one dump (pickle or JSON, in UTF-8, with a byte-order mark, or in UTF-16), a
+compressed dump (gzip, zstd, bzip2, xz) or an archive of dumps (tar, possibly compressed, or
+zip). Everything else (core files, logs, zeros, random bytes) is *foreign*. Compressed data is
+streamed and counted while it is read: nothing beyond :data:`MAX_DUMP_BYTES` per dump, nor
+beyond :data:`MAX_ARCHIVE_BYTES` per archive, is ever held, and nothing from an archive is
+written to disk.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+#: Largest dump (after decompression) that is read; larger ones are skipped with a reason.
+MAX_DUMP_BYTES = int(os.environ.get("HANGSCOPE_MAX_DUMP_MB", "512")) << 20
+#: Largest total of decompressed bytes read from one archive.
+MAX_ARCHIVE_BYTES = int(os.environ.get("HANGSCOPE_MAX_ARCHIVE_MB", "16384")) << 20
+#: Most members read from one archive.
+MAX_ARCHIVE_MEMBERS = 1 << 20
+#: Bytes looked at to tell what a file is (a dump's top-level keys are in its first bytes).
+HEAD_BYTES = 64 << 10
+_CHUNK = 1 << 20
+
+_KEYS = ("version", "entries", "pg_config", "pg_status")
+_PICKLE_KEYS = tuple(k.encode() for k in _KEYS)
+_JSON_KEYS = tuple(f'"{k}"' for k in _KEYS)
+COMPRESSED = ("gzip", "zstd", "bz2", "xz")
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The bytes of one dump candidate: ``label`` names it (``archive.tar.gz:job/rank_3``)."""
+
+    label: str
+    name: str
+    fmt: str  # "pickle" or "json"
+    data: bytes
+    fingerprint: str = ""
+    #: The bytes are the file itself (not decompressed, not an archive member).
+    plain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Something that is not read: ``foreign`` when it is not a dump at all (ignored), else a
+    dump that cannot be read (skipped, with the reason)."""
+
+    label: str
+    name: str
+    reason: str
+    foreign: bool
+
+
+def _json_text(head: bytes) -> str | None:
+    """The start of ``head`` as text when it looks like JSON in UTF-8 (BOM or not) or UTF-16/32."""
+    for bom, codec in ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"),
+                       (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
+                       (b"\xfe\xff", "utf-16-be")):
+        if head.startswith(bom):
+            body, enc = head[len(bom):], codec
+            break
+    else:
+        body = head
+        if len(head) >= 4 and head[0] == 0 and head[1] == 0 and head[2] == 0:
+            enc = "utf-32-be"
+        elif len(head) >= 4 and head[1] == 0 and head[2] == 0 and head[3] == 0:
+            enc = "utf-32-le"
+        elif len(head) >= 2 and head[0] == 0:
+            enc = "utf-16-be"
+        elif len(head) >= 2 and head[1] == 0:
+            enc = "utf-16-le"
+        else:
+            enc = "utf-8"
+    width = {"utf-8": 1, "utf-16-le": 2, "utf-16-be": 2}.get(enc, 4)
+    body = body[: len(body) - len(body) % width]
+    text = body.decode(enc, errors="ignore")
+    stripped = text.lstrip(" \t\r\n")
+    return text if stripped[:1] in ("{", "[") else None
+
+
+def sniff(head: bytes) -> str:
+    """``pickle``, ``json``, a compression (:data:`COMPRESSED`), ``tar``, ``zip``, ``empty``,
+    ``context`` (a capture's context file), ``foreign-pickle``, ``foreign-json`` or ``foreign``."""
+    if not head.strip(b" \t\r\n"):
+        return "empty" if not head else ("foreign" if head.strip(b" \t\r\n\x00") else "empty")
+    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return "pickle" if any(k in head for k in _PICKLE_KEYS) else "foreign-pickle"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if head[:3] == b"BZh" and head[3:4].isdigit():
+        return "bz2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    text = _json_text(head)
+    if text is not None:
+        if '"schema"' in text and "hangscope." in text:
+            return "context"
+        return "json" if any(k in text for k in _JSON_KEYS) else "foreign-json"
+    return "foreign"
+
+
+_FOREIGN_WHAT = {
+    "empty": "empty file", "context": "a hangscope context file, not a dump",
+    "foreign-pickle": "a pickle without the flight-recorder keys",
+    "foreign-json": "JSON without the flight-recorder keys",
+    "foreign": "not a flight-recorder dump (neither pickle nor JSON)",
+}
+
+
+class _Capped(io.RawIOBase):
+    """A raw stream that stops with :class:`OverflowError` past ``limit`` bytes."""
+
+    def __init__(self, inner: IO[bytes], limit: int, what: str) -> None:
+        self.inner, self.limit, self.what, self.count = inner, limit, what, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        n = self.inner.readinto(buf) if hasattr(self.inner, "readinto") else 0
+        self.count += n
+        if self.count > self.limit:
+            raise OverflowError(f"{self.what} over {self.limit >> 20} MB decompressed")
+        return n
+
+
+def _decompressor(kind: str, f: IO[bytes]) -> IO[bytes]:
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(f)  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(f)  # type: ignore[return-value]
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency
+        raise OSError("zstd support needs the zstandard package") from None
+    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)  # type: ignore[return-value]
+
+
+def _read_capped(f: IO[bytes], head: bytes, limit: int, what: str) -> bytes:
+    """``head`` plus the rest of ``f``; :class:`OverflowError` as soon as it passes ``limit``."""
+    chunks = [head]
+    total = len(head)
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            raise OverflowError(f"{what} is over {limit >> 20} MB (decompressed)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
+         fingerprint: bool, budget: list[int]) -> Iterator[Payload | Refusal]:
+    """What the stream ``f`` holds; ``size`` is known for plain files (checked before reading)."""
+    head = f.read(HEAD_BYTES)
+    kind = sniff(head)
+    if kind in _FOREIGN_WHAT:
+        yield Refusal(label, name, _FOREIGN_WHAT[kind], foreign=True)
+        return
+    if kind in ("pickle", "json"):
+        if size is not None and size > MAX_DUMP_BYTES:
+            yield Refusal(label, name, f"{size / (1 << 20):,.0f} MB is over the "
+                          f"{MAX_DUMP_BYTES >> 20} MB a dump may have", foreign=False)
+            return
+        limit = min(MAX_DUMP_BYTES, budget[0])
+        try:
+            data = _read_capped(f, head, limit, "the dump")
+        except OverflowError as exc:
+            yield Refusal(label, name, f"{exc}: a decompression bomb?", foreign=False)
+            return
+        budget[0] -= len(data)
+        yield Payload(label, name, kind, data, _fingerprint(data) if fingerprint else "")
+        return
+    if depth >= 3:
+        yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
+        return
+    if kind == "zip" and depth == 0 and f.seekable():
+        f.seek(0)  # a zip file on disk: its central directory is read in place
+        yield from _zip(label, f, depth, budget, in_place=True)
+        return
+    stream: IO[bytes] = _Prefixed(head, f)
+    if kind in COMPRESSED:
+        stream = _Prefixed(b"", _decompressor(kind, stream))
+        yield from _one(label, name, stream, size=None, depth=depth + 1,
+                        fingerprint=fingerprint, budget=budget)
+        return
+    if kind == "tar":
+        yield from _tar(label, stream, depth, budget)
+        return
+    if kind == "zip":
+        yield from _zip(label, stream, depth, budget)
+        return
+    yield Refusal(label, name, f"unknown content {kind}", foreign=True)  # pragma: no cover
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` followed by the rest of ``inner``, as one readable stream."""
+
+    def __init__(self, head: bytes, inner: IO[bytes]) -> None:
+        self.head, self.inner = head, inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        if self.head:
+            n = min(len(view), len(self.head))
+            view[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.inner.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        if n is None or n < 0:
+            return self.head + self.inner.read() if self.head else self.inner.read()
+        if self.head:
+            out, self.head = self.head[:n], self.head[n:]
+            if len(out) < n:
+                out += self.inner.read(n - len(out))
+            return out
+        return self.inner.read(n)
+
+
+def _member_label(archive: str, name: str) -> str:
+    return f"{archive}:{name}"
+
+
+def _tar(label: str, stream: IO[bytes], depth: int, budget: list[int]) -> Iterator[Payload | Refusal]:
+    """Every regular member of a tar stream, read in order (``r|``: no seeking, no extraction)."""
+    seen = 0
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tf:
+            for member in tf:
+                seen += 1
+                if seen > MAX_ARCHIVE_MEMBERS:
+                    yield Refusal(label, "", f"more than {MAX_ARCHIVE_MEMBERS:,} members: "
+                                  "the rest is not read", foreign=False)
+                    return
+                if not member.isfile():
+                    continue
+                base = member.name.rsplit("/", 1)[-1]
+                where = _member_label(label, member.name)
+                if base.startswith("."):
+                    yield Refusal(where, base, "hidden file", foreign=True)
+                    continue
+                if member.size > budget[0]:
+                    yield Refusal(where, base, "archive over its decompressed-size budget "
+                                  f"({MAX_ARCHIVE_BYTES >> 20} MB)", foreign=False)
+                    return
+                inner = tf.extractfile(member)
+                if inner is None:  # pragma: no cover - isfile() members have data
+                    continue
+                yield from _one(where, base, inner, size=member.size, depth=depth + 1,
+                                fingerprint=True, budget=budget)
+    except OverflowError as exc:
+        yield Refusal(label, "", f"{exc}: a decompression bomb?", foreign=False)
+    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, lzma.LZMAError,
+            ValueError) as exc:
+        yield Refusal(label, "", f"truncated or corrupt archive ({type(exc).__name__}: "
+                      f"{str(exc)[:120]})", foreign=False)
+
+
+def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int], *,
+         in_place: bool = False) -> Iterator[Payload | Refusal]:
+    """Every member of a zip file. Its central directory needs random access: a zip inside a
+    compressed file is read into memory first, within the size a dump may have."""
+    source: IO[bytes] = stream
+    if not in_place:
+        try:
+            source = io.BytesIO(_read_capped(stream, b"", MAX_DUMP_BYTES, "the zip file"))
+        except OverflowError as exc:
+            yield Refusal(label, "", str(exc), foreign=False)
+            return
+    try:
+        with zipfile.ZipFile(source) as zf:
+            infos = zf.infolist()
+            for n, info in enumerate(infos):
+                if n >= MAX_ARCHIVE_MEMBERS:
+                    yield Refusal(label, "", f"more than {MAX_ARCHIVE_MEMBERS:,} members: "
+                                  "the rest is not read", foreign=False)
+                    return
+                if info.is_dir():
+                    continue
+                base = info.filename.rsplit("/", 1)[-1]
+                where = _member_label(label, info.filename)
+                if base.startswith("."):
+                    yield Refusal(where, base, "hidden file", foreign=True)
+                    continue
+                try:
+                    with zf.open(info) as inner:
+                        capped = io.BufferedReader(_Capped(inner, budget[0], "archive"))  # type: ignore[arg-type]
+                        yield from _one(where, base, capped, size=None, depth=depth + 1,
+                                        fingerprint=True, budget=budget)
+                except OverflowError as exc:
+                    yield Refusal(where, base, f"{exc}: a decompression bomb?", foreign=False)
+                    return
+                except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError,
+                        EOFError, ValueError, lzma.LZMAError) as exc:
+                    yield Refusal(where, base, f"corrupt member ({type(exc).__name__})",
+                                  foreign=False)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
+
+
+def _zstd_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency
+        return ()
+    return (zstandard.ZstdError,)
+
+
+def payloads(path: str, *, fingerprint: bool = False,
+             lenient: bool = False) -> Iterator[Payload | Refusal]:
+    """The dump candidates in the file at ``path`` (one, or one per archive member).
+
+    ``lenient``: a pickle or JSON without the flight-recorder keys in its first bytes is
+    still read (for a file named like a dump, so that its reason can be told: an unsafe
+    pickle, a truncated one, other keys).
+
+    Never raises for bad content: unreadable files and members come back as :class:`Refusal`.
+    A plain dump's size is checked before it is read, and it is read in one piece.
+    """
+    name = os.path.basename(path)
+    budget = [MAX_ARCHIVE_BYTES]
+    try:
+        with open(path, "rb", buffering=0) as raw:
+            st = os.fstat(raw.fileno())
+            head = os.pread(raw.fileno(), HEAD_BYTES, 0)
+            kind = sniff(head)
+            if lenient and kind in ("foreign-pickle", "foreign-json"):
+                kind = kind[len("foreign-"):]
+            if kind in ("pickle", "json"):
+                if st.st_size > MAX_DUMP_BYTES:
+                    yield Refusal(path, name, f"{st.st_size / (1 << 20):,.0f} MB is over the "
+                                  f"{MAX_DUMP_BYTES >> 20} MB a dump may have", foreign=False)
+                    return
+                data = raw.readall()
+                if len(data) > MAX_DUMP_BYTES:  # grew while being read
+                    yield Refusal(path, name, "grew past the size limit while being read",
+                                  foreign=False)
+                    return
+                yield Payload(path, name, kind, data, _fingerprint(data) if fingerprint else "",
+                              plain=True)
+                return
+            if kind in _FOREIGN_WHAT:
+                yield Refusal(path, name, _FOREIGN_WHAT[kind], foreign=True)
+                return
+            f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
+            try:
+                yield from _one(path, name, f, size=st.st_size, depth=0,
+                                fingerprint=fingerprint, budget=budget)
+            except OverflowError as exc:
+                yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
+            except (EOFError, OSError, lzma.LZMAError, ValueError, zipfile.BadZipFile,
+                    *_zstd_errors()) as exc:
+                why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
+                yield Refusal(path, name, f"truncated or corrupt compressed data ({why})",
+                              foreign=False)
+    except OSError as exc:
+        yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
+
+
+__all__ = ["Payload", "Refusal", "payloads", "sniff", "MAX_DUMP_BYTES", "MAX_ARCHIVE_BYTES"]

@@ -1,0 +1,500 @@
+"""Input nobody can trust: stray files, compressed and archived dumps, broken fields, bombs,
+duplicates, escapes and exit codes. Each case starts from a recorded sample whose culprit is
+known, and the verdict on the ranks left untouched must not change."""
+
+from __future__ import annotations
+
+import bz2
+import copyreg
+import gzip
+import io
+import json
+import lzma
+import os
+import pickle
+import shutil
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import analyzer
+from analyzer import cli, payload
+from analyzer.cli import app
+from analyzer.errors import DumpFormatError, InputError, UnsafeDumpError
+from analyzer.loader import load_dumps
+from analyzer.reader import load_raw, parse_dump
+from tests.conftest import ROOT, SAMPLES, dump, entry, write_pickle
+
+runner = CliRunner()
+CHAIN = SAMPLES / "chain_tp_dp_w8"  # gloo pickles; rank 3 stalled
+JSON8 = SAMPLES / "tp_dp_w8_json"  # JSON; rank 5 stalled
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in src.iterdir():
+        if p.name != "EXPECTED.json":
+            shutil.copy(p, dst / p.name)
+    return dst
+
+
+def _doc(target: Path | str, *extra: str) -> tuple[int, dict[str, Any]]:
+    res = runner.invoke(app, ["analyze", str(target), "-q", "-f", "json", *extra])
+    assert "Traceback" not in (res.stderr or ""), res.stderr
+    return res.exit_code, json.loads(res.stdout)
+
+
+def _load(p: Path) -> dict[str, Any]:
+    return pickle.loads(p.read_bytes())
+
+
+# 1. recognised by content -----------------------------------------------------------------
+
+
+def test_stray_files_are_ignored_not_ranks(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "core.12345").write_bytes(b"\x7fELF" + os.urandom(100_000))
+    (job / "train_log_1700000000").write_text("step 1 loss 2.3\n" * 1000)
+    (job / "zeros_9").write_bytes(bytes(1 << 20))
+    (job / "hangscope_context_rank_2.json").write_text(
+        json.dumps({"schema": "hangscope.context/1", "rank": 2, "version": "1"}))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3]
+    assert doc["world_size"] == 8 and doc["missing_dumps"] == [] and doc["skipped_files"] == []
+    ignored = {Path(i["path"]).name for i in doc["ignored_files"]}
+    assert {"core.12345", "train_log_1700000000", "zeros_9", "EXPECTED.json",
+            "hangscope_context_rank_2.json"} - {"EXPECTED.json"} <= ignored
+    text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
+    assert "ignored files: 4 (not flight-recorder dumps; -v lists them)" in text
+    verbose = runner.invoke(app, ["analyze", str(job), "-q", "-v"]).stdout
+    assert "core.12345: not a flight-recorder dump" in verbose
+
+
+def test_a_dump_with_an_odd_name_is_still_read(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "nccl_trace_rank_0").rename(job / "snapshot-host7.0")  # rank from the trailing number
+    code, doc = _doc(job)
+    assert doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
+
+
+def test_directory_of_foreign_files_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "core.1").write_bytes(b"\x7fELF" + bytes(100))
+    (tmp_path / "notes_3").write_text("hello")
+    res = runner.invoke(app, ["analyze", str(tmp_path)])
+    assert res.exit_code == 2 and "none of the 2 file(s) is a flight-recorder dump" in res.stderr
+
+
+# 2. ranks and the world from evidence ------------------------------------------------------
+
+
+def _gloo_rank(seqs: int, *, gather_at: int = 2) -> dict[str, Any]:
+    ents = []
+    for s in range(1, seqs + 1):
+        out = [[4]] * 4 if s == gather_at else [[4]]
+        e = entry(s, op="all_gather" if s == gather_at else "all_reduce", backend="gloo",
+                  retired=s < seqs, record_id=s, t=s)
+        e["output_sizes"] = out
+        e["output_dtypes"] = ["Float"] * len(out)
+        ents.append(e)
+    d = dump(ents, backend="gloo")
+    d["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[]"}}  # gloo on torch 2.13
+    return d
+
+
+def test_highest_rank_crashing_is_detected(tmp_path: Path) -> None:
+    for r in range(3):
+        write_pickle(tmp_path / f"nccl_trace_rank_{r}", _gloo_rank(5))
+    code, doc = _doc(tmp_path)
+    assert doc["world_size"] == 4  # an all_gather of 4 shapes in the default group
+    assert doc["culprit_ranks"] == [3] and doc["kind"] == "missing_dump"
+    assert doc["missing_dumps"] == [3]
+
+
+def test_unreadable_ranks_are_never_blamed_ahead_of_a_stalled_rank(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    good = (job / "nccl_trace_rank_4").read_bytes()
+    (job / "nccl_trace_rank_4").write_bytes(good[:300])
+    (job / "nccl_trace_rank_5").write_bytes(b"")
+    (job / "nccl_trace_rank_6").write_bytes(os.urandom(5000))
+    (job / "nccl_trace_rank_7").write_bytes(b"cos\nsystem\n(S'echo pwned'\ntR.")
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3]
+    assert doc["world_size"] == 8 and doc["unreadable_ranks"] == [4, 5, 6, 7]
+    assert len(doc["skipped_files"]) == 4
+    assert all("not blamed" in f["summary"] for f in doc["findings"]
+               if f["kind"] == "missing_dump")
+
+
+def test_a_lone_unreadable_high_rank_does_not_extend_the_world(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "nccl_trace_rank_4000").write_bytes(b"\x80\x04garbage")
+    code, doc = _doc(job)
+    assert doc["world_size"] == 8 and doc["culprit_ranks"] == [3]
+    assert [s["rank"] for s in doc["skipped_files"]] == [4000]
+
+
+# 3. compressed and archived dumps ----------------------------------------------------------
+
+
+def _zstd(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+@pytest.mark.parametrize(("ext", "pack"), [(".gz", gzip.compress), (".bz2", bz2.compress),
+                                           (".xz", lzma.compress), (".zst", _zstd)])
+def test_compressed_dumps_are_read(tmp_path: Path, ext: str, pack: Any) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    for r in (0, 3):
+        p = job / f"nccl_trace_rank_{r}"
+        (job / (p.name + ext)).write_bytes(pack(p.read_bytes()))
+        p.unlink()
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
+
+
+@pytest.mark.parametrize("kind", ["tar", "tar.gz", "tgz", "tar.xz", "zip"])
+def test_archives_of_dumps_are_read_without_writing_to_disk(tmp_path: Path, kind: str) -> None:
+    archive = tmp_path / f"dumps.{kind}"
+    names = sorted(CHAIN.glob("nccl_trace_rank_*"))
+    if kind == "zip":
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+            for p in names:
+                zf.write(p, arcname=f"job/{p.name}")
+            zf.writestr("../../escaped_rank_9", b"x")  # a path that would leave the folder
+    else:
+        mode = {"tar": "w", "tar.gz": "w:gz", "tgz": "w:gz", "tar.xz": "w:xz"}[kind]
+        with tarfile.open(archive, mode) as tf:
+            for p in names:
+                tf.add(p, arcname=f"job/{p.name}")
+            info = tarfile.TarInfo("../../escaped_rank_9")
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    before = set(tmp_path.parent.rglob("*"))
+    code, doc = _doc(archive)
+    assert code == 1 and doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
+    assert set(tmp_path.parent.rglob("*")) == before  # nothing extracted
+    assert [s["rank"] for s in doc["skipped_files"]] == [9]
+
+
+def test_decompression_bomb_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 8 << 20)
+    job = _copy(CHAIN, tmp_path / "job")
+    with gzip.open(job / "nccl_trace_rank_8.gz", "wb", compresslevel=1) as f:
+        f.write(b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
+                b"\x8e" + (1 << 30).to_bytes(8, "little"))
+        for _ in range(64):
+            f.write(bytes(1 << 20))
+    code, doc = _doc(job)
+    assert doc["culprit_ranks"] == [3]
+    (skip,) = doc["skipped_files"]
+    assert "over 8 MB" in skip["reason"] and "decompression bomb" in skip["reason"]
+
+
+def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 1 << 20)
+    p = tmp_path / "nccl_trace_rank_0"
+    with open(p, "wb") as f:
+        f.write(b"\x80\x04}X\x07\x00\x00\x00version")
+        f.truncate(1 << 40)  # 1 TB, sparse: reading it would never end
+    with pytest.raises(DumpFormatError, match="over the 1 MB"):
+        parse_dump(0, p)
+    p.unlink()
+
+
+# 4. malformed values are dropped with a counted reason ------------------------------------
+
+
+def test_wrong_types_drop_entries_with_reasons(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    p = job / "nccl_trace_rank_5"
+    obj = _load(p)
+    obj["entries"][0]["profiling_name"] = 7
+    obj["entries"][1]["process_group"] = {"a": 1}
+    obj["entries"][2]["input_sizes"] = "x" * 10 + "\x1b"
+    obj["entries"][3]["frames"] = [1, 2]
+    obj["entries"][4]["profiling_name"] = "gloo:send 0->" + "9" * 40  # no int64 holds it
+    p.write_bytes(pickle.dumps(obj))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3]
+    warnings = {w["warning"] for w in doc["warnings"] if w["rank"] == 5}
+    assert "1 entry dropped: profiling_name is not a string" in warnings
+    assert "1 entry dropped: process_group is missing or not (name, desc) strings" in warnings
+    assert "1 value ignored: frames is not a list of frames" in warnings
+    assert doc["suspect_ranks"] == [5]
+    text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
+    assert "rank 5: 1 entry dropped: profiling_name is not a string" in text
+    html = analyzer.analyze(job).report_html(plotlyjs="cdn")
+    assert "profiling_name is not a string" in html
+
+
+def test_corrupt_values_in_a_waiting_rank_do_not_move_the_blame(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    p = job / "nccl_trace_rank_2"  # rank 2 waits on rank 3
+    obj = _load(p)
+    ents = obj["entries"]
+    ents[0]["collective_seq_id"] = -5
+    ents[1]["collective_seq_id"] = 1 << 62
+    ents[2]["profiling_name"] = "\x00\xff" * 50
+    del ents[3]["process_group"]
+    p.write_bytes(pickle.dumps(obj))
+    code, doc = _doc(job)
+    assert doc["culprit_ranks"] == [3] and doc["kind"] == "not_joined"
+    assert doc["suspect_ranks"] == [2]
+    assert sum(int(w["warning"].split()[0]) for w in doc["warnings"]) == 4
+
+
+def test_a_suspect_dump_alone_does_not_blame_its_rank(make_job: Any) -> None:
+    # Rank 1 stalled before seq 3; rank 2's dump lost its seq 3 entry to a broken field, so
+    # it looks as stalled as rank 1 from the others' side: it is not blamed ahead of rank 1.
+    def done(seq: int) -> dict[str, Any]:
+        return entry(seq, state="completed", retired=True)
+
+    job = make_job({r: [done(1), done(2), entry(3)] if r != 1 else [done(1), done(2)]
+                    for r in range(4)})
+    assert _doc(job)[1]["culprit_ranks"] == [1]
+    p = job / "nccl_trace_rank_2"
+    obj = _load(p)
+    obj["entries"][2]["process_group"] = 5
+    obj["pg_status"]["0"]["last_enqueued_collective"] = 2
+    p.write_bytes(pickle.dumps(obj))
+    code, doc = _doc(job)
+    assert doc["culprit_ranks"] == [1]
+    assert any(2 in f["ranks"] and not f["culprit"] and "not blamed" in f["summary"]
+               for f in doc["findings"])
+
+
+# 5. bounded cost per bad file --------------------------------------------------------------
+
+
+def _laughs() -> bytes:
+    """A dump whose entry's input_sizes is a list of 10 lists of 10 lists ... 9 levels deep,
+    each level one memoized object: 300 bytes of pickle, 10**9 values if walked."""
+    out = io.BytesIO()
+    out.write(b"X\x01\x00\x00\x00aq\x000")
+    for level in range(1, 10):
+        out.write(b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level])
+                  + (b"0" if level < 9 else b""))
+    return (b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
+            b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
+            b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
+            b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue()
+            + b"ueu.")
+
+
+@pytest.mark.parametrize("case", ["deep_json", "deep_pickle", "laughs", "huge_length", "member"])
+def test_bombs_cost_one_line(tmp_path: Path, case: str) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    if case == "deep_json":
+        (job / "rank_100.json").write_text('{"version": "2.10", "entries": ' + "[" * 100_000
+                                         + "]" * 100_000 + "}")
+    elif case == "deep_pickle":
+        (job / "nccl_trace_rank_100").write_bytes(
+            b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries]"
+            + b"(]" * 200_000 + b"e" * 200_000 + b"u.")
+    elif case == "laughs":
+        (job / "nccl_trace_rank_100").write_bytes(_laughs())
+    elif case == "huge_length":
+        (job / "nccl_trace_rank_100").write_bytes(
+            b"\x80\x04}X\x07\x00\x00\x00version\x8d" + (1 << 61).to_bytes(8, "little") + b"a")
+    else:
+        p = job / "nccl_trace_rank_6"
+        obj = _load(p)
+        obj["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 2000000000]"}}
+        p.write_bytes(pickle.dumps(obj))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3] and doc["world_size"] == 8
+    if case == "member":
+        assert any("pg_config ranks" in w["warning"] for w in doc["warnings"])
+    elif case == "laughs":
+        # Its only entry's sizes are refused by a bounded walk, never expanded: nothing usable.
+        (skip,) = doc["skipped_files"]
+        assert skip["rank"] == 100 and "input_sizes is not a list of shapes" in skip["reason"]
+    else:
+        assert [s["rank"] for s in doc["skipped_files"]] == [100]
+
+
+# 6. nothing from a dump reaches the terminal raw -------------------------------------------
+
+
+def test_control_characters_are_escaped_in_text_csv_and_dot(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    p = job / "nccl_trace_rank_2"
+    obj = _load(p)
+    for e in obj["entries"]:
+        e["process_group"] = (e["process_group"][0], "\x1b[2J\x1b[HNO HANG\n\x1b[8m\u202e")
+        for f in e["frames"]:
+            f["name"] = "x\x1b]0;pwned\x07\r"
+    p.write_bytes(pickle.dumps(obj))
+    bad = ("\x1b", "\x07", "\r", "\u202e")
+    for argv in (["analyze", str(job), "-q"], ["entries", str(job), "-q", "-f", "csv"],
+                 ["entries", str(job), "-q"], ["graph", str(job), "-q", "-f", "dot"],
+                 ["graph", str(job), "-q"]):
+        out = runner.invoke(app, argv).stdout
+        assert not any(ch in out for ch in bad), argv
+    text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
+    assert "NO HANG" not in text.splitlines()[0]
+    csv = runner.invoke(app, ["entries", str(job), "-q", "-f", "csv"]).stdout
+    assert "\\x1b[2J\\x1b[HNO HANG\\n" in csv
+
+
+def test_file_names_are_escaped(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "nccl_trace_rank_8\x1b[31m").write_bytes(b"")
+    res = runner.invoke(app, ["analyze", str(job), "-q", "-v"])
+    assert "\x1b" not in res.stdout and "\\x1b[31m" in res.stdout
+
+
+# 7. duplicates -------------------------------------------------------------------------------
+
+
+def test_identical_copy_is_merged_with_a_note(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "sub").mkdir()
+    shutil.copy(job / "nccl_trace_rank_0", job / "sub" / "nccl_trace_rank_0")
+    (job / "nccl_trace_rank_1.gz").write_bytes(gzip.compress((job / "nccl_trace_rank_1").read_bytes()))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
+    assert sorted((d["rank"], d["identical"]) for d in doc["duplicates"]) == [(0, True), (1, True)]
+    text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
+    assert "is a byte-identical copy of" in text
+    assert runner.invoke(app, ["analyze", str(job), "-q", "--strict"]).exit_code == 1
+
+
+def test_two_different_dumps_keep_the_newer_and_strict_is_exit_2(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "old").mkdir()
+    obj = _load(job / "nccl_trace_rank_0")
+    for e in obj["entries"]:
+        e["time_created_ns"] -= 10**12
+    obj["entries"] = obj["entries"][:-1]
+    (job / "old" / "nccl_trace_rank_0").write_bytes(pickle.dumps(obj))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3]
+    (dup,) = doc["duplicates"]
+    assert not dup["identical"] and dup["kept"].endswith("job/nccl_trace_rank_0")
+    assert dup["dropped"].endswith("old/nccl_trace_rank_0")
+    res = runner.invoke(app, ["analyze", str(job), "-q", "--strict"])
+    assert res.exit_code == 2 and "--strict: rank 0: two different dumps" in res.stderr
+
+
+def test_different_backends_of_one_rank_are_both_kept(tmp_path: Path) -> None:
+    write_pickle(tmp_path / "nccl2_trace_rank_0", dump([entry(1, backend="nccl2")]))
+    write_pickle(tmp_path / "gloo_trace_rank_0", dump([entry(1, backend="gloo")]))
+    loaded = load_dumps([tmp_path])
+    assert sorted(d.path.rsplit("/", 1)[-1] for d in loaded.dumps) == [
+        "gloo_trace_rank_0", "nccl2_trace_rank_0"]
+    assert loaded.duplicates == ()
+
+
+# 8. BOM, UTF-16, folders -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be"])
+def test_json_with_bom_or_utf16_is_read(tmp_path: Path, encoding: str) -> None:
+    job = _copy(JSON8, tmp_path / "job")
+    p = job / "rank_0.json"
+    p.write_bytes(p.read_text().encode(encoding))
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [5] and doc["dumped_ranks"] == 8
+    assert doc["skipped_files"] == []
+
+
+def test_unreadable_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    (job / "locked").mkdir()
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if str(path).endswith("locked") or str(path) == str(tmp_path / "top"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, doc = _doc(job)
+    assert doc["culprit_ranks"] == [3]
+    assert doc["unreadable_folders"] == [{"path": str(job / "locked"), "reason": "Permission denied"}]
+    (tmp_path / "top").mkdir()
+    res = runner.invoke(app, ["analyze", str(tmp_path / "top")])
+    assert res.exit_code == 2 and "cannot read folder (Permission denied)" in res.stderr
+
+
+# 9. extension codes ----------------------------------------------------------------------------
+
+
+def test_extension_codes_are_refused_even_when_registered(tmp_path: Path) -> None:
+    copyreg.add_extension("os", "getcwd", 0x7ff0)
+    try:
+        pickle.loads(b"\x80\x02\x83\xf0\x7f.")  # fills the C unpickler's extension cache
+        p = tmp_path / "nccl_trace_rank_0"
+        p.write_bytes(b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10"
+                      b"X\x07\x00\x00\x00entries]\x83\xf0\x7f)R\x85u.")
+        with pytest.raises(UnsafeDumpError, match="extension code"):
+            load_raw(p)
+        good = tmp_path / "nccl_trace_rank_1"
+        good.write_bytes((CHAIN / "nccl_trace_rank_1").read_bytes())
+        assert parse_dump(1, good).n_entries > 0  # the slower path still reads real dumps
+    finally:
+        copyreg.remove_extension("os", "getcwd", 0x7ff0)
+
+
+# 10. exit codes and options -------------------------------------------------------------------
+
+
+def test_internal_error_is_exit_3_and_debug_shows_the_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def boom(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("something broke")
+
+    monkeypatch.setattr("analyzer.analysis.analyze", boom)
+    for argv, traceback in ((["analyze", str(CHAIN)], False),
+                            (["--debug", "analyze", str(CHAIN)], True)):
+        monkeypatch.setattr(sys, "argv", ["hangscope", *argv])
+        with pytest.raises(SystemExit) as exc:
+            cli.main()
+        assert exc.value.code == 3
+        err = capsys.readouterr().err
+        assert "hangscope: internal error: RuntimeError: something broke" in err
+        assert ("Traceback" in err) is traceback
+        if not traceback:
+            assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--world-size", "-3"], "--world-size -3: a job has at least one rank"),
+    (["--world-size", "0"], "--world-size 0"),
+    (["--world-size", "4"], "world size 4 is below the highest dumped rank + 1 (8)"),
+    (["--jobs", "0"], "--jobs 0: give at least 1 parser process"),
+])
+def test_options_are_validated(argv: list[str], message: str) -> None:
+    res = runner.invoke(app, ["analyze", str(CHAIN), *argv])
+    assert res.exit_code == 2 and message in res.stderr
+
+
+def test_library_rejects_a_bad_world_size() -> None:
+    with pytest.raises(InputError):
+        analyzer.analyze(CHAIN, world_size=-3)
+
+
+def test_version() -> None:
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.startswith("hangscope ")
+
+
+def test_payload_sniffing() -> None:
+    assert payload.sniff(b"") == "empty"
+    assert payload.sniff(bytes(100)) == "foreign"
+    assert payload.sniff(b"\x1f\x8b\x08") == "gzip"
+    assert payload.sniff('{"version": "2.10"}'.encode("utf-16")) == "json"
+    assert payload.sniff(b'\xef\xbb\xbf {"entries": []}') == "json"
+    assert payload.sniff(b'{"schema": "hangscope.context/1"}') == "context"
+    assert payload.sniff(b"\x80\x04}X\x07\x00\x00\x00version") == "pickle"
+    assert payload.sniff(b"\x80\x04}X\x05\x00\x00\x00model") == "foreign-pickle"
+    assert ROOT.exists()
