@@ -27,7 +27,7 @@ import pytest
 
 import analyzer
 from analyzer.context import CONTEXT_SCHEMA, find_contexts, is_context_file, read_context
-from analyzer.discovery import discover
+from analyzer.loader import load_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_dumps"
@@ -176,11 +176,14 @@ def test_context_files_are_untrusted(tmp_path: Path) -> None:
     (d / "hangscope_context_rank_1.json").write_text('{"schema": "hangscope.context/99", "rank": 1}')
     (d / "hangscope_context_rank_2.json").write_text('{"schema": "hangscope.context/1", "rank": -3}')
     (d / "hangscope_context_rank_3.json").write_text('{"schema": "hangscope.context/1", "rank": 3, ')
-    files = discover([str(d)])
-    assert [f.path.name for f in files] == ["gloo_trace_rank_0"]  # contexts are not dumps
+    loaded = load_dumps([str(d)], jobs=1)
+    assert [Path(x.path).name for x in loaded.dumps] == ["gloo_trace_rank_0"]  # contexts are not dumps
+    assert sorted(Path(x.path).name for x in loaded.ignored) == [
+        f"hangscope_context_rank_{r}.json" for r in range(4)]
+    assert not loaded.skipped  # ignored by content, never an unreadable rank
     assert is_context_file(d / "hangscope_context_rank_0.json")
     assert not is_context_file(d / "gloo_trace_rank_0")
-    found = find_contexts([str(d)], [f.path for f in files])
+    found = find_contexts([str(d)], [Path(x.path) for x in loaded.dumps])
     assert list(found.by_rank) == [0]
     assert len(found.skipped) == 3 and all(reason for _, reason in found.skipped)
     frames = found.by_rank[0].threads[0].frames
@@ -236,9 +239,9 @@ def test_live_stall_is_captured_with_where_it_is_now(tmp_path: Path, backend: st
         # The nccl2 buffers (torch 2.15's hook): the stalled rank issued one op fewer.
         ops = {r: len(_load(out / f"nccl2_trace_rank_{r}")["entries"]) for r in range(WORLD)}
         assert all(ops[r] == ops[stalled] + 1 for r in ops if r != stalled), ops
-    # Analyzed without torch. A hook job also holds the inner gloo buffer of every rank, and
-    # today's discovery takes one file per rank: the gloo files are analyzed here.
-    got = _analyze_without_torch([str(out / "gloo_trace_rank_*")] if backend == "hook" else [str(out)])
+    # Analyzed without torch: a hook job's directory holds two buffers per rank (nccl2 and
+    # the inner gloo group), merged per rank.
+    got = _analyze_without_torch([str(out)])
     doc, text = got["doc"], got["text"]
     assert doc["culprit_ranks"] == [stalled] and doc["kind"] == "not_joined", text
     assert doc["where_now"][0]["rank"] == stalled

@@ -105,8 +105,10 @@ def test_sample_dumps_match_expected() -> None:
 # ------------------------------------------------------------------ live, end to end
 
 _TORCH_PYTHON = rg.REPO_ROOT / ".venv-torch" / "bin" / "python"
-_LIVE = ["stall_w4", "crash_w4", "deadlock_w4", "size_desync_w4", "tp_dp_w8_json", "opmix_stall_w4",
-         "opmix_stuck_w4"]
+# opmix_stuck_w4 is left out: which member stands out inside a frozen collective depends on
+# the live run's timing (on a loaded machine no member does); its committed recording is
+# checked against its EXPECTED.json with the other samples.
+_LIVE = ["stall_w4", "crash_w4", "deadlock_w4", "size_desync_w4", "tp_dp_w8_json", "opmix_stall_w4"]
 
 
 @pytest.fixture(scope="module")
