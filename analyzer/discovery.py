@@ -45,11 +45,7 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
     >>> rank_from_name("nccl_trace_rank_node02_5"), rank_from_name("trace_rank7")
     (5, 7)
     """
-    stem = _unpacked(name)
-    for suffix in DUMP_SUFFIXES:
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
+    stem = _stem(name)
     if prefix is not None:
         base = os.path.basename(prefix)
         if not stem.startswith(base):
@@ -58,6 +54,15 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
         return int(rest) if rest.isdigit() else None
     match = _TRAILING_INT.search(stem)
     return int(match.group(1)) if match else None
+
+
+def _stem(name: str) -> str:
+    """``name`` without its compression and dump suffixes (``rank_3.json.gz`` -> ``rank_3``)."""
+    stem = _unpacked(name)
+    for suffix in DUMP_SUFFIXES:
+        if stem.endswith(suffix):
+            return stem[: -len(suffix)]
+    return stem
 
 
 def _unpacked(name: str) -> str:
@@ -75,11 +80,7 @@ def is_dump_name(name: str, prefix: str | None = None) -> bool:
     >>> is_dump_name("nccl_trace_rank_3.gz"), is_dump_name("core.12345")
     (True, False)
     """
-    stem = _unpacked(name)
-    for suffix in DUMP_SUFFIXES:
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
+    stem = _stem(name)
     if prefix is not None:
         base = os.path.basename(prefix)
         return stem.startswith(base) and stem[len(base):].isdigit()

@@ -28,9 +28,8 @@ from typing import Any
 import numpy as np
 
 from analyzer import reader as ref
-from analyzer.errors import DumpFormatError
-from analyzer.payload import Payload, Refusal, payloads
-from analyzer.reader import ParsedDump
+from analyzer.payload import Payload
+from analyzer.reader import ParsedDump, first_payload
 
 try:  # built by pip install (setup.py); absent without a C compiler
     from analyzer import _fastpickle
@@ -75,11 +74,7 @@ def read_dump(rank: int, path: Path) -> ParsedDump:
 
     Raises what :func:`analyzer.reader.parse_dump` raises, for the files it reads.
     """
-    for item in payloads(str(path), lenient=True):
-        if isinstance(item, Refusal):
-            raise DumpFormatError(item.label, item.reason)
-        return read_payload(rank, item)
-    raise DumpFormatError(str(path), "empty archive")
+    return read_payload(rank, first_payload(path))
 
 
 def read_payload(rank: int, payload: Payload) -> ParsedDump:

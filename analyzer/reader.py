@@ -599,13 +599,19 @@ def _tables_of(raw: dict[str, Any], why: _Reasons) -> tuple[
     return pg_config, pg_status
 
 
-def parse_dump(rank: int, path: Path) -> ParsedDump:
-    """Read and flatten one dump file. Raises :class:`DumpFormatError` on bad input."""
+def first_payload(path: Path) -> Payload:
+    """The first dump candidate of one file (the file itself, or an archive's first member).
+    Raises :class:`DumpFormatError` when it is refused or the archive is empty."""
     for item in payloads(str(path), lenient=True):
         if isinstance(item, Refusal):
             raise DumpFormatError(item.label, item.reason)
-        return parse_payload(rank, item)
+        return item
     raise DumpFormatError(str(path), "empty archive")
+
+
+def parse_dump(rank: int, path: Path) -> ParsedDump:
+    """Read and flatten one dump file. Raises :class:`DumpFormatError` on bad input."""
+    return parse_payload(rank, first_payload(path))
 
 
 def parse_payload(rank: int, payload: Payload) -> ParsedDump:
