@@ -12,6 +12,7 @@ help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
+	@echo "make lint   - ruff over the repository, mypy over analyzer/"
 	@echo "make fuzz   - both fuzzers below, long runs"
 	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
@@ -35,6 +36,10 @@ demo: $(STAMP)
 test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
 	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # libFuzzer over the C core of the compiled reader, with AddressSanitizer and
 # UndefinedBehaviorSanitizer. Seeds: the sample dumps, also written with pickle protocols 3 to 5.

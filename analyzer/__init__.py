@@ -54,7 +54,18 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Analysis", "analyze", "Diagnosis", "Finding", "Verdict", "KINDS", "SCHEMA_VERSION",
-    "AnalyzerError", "DumpFormatError", "InputError", "RankResolutionError", "SchemaError",
-    "UnsafeDumpError", "__version__",
+    "KINDS",
+    "SCHEMA_VERSION",
+    "Analysis",
+    "AnalyzerError",
+    "Diagnosis",
+    "DumpFormatError",
+    "Finding",
+    "InputError",
+    "RankResolutionError",
+    "SchemaError",
+    "UnsafeDumpError",
+    "Verdict",
+    "__version__",
+    "analyze",
 ]

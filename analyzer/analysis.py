@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import gc
 import os
-from pathlib import Path
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -19,12 +19,13 @@ import pandas as pd
 
 from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, diagnose
-from analyzer.graph import build_graph, waits
 from analyzer.errors import InputError
+from analyzer.graph import build_graph
 from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import is_store, read_store
 from analyzer.tables import Tables, normalize
+from analyzer.waits import waits
 
 PathLike = str | os.PathLike[str]
 

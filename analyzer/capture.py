@@ -668,5 +668,15 @@ def current() -> Capture | None:
 if os.environ.get(ENV_DIR):
     install()
 
-__all__ = ["install", "trigger", "current", "Capture", "CONTEXT_SCHEMA", "ENV_DIR", "ENV_TIMEOUT",
-           "context_name", "dump_name", "thread_stacks"]
+__all__ = [
+    "CONTEXT_SCHEMA",
+    "ENV_DIR",
+    "ENV_TIMEOUT",
+    "Capture",
+    "context_name",
+    "current",
+    "dump_name",
+    "install",
+    "thread_stacks",
+    "trigger",
+]

@@ -13,7 +13,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,11 +42,11 @@ class OutputFormat(str, Enum):
 Paths = Annotated[list[str], typer.Argument(
     help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
     show_default=False)]
-PrefixOpt = Annotated[Optional[str], typer.Option(
+PrefixOpt = Annotated[str | None, typer.Option(
     "--prefix", help="File-name prefix before the rank number (when names are unusual)")]
-WorldOpt = Annotated[Optional[int], typer.Option(
+WorldOpt = Annotated[int | None, typer.Option(
     "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)")]
-JobsOpt = Annotated[Optional[int], typer.Option(
+JobsOpt = Annotated[int | None, typer.Option(
     "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
@@ -115,7 +115,7 @@ def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int 
 def analyze(
     paths: Paths,
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="text or json")] = OutputFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -140,8 +140,8 @@ def analyze(
 @app.command()
 def entries(
     paths: Paths,
-    rank: Annotated[Optional[list[int]], typer.Option("--rank", "-r", help="Only these ranks")] = None,
-    group: Annotated[Optional[list[str]], typer.Option("--group", "-g", help="Only these groups (name or desc)")] = None,
+    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")] = None,
     last: Annotated[int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
     prefix: PrefixOpt = None,
@@ -215,7 +215,7 @@ class GraphFormat(str, Enum):
 def graph(
     paths: Paths,
     fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")] = GraphFormat.text,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -259,13 +259,13 @@ def report(
     plotlyjs: Annotated[PlotlyJs, typer.Option(
         "--plotlyjs", help="inline: offline, one file (default); cdn: small file, loads plotly.js from its CDN")
     ] = PlotlyJs.inline,
-    png: Annotated[Optional[Path], typer.Option(
+    png: Annotated[Path | None, typer.Option(
         "--png", help="Also write the timeline as a static image (.png via kaleido + Chromium; "
         ".svg needs nothing)")] = None,
     clock: Annotated[Clock, typer.Option(
         "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)")] = Clock.job,
     max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
-    window: Annotated[Optional[float], typer.Option(
+    window: Annotated[float | None, typer.Option(
         "--window", help="Seconds before the hang shown by default (default: the last ops of every rank)")] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,

@@ -270,6 +270,17 @@ def alive_without_dump(dumped: Iterable[int], contexts: Contexts) -> list[int]:
     return [r for r in contexts.by_rank if r not in have]
 
 
-__all__ = ["CONTEXT_SCHEMA", "Contexts", "RankContext", "ThreadStack", "ContextError",
-           "is_context_file", "read_context", "find_contexts", "apply_contexts", "where_now",
-           "alive_without_dump", "context_name"]
+__all__ = [
+    "CONTEXT_SCHEMA",
+    "ContextError",
+    "Contexts",
+    "RankContext",
+    "ThreadStack",
+    "alive_without_dump",
+    "apply_contexts",
+    "context_name",
+    "find_contexts",
+    "is_context_file",
+    "read_context",
+    "where_now",
+]

@@ -27,9 +27,9 @@ the roots of the graph are culprits.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -37,10 +37,11 @@ import numpy as np
 import pandas as pd
 
 from analyzer.expectations import barrier_op_gap
-from analyzer.graph import Roots, chain, root_ranks, stuck_collectives, waiters_of
+from analyzer.graph import Roots, chain, root_ranks, waiters_of
 from analyzer.matching import NO_MAJORITY, Matching
 from analyzer.suspect import stuck_suspect
 from analyzer.tables import Tables
+from analyzer.waits import stuck_collectives
 
 SCHEMA_VERSION = "hangscope.diagnosis/1"
 

@@ -405,5 +405,17 @@ def _unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
     return dict(sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0])))
 
 
-__all__ = ["Dialect", "Dialects", "PREFIXES", "default_for", "read_dialects", "p2p_payload",
-           "OBSERVED", "HOOK", "NONE", "EVERY_RANK", "OWN_TIMEOUT", "MANUAL"]
+__all__ = [
+    "EVERY_RANK",
+    "HOOK",
+    "MANUAL",
+    "NONE",
+    "OBSERVED",
+    "OWN_TIMEOUT",
+    "PREFIXES",
+    "Dialect",
+    "Dialects",
+    "default_for",
+    "p2p_payload",
+    "read_dialects",
+]

@@ -40,4 +40,4 @@ def clean(text: str, limit: int = MAX_TEXT) -> str:
     return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
 
 
-__all__ = ["clean", "MAX_TEXT"]
+__all__ = ["MAX_TEXT", "clean"]

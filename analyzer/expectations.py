@@ -19,9 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["EXPECTATIONS", "Expectation", "UNKNOWN_OP", "barrier_op_gap", "expectation",
-           "monitored_barrier_gaps",
-           "size_checked_ops"]
+__all__ = [
+    "EXPECTATIONS",
+    "UNKNOWN_OP",
+    "Expectation",
+    "barrier_op_gap",
+    "expectation",
+    "monitored_barrier_gaps",
+    "size_checked_ops",
+]
 
 
 @dataclass(frozen=True, slots=True)

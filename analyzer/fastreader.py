@@ -241,5 +241,13 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...]) -> ParsedDump | str
     return parsed
 
 
-__all__ = ["read_dump", "read_payload", "parse_native", "native_available", "wanted_reader", "READER_ENV",
-           "NATIVE", "PYTHON"]
+__all__ = [
+    "NATIVE",
+    "PYTHON",
+    "READER_ENV",
+    "native_available",
+    "parse_native",
+    "read_dump",
+    "read_payload",
+    "wanted_reader",
+]

@@ -23,8 +23,8 @@ from pathlib import Path
 from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
-from analyzer.payload import Refusal, payloads
 from analyzer.fastreader import read_payload
+from analyzer.payload import Refusal, payloads
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
 Progress = Callable[[int, int, int], None]
@@ -280,4 +280,4 @@ class ProgressPrinter:
         sys.stderr.flush()
 
 
-__all__ = ["Loaded", "Skipped", "Ignored", "Duplicate", "Candidate", "load_dumps", "default_jobs", "ProgressPrinter", "InputError"]
+__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "ProgressPrinter", "Skipped", "default_jobs", "load_dumps"]

@@ -24,8 +24,13 @@ import numpy as np
 import pandas as pd
 
 from analyzer.dialect import Dialects, p2p_payload, read_dialects
-from analyzer.expectations import (Expectation, expectation, monitored_barrier_gaps, sides,
-                                   size_checked_ops)
+from analyzer.expectations import (
+    Expectation,
+    expectation,
+    monitored_barrier_gaps,
+    sides,
+    size_checked_ops,
+)
 from analyzer.tables import Tables
 
 #: Ops whose shapes are compared on some side (see :mod:`analyzer.expectations`).

@@ -389,4 +389,4 @@ def payloads(path: str, *, fingerprint: bool = False,
         yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
 
 
-__all__ = ["Payload", "Refusal", "payloads", "sniff", "MAX_DUMP_BYTES", "MAX_ARCHIVE_BYTES"]
+__all__ = ["MAX_ARCHIVE_BYTES", "MAX_DUMP_BYTES", "Payload", "Refusal", "payloads", "sniff"]

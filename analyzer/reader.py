@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from analyzer.errors import DumpFormatError, UnsafeDumpError
-from analyzer.payload import Payload, Refusal, payloads
 from analyzer.escape import MAX_TEXT, clean
+from analyzer.payload import Payload, Refusal, payloads
 
 #: Columns holding repeated strings, encoded per file as codes into a vocabulary.
 STRING_FIELDS: tuple[str, ...] = (
@@ -46,7 +46,7 @@ _P2P = re.compile(r"^(send|recv)\s*(?:(\d+)\s*(->|<-)\s*(\d+))?")
 class _SafeUnpickler(pickle.Unpickler):
     """An unpickler that builds only plain containers and scalars."""
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D401
+    def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refused global {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
@@ -71,7 +71,7 @@ class _PySafeUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         dispatch[_op[0]] = _refuse_extension
     del _op
 
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D401
+    def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refused global {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:

@@ -23,7 +23,12 @@ from analyzer.loader import Loaded, Skipped
 from analyzer.multidump import per_rank as _per_rank_dumps
 from analyzer.multidump import process_order
 from analyzer.reader import (
-    BOOL_FIELDS, FLOAT_FIELDS, MAX_RANK, STRING_FIELDS, ParsedDump, SameMembers,
+    BOOL_FIELDS,
+    FLOAT_FIELDS,
+    MAX_RANK,
+    STRING_FIELDS,
+    ParsedDump,
+    SameMembers,
 )
 
 

@@ -21,7 +21,6 @@ import gzip
 import io
 import json
 import lzma
-import os
 import pickle
 import random
 import resource
@@ -380,7 +379,7 @@ def main() -> None:
                    "first": first[:110], "expect": expect, "traceback": tb, "raw_ctrl": raw}
             results.append(row)
             flags = (" [traceback]" if tb else "") + (" [raw control chars]" if raw else "")
-            print(f"{name:<22} {str(row['exit']):>7} {row['s']:>7.2f} {row['mb']:>6}  "
+            print(f"{name:<22} {row['exit']!s:>7} {row['s']:>7.2f} {row['mb']:>6}  "
                   f"{row['first']!r}{flags}\n{'':<46}should: {expect}", flush=True)
     finally:
         if args.keep is None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import analyzer
-from tests.conftest import entry, write_pickle, dump
+from tests.conftest import dump, entry, write_pickle
 
 
 def _completed(n: int, **kw: object) -> list[dict]:

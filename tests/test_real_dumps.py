@@ -36,7 +36,7 @@ def _check(path: Path, expected: dict) -> None:
     d = result.diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
     assert (d.verdict.value == "hang") == bool(expected["hang"]), d.headline
-    if "kind" in expected and expected["kind"]:
+    if expected.get("kind"):
         assert d.kind == expected["kind"], d.headline
     if expected.get("deadlock"):
         assert d.deadlock_cycles, d.headline

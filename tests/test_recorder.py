@@ -116,7 +116,6 @@ def live_recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Real gloo jobs on loopback, recorded now by torch in its own environment (``make
     torch``); the analyzer that reads them runs here, where torch is not installed."""
     import subprocess
-    import sys
 
     python = Path(os.environ.get("HANGSCOPE_TORCH_PYTHON", _TORCH_PYTHON))
     if not python.exists():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import analyzer
-import analyzer.graph as graph_module
+import analyzer.waits as graph_module
 from analyzer.matching import _count_at_least
 from tests.conftest import entry
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from analyzer import schema
 from analyzer.store import _TABLES
 from tests.conftest import ROOT
 

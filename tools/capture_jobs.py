@@ -58,7 +58,7 @@ def register_hook_backend(name: str = "nccl2") -> None:
             super().__init__(opts.group_rank, opts.group_size)
             self._gloo = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
 
-        def getBackendName(self) -> str:  # noqa: N802 - c10d's name
+        def getBackendName(self) -> str:
             return name
 
         def allreduce(self, tensors: Any, opts: Any) -> Any:

@@ -106,7 +106,7 @@ def _backend_class() -> type:
         def _log(self, op: str, work: Any) -> Any:
             return LOG.add(self._name, op, work)
 
-        def getBackendName(self) -> str:  # noqa: N802 - the C++ name
+        def getBackendName(self) -> str:
             return self._name
 
         @property

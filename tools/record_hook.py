@@ -44,9 +44,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tools import record_gloo as rg
 from tools.hook_backend import LOG, dump, overlay_states, register

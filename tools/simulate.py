@@ -189,18 +189,18 @@ class Site:
     """One call site: what it records and how long it takes."""
 
     __slots__ = (
+        "autograd",
+        "coalesced",
+        "comm_ns",
+        "cpu_ns",
+        "frames",
+        "gpu_ns",
+        "in_dtypes",
+        "in_sizes",
         "key",
         "op",
-        "in_sizes",
-        "in_dtypes",
-        "out_sizes",
         "out_dtypes",
-        "frames",
-        "autograd",
-        "cpu_ns",
-        "gpu_ns",
-        "comm_ns",
-        "coalesced",
+        "out_sizes",
     )
 
     def __init__(self, key, op, in_sizes, in_dtypes, out_sizes, out_dtypes, frames,
@@ -227,7 +227,7 @@ class Site:
 class Op:
     """One op of a rank's program: a site issued in a group (and, for p2p, to a peer)."""
 
-    __slots__ = ("site", "role", "kind", "peer", "sync", "tag")
+    __slots__ = ("kind", "peer", "role", "site", "sync", "tag")
 
     def __init__(self, site: Site, role: int, kind: int = COLL, peer: int = -1,
                  sync: bool = False, tag: tuple = ()) -> None:
@@ -619,7 +619,7 @@ def _find(prog: list[Op], tag: tuple) -> int:
 class _Inst:
     """One collective instance or one send/recv pair, across its participants."""
 
-    __slots__ = ("size", "enq", "count", "maxready", "parts", "comm_ns", "stuck")
+    __slots__ = ("comm_ns", "count", "enq", "maxready", "parts", "size", "stuck")
 
     def __init__(self, size: int, comm_ns: int, stuck: bool) -> None:
         self.size = size

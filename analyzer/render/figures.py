@@ -26,4 +26,4 @@ from analyzer.render.progressmap import progress
 from analyzer.render.timeline import timeline
 from analyzer.render.waitgraph import wait_graph
 
-__all__ = ["timeline", "wait_graph", "progress", "esc", "is_p2p_op", "ranks_text"]
+__all__ = ["esc", "is_p2p_op", "progress", "ranks_text", "timeline", "wait_graph"]

@@ -22,8 +22,8 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from analyzer.render.figures import is_p2p_op, ranks_text
 from analyzer.diagnosis import unrecorded_text
+from analyzer.render.figures import is_p2p_op, ranks_text
 from analyzer.render.text import _KIND_TITLES, full_dialect_text, kind_title
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -276,8 +276,8 @@ def _summary_section(analysis: Analysis) -> str:
     if times is not None and len(times):
         lo, hi = int(times.min()), int(times.max())
         fmt = "%Y-%m-%d %H:%M:%S"
-        span = (f"{_dt.datetime.fromtimestamp(lo / 1e9, _dt.timezone.utc).strftime(fmt)} to "
-                f"{_dt.datetime.fromtimestamp(hi / 1e9, _dt.timezone.utc).strftime(fmt)} UTC "
+        span = (f"{_dt.datetime.fromtimestamp(lo / 1e9, _dt.UTC).strftime(fmt)} to "
+                f"{_dt.datetime.fromtimestamp(hi / 1e9, _dt.UTC).strftime(fmt)} UTC "
                 f"({(hi - lo) / 1e9:.3f} s, enqueue times as the ranks' clocks recorded them)")
     items = [
         ("world size", str(int(t.world_size))),
@@ -435,4 +435,4 @@ def write_html(analysis: Analysis, path: Any, **kw: Any) -> str:
     return str(out)
 
 
-__all__ = ["render_html", "write_html", "verdict_html", "verdict_line"]
+__all__ = ["render_html", "verdict_html", "verdict_line", "write_html"]

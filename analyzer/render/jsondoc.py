@@ -55,7 +55,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "unreadable_ranks": list(notes.unreadable_ranks),
         "world_size": int(t.world_size),
         "dumped_ranks": len(t.dumped_ranks),
-        "entries": int(len(t.entries)),
+        "entries": len(t.entries),
         "backends": sorted(str(b) for b in t.entries["backend"].unique() if str(b)),
         "formats": sorted(str(f) for f in t.ranks["format"].unique() if str(f)),
         "versions": sorted(str(v) for v in t.ranks["version"].unique() if str(v)),

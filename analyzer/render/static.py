@@ -191,4 +191,4 @@ def write_timeline_image(analysis: Analysis, path: str | os.PathLike[str], **kw:
     return str(out)
 
 
-__all__ = ["timeline_png", "timeline_svg", "write_timeline_image", "find_browser", "StaticImageError"]
+__all__ = ["StaticImageError", "find_browser", "timeline_png", "timeline_svg", "write_timeline_image"]
