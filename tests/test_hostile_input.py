@@ -13,6 +13,7 @@ import lzma
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -25,6 +26,7 @@ from typer.testing import CliRunner
 import analyzer
 from analyzer import cli, payload
 from analyzer.cli import app
+from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError, UnsafeDumpError
 from analyzer.loader import load_dumps
 from analyzer.reader import load_raw, parse_dump
@@ -183,30 +185,66 @@ def test_archives_of_dumps_are_read_without_writing_to_disk(tmp_path: Path, kind
     assert [s["rank"] for s in doc["skipped_files"]] == [9]
 
 
-def test_decompression_bomb_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 8 << 20)
-    job = _copy(CHAIN, tmp_path / "job")
-    with gzip.open(job / "nccl_trace_rank_8.gz", "wb", compresslevel=1) as f:
+def _gzip_bomb(path: Path, gb: float = 1 / 16) -> None:
+    """A dump's head, then a bytes object announced as 1 GB and ``gb`` GB of zeros: only the
+    cap on decompressed bytes stops it."""
+    with gzip.open(path, "wb", compresslevel=1) as f:
         f.write(b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
                 b"\x8e" + (1 << 30).to_bytes(8, "little"))
-        for _ in range(64):
+        for _ in range(int(gb * 1024)):
             f.write(bytes(1 << 20))
-    code, doc = _doc(job)
-    assert doc["culprit_ranks"] == [3]
+
+
+def test_decompression_bomb_is_one_line(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    _gzip_bomb(job / "nccl_trace_rank_8.gz")
+    small = AnalysisConfig(max_dump_bytes=8 << 20)
+    for jobs in (1, 2):  # in this process, and in the parser processes (fork pool)
+        loaded = load_dumps([job], jobs=jobs, config=small)
+        assert sorted(d.rank for d in loaded.dumps) == list(range(8))
+        (skip,) = loaded.skipped
+        assert "over 8 MB" in skip.reason and "decompression bomb" in skip.reason, jobs
+    code, doc = _doc(job)  # the default caps read it through: a truncated pickle
+    assert doc["culprit_ranks"] == [3] and len(doc["skipped_files"]) == 1
+
+
+def test_the_environment_sets_the_caps(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    _gzip_bomb(job / "nccl_trace_rank_8.gz")
+    env = {**os.environ, "HANGSCOPE_MAX_DUMP_MB": "8"}
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(job), "-q", "-f", "json"],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1 and doc["culprit_ranks"] == [3]
     (skip,) = doc["skipped_files"]
     assert "over 8 MB" in skip["reason"] and "decompression bomb" in skip["reason"]
+    assert AnalysisConfig.from_env({"HANGSCOPE_MAX_ARCHIVE_MB": "3"}).max_archive_bytes == 3 << 20
+    assert AnalysisConfig.from_env({"HANGSCOPE_MAX_DUMP_MB": "lots"}) == AnalysisConfig()
 
 
-def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 1 << 20)
+def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     p = tmp_path / "nccl_trace_rank_0"
     with open(p, "wb") as f:
         f.write(b"\x80\x04}X\x07\x00\x00\x00version")
         f.truncate(1 << 40)  # 1 TB, sparse: reading it would never end
     with pytest.raises(DumpFormatError, match="over the 1 MB"):
-        parse_dump(0, p)
+        parse_dump(0, p, config=AnalysisConfig(max_dump_bytes=1 << 20))
     p.unlink()
+
+
+def test_archive_caps_come_from_the_config(tmp_path: Path) -> None:
+    archive = tmp_path / "dumps.tar"
+    with tarfile.open(archive, "w") as tf:
+        for p in sorted(CHAIN.glob("nccl_trace_rank_*")):
+            tf.add(p, arcname=f"job/{p.name}")
+    loaded = load_dumps([archive], config=AnalysisConfig(max_archive_members=5))
+    assert len(loaded.dumps) == 5
+    (skip,) = loaded.skipped
+    assert skip.reason == "more than 5 members: the rest is not read"
+    size = (CHAIN / "nccl_trace_rank_0").stat().st_size
+    loaded = load_dumps([archive], config=AnalysisConfig(max_archive_bytes=size * 3))
+    assert len(loaded.dumps) < 8
+    assert any("decompressed-size budget" in s.reason for s in loaded.skipped)
 
 
 # 4. malformed values are dropped with a counted reason ------------------------------------
