@@ -6,6 +6,7 @@ exists. Every call may fail (no such recorder, no NCCL in this build): nothing r
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 from collections.abc import Callable
@@ -151,10 +152,8 @@ def versions() -> dict[str, Any]:
     if torch is None:
         return out
     out["torch"] = str(getattr(torch, "__version__", ""))
-    try:
+    with contextlib.suppress(Exception):
         out["cuda"] = torch.version.cuda
-    except Exception:  # noqa: BLE001
-        pass
     try:
         if torch.cuda.is_available():
             v = torch.cuda.nccl.version()

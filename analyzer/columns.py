@@ -78,7 +78,7 @@ def _exact(values: list[Any], kinds: str) -> tuple[np.ndarray | None, np.ndarray
         return arr, np.zeros(len(arr), dtype=bool)
     if arr.dtype != object:
         return None, None
-    none = np.equal(arr, None)
+    none = np.equal(arr, None)  # type: ignore[call-overload]  # elementwise "is None"
     if none.all():
         return np.zeros(0), none
     rest = _as_array(arr[~none].tolist())

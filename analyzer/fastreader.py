@@ -21,6 +21,7 @@ compiled one where it is built. :attr:`ParsedDump.reader` says which reader read
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,9 @@ from analyzer.pgtables import group_tables
 from analyzer.reader import Columns, ParsedDump, first_payload, int_columns, parse_payload
 from analyzer.values import Reasons
 
+_fastpickle: Any
 try:  # built by pip install (setup.py); absent without a C compiler
-    from analyzer import _fastpickle
+    _fastpickle = importlib.import_module("analyzer._fastpickle")
 except ImportError:  # pragma: no cover - depends on the build
     _fastpickle = None
 

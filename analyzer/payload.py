@@ -20,7 +20,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.sniff import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
@@ -78,14 +78,14 @@ def _decompressor(kind: str, f: IO[bytes]) -> IO[bytes]:
     if kind == "gzip":
         return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     if kind == "bz2":
-        return bz2.BZ2File(f)  # type: ignore[return-value]
+        return bz2.BZ2File(f)
     if kind == "xz":
-        return lzma.LZMAFile(f)  # type: ignore[return-value]
+        return lzma.LZMAFile(f)
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency
         raise OSError("zstd support needs the zstandard package") from None
-    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)  # type: ignore[return-value]
+    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
 
 
 def _read_capped(f: IO[bytes], head: bytes, limit: int, what: str) -> bytes:
@@ -136,9 +136,9 @@ def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
         f.seek(0)  # a zip file on disk: its central directory is read in place
         yield from _zip(label, f, depth, budget, in_place=True)
         return
-    stream: IO[bytes] = _Prefixed(head, f)
+    stream = cast(IO[bytes], _Prefixed(head, f))
     if kind in COMPRESSED:
-        stream = _Prefixed(b"", _decompressor(kind, stream))
+        stream = cast(IO[bytes], _Prefixed(b"", _decompressor(kind, stream)))
         yield from _one(label, name, stream, size=None, depth=depth + 1,
                         fingerprint=fingerprint, budget=budget)
         return
@@ -171,7 +171,7 @@ class _Prefixed(io.RawIOBase):
         view[: len(data)] = data
         return len(data)
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             return self.head + self.inner.read() if self.head else self.inner.read()
         if self.head:
@@ -266,7 +266,7 @@ def _zip(label: str, stream: IO[bytes], depth: int, budget: _Budget, *,
                     continue
                 try:
                     with zf.open(info) as inner:
-                        capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))  # type: ignore[arg-type]
+                        capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))
                         yield from _one(where, base, capped, size=None, depth=depth + 1,
                                         fingerprint=True, budget=budget)
                 except OverflowError as exc:
@@ -280,12 +280,15 @@ def _zip(label: str, stream: IO[bytes], depth: int, budget: _Budget, *,
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
 
 
-def _zstd_errors() -> tuple[type[BaseException], ...]:
+def _compressed_errors() -> tuple[type[BaseException], ...]:
+    """What reading truncated or corrupt compressed data raises."""
+    errors: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, ValueError,
+                                               zipfile.BadZipFile)
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency
-        return ()
-    return (zstandard.ZstdError,)
+        return errors
+    return (*errors, zstandard.ZstdError)
 
 
 def payloads(path: str, *, fingerprint: bool = False, lenient: bool = False,
@@ -330,8 +333,7 @@ def payloads(path: str, *, fingerprint: bool = False, lenient: bool = False,
                                 fingerprint=fingerprint, budget=budget)
             except OverflowError as exc:
                 yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
-            except (EOFError, OSError, lzma.LZMAError, ValueError, zipfile.BadZipFile,
-                    *_zstd_errors()) as exc:
+            except _compressed_errors() as exc:
                 why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
                 yield Refusal(path, name, f"truncated or corrupt compressed data ({why})",
                               foreign=False)

@@ -10,7 +10,7 @@ import copyreg
 import gc
 import io
 import pickle
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["SafeUnpickler", "unpickle"]
 
@@ -29,7 +29,7 @@ def _refuse_extension(self: Any) -> None:
     raise pickle.UnpicklingError("refused extension code (copyreg registry)")
 
 
-class PySafeUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
+class PySafeUnpickler(pickle._Unpickler):
     """The pure-Python unpickler with globals and extension codes refused.
 
     The C unpickler looks extension codes (EXT1/2/4) up in copyreg's process-wide cache
@@ -38,7 +38,7 @@ class PySafeUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
     extensions registered (library use); slower, but it never consults the registry.
     """
 
-    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    dispatch: ClassVar[dict[int, Any]] = dict(pickle._Unpickler.dispatch)
     for _op in (pickle.EXT1, pickle.EXT2, pickle.EXT4):
         dispatch[_op[0]] = _refuse_extension
     del _op
