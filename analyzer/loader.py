@@ -22,7 +22,6 @@ from functools import partial
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-
 from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
