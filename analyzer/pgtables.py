@@ -86,14 +86,19 @@ def _members(value: Any, max_rank: int) -> tuple[int, ...] | None:
     return members
 
 
-def _config_of(raw: dict[str, Any], why: Reasons, config: AnalysisConfig) -> GroupConfig:
-    pg_config: GroupConfig = {}
-    table = raw.get("pg_config") or {}
+def _items(raw: dict[str, Any], key: str, why: Reasons) -> list[tuple[Any, Any]]:
+    """The first groups of the table ``key`` (none when it is not an object: counted)."""
+    table = raw.get(key) or {}
     if not isinstance(table, dict):
         if table:
-            why.fields["pg_config is not an object"] += 1
-        return pg_config
-    for key, value in list(table.items())[:_MAX_GROUPS]:
+            why.fields[f"{key} is not an object"] += 1
+        return []
+    return list(table.items())[:_MAX_GROUPS]
+
+
+def _config_of(raw: dict[str, Any], why: Reasons, config: AnalysisConfig) -> GroupConfig:
+    pg_config: GroupConfig = {}
+    for key, value in _items(raw, "pg_config", why):
         if not isinstance(value, dict):
             why.fields["pg_config entry is not an object"] += 1
             continue
@@ -115,13 +120,8 @@ def _counter(value: Any) -> int:
 
 def _status_of(raw: dict[str, Any], why: Reasons, config: AnalysisConfig) -> GroupStatus:
     pg_status: GroupStatus = {}
-    table = raw.get("pg_status") or {}
-    if not isinstance(table, dict):
-        if table:
-            why.fields["pg_status is not an object"] += 1
-        return pg_status
     top = config.max_counter
-    for key, value in list(table.items())[:_MAX_GROUPS]:
+    for key, value in _items(raw, "pg_status", why):
         pid = int64(key, -1) if isinstance(key, (str, int)) else -1
         if not isinstance(value, dict) or not -1 <= pid < 1 << 31:
             why.fields["pg_status entry is not an object of counters"] += 1
