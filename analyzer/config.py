@@ -34,6 +34,11 @@ class AnalysisConfig:
     """Sequence numbers and counters beyond this are not counts of real operations."""
     max_rank: int = 1 << 22
     """Member ranks at or beyond this are not ranks of a real job."""
+    max_frames: int = 1024
+    """An entry's stack with more frames than this is no stack (the value is ignored)."""
+    max_shape_values: int = 1 << 16
+    """Most shapes (and dimensions) or dtype names walked in one sizes or dtypes value; a
+    longer one is no such list (its entry is dropped)."""
     max_context_bytes: int = 16 * _MB
     """Largest context file (``hangscope_context_rank_N.json``) that is read."""
 

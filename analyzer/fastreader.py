@@ -21,24 +21,30 @@ compiled one where it is built. :attr:`ParsedDump.reader` says which reader read
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from analyzer import reader as ref
+from analyzer import values as val
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.payload import Payload
-from analyzer.reader import ParsedDump, first_payload
+from analyzer.pgtables import group_tables
+from analyzer.reader import Columns, ParsedDump, first_payload, int_columns, parse_payload
+from analyzer.values import Reasons
 
+_fastpickle: Any
 try:  # built by pip install (setup.py); absent without a C compiler
-    from analyzer import _fastpickle
+    _fastpickle = importlib.import_module("analyzer._fastpickle")
 except ImportError:  # pragma: no cover - depends on the build
     _fastpickle = None
 
 READER_ENV = "HANGSCOPE_READER"
-#: Larger pickles go to the Python reader (core.h's FP_MAX_BYTES); a 2,000-entry dump is ~250 KB.
-NATIVE_MAX_BYTES = 32 << 20
+#: The default cap (``AnalysisConfig.native_max_bytes``): larger pickles go to the Python
+#: reader (core.h's FP_MAX_BYTES is the compiled core's own); a 2,000-entry dump is ~250 KB.
+NATIVE_MAX_BYTES = DEFAULT_CONFIG.native_max_bytes
 NATIVE = "native"
 PYTHON = "python"
 
@@ -50,8 +56,6 @@ _FIELDS = (
     "profiling_name", "process_group", "input_sizes", "output_sizes", "input_dtypes",
     "output_dtypes", "state", "thread_name", "frames",
 )
-_INT_COLUMNS = ("record_id", "pg_id", "seq", "p2p_seq", "op_id", "time_created_ns",
-                "time_started_ns", "time_completed_ns", "timeout_ms")
 if _fastpickle is not None and _fastpickle.field_names() != _FIELDS:  # pragma: no cover
     _fastpickle = None
 
@@ -69,29 +73,31 @@ def wanted_reader() -> str:
     return NATIVE
 
 
-def read_dump(rank: int, path: Path) -> ParsedDump:
+def read_dump(rank: int, path: Path, *, config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump:
     """Read one dump file with the compiled reader where it can, else with the Python reader.
 
     Raises what :func:`analyzer.reader.parse_dump` raises, for the files it reads.
     """
-    return read_payload(rank, first_payload(path))
+    return read_payload(rank, first_payload(path, config=config), config=config)
 
 
-def read_payload(rank: int, payload: Payload) -> ParsedDump:
+def read_payload(rank: int, payload: Payload, *,
+                 config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump:
     """One dump candidate: the compiled reader for a plain pickle file, else the Python reader.
 
     Decompressed data, archive members and JSON (with a byte-order mark or not) always go to
     :func:`analyzer.reader.parse_payload`.
     """
     if payload.plain and payload.fmt == "pickle" and wanted_reader() == NATIVE:
-        parsed = _native(rank, payload.label, payload.data)
+        parsed = _native(rank, payload.label, payload.data, config)
         if isinstance(parsed, ParsedDump):
             parsed.fingerprint = payload.fingerprint
             return parsed
-    return ref.parse_payload(rank, payload)
+    return parse_payload(rank, payload, config=config)
 
 
-def parse_native(rank: int, path: Path) -> ParsedDump | str:
+def parse_native(rank: int, path: Path, *,
+                 config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump | str:
     """The compiled reader's :class:`ParsedDump` of ``path``, or why it declined it."""
     if _fastpickle is None:
         return "compiled reader not built"
@@ -101,34 +107,83 @@ def parse_native(rank: int, path: Path) -> ParsedDump | str:
             if len(head) < 2 or head[0] != 0x80:
                 return "not a pickle"
             size = os.fstat(f.fileno()).st_size
-            if size > NATIVE_MAX_BYTES:
+            if size > config.native_max_bytes:
                 return "file larger than the compiled reader takes"
             data = head + f.read()
     except OSError:
         return "cannot read"
-    return _native(rank, str(path), data)
+    return _native(rank, str(path), data, config)
 
 
-def _native(rank: int, label: str, data: bytes) -> ParsedDump | str:
+def _native(rank: int, label: str, data: bytes, config: AnalysisConfig) -> ParsedDump | str:
     if _fastpickle is None:
         return "compiled reader not built"
     if len(data) < 2 or data[0] != 0x80:
         return "not a pickle"
-    if len(data) > NATIVE_MAX_BYTES:
+    if len(data) > config.native_max_bytes:
         return "file larger than the compiled reader takes"
     result = _fastpickle.parse(data)
     if isinstance(result, str):
         return result
     try:
-        return _assemble(rank, label, result)
-    except Exception as exc:  # any value the reader's functions do not expect: the Python reader decides
+        return _assemble(rank, label, result, config)
+    except Exception as exc:  # noqa: BLE001 - any value the reader's functions do not expect: the Python reader decides
         return f"value not handled ({type(exc).__name__})"
 
 
 _DROPS = "a value the Python reader drops or counts"
 
 
-def _assemble(rank: int, path: str, result: tuple[Any, ...]) -> ParsedDump | str:
+class _Declined(Exception):
+    """A value the Python reader would drop, count in ``warnings`` or bound (caps)."""
+
+
+def _objects(objects: list[Any]) -> dict[str, tuple[np.ndarray, list[Any]]]:
+    """The object fields as (each entry's index into the distinct values, those values)."""
+    return {key: (np.frombuffer(codes, dtype=np.int32).astype(np.intp), values)
+            for key, (codes, values) in zip(_FIELDS[12:], objects)}
+
+
+def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns,
+             config: AnalysisConfig) -> None:
+    """Names, groups, sizes, dtypes, state and thread name, each encoded in ``cols``."""
+    name_index, values = obj["profiling_name"]
+    names, split, not_str, odd = val.check_names(values, config.max_rank)
+    if not_str or odd:
+        raise _Declined
+    cols.encode_names(name_index, names, split)
+    index, values = obj["process_group"]
+    parts = [val.group_parts(pg) for pg in values]
+    if any(pg is None for pg in parts):
+        raise _Declined
+    cols.encode("pg_name", index, [pg[0] for pg in parts if pg is not None])
+    cols.encode("pg_desc", index, [pg[1] for pg in parts if pg is not None])
+    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes"):
+        index, values = obj[key]
+        texts, ok = val.check_lists(values, key, config)
+        if not all(ok):
+            raise _Declined
+        cols.encode(key, index, texts)
+    for key, check in (("state", val.check_state), ("thread_name", val.check_thread)):
+        index, values = obj[key]
+        texts, ok = check(values)
+        if not all(ok):
+            raise _Declined
+        cols.encode(key, index, texts)
+
+
+def _ints(int_cols: list[bytes], cols: Columns, config: AnalysisConfig) -> None:
+    """The integer columns, every value within its range."""
+    by_key = dict(zip(_FIELDS[:9], int_cols))
+    for name, (key, _default, lo, hi, _entry) in int_columns(config).items():
+        values = np.frombuffer(by_key[key], dtype=np.int64)
+        if len(values) and (int(values.min()) < lo or int(values.max()) >= hi):
+            raise _Declined
+        cols.ints[name] = values
+
+
+def _assemble(rank: int, path: str, result: tuple[Any, ...],
+              config: AnalysisConfig) -> ParsedDump | str:
     """The same steps as :func:`analyzer.reader.parse_payload`, over distinct values.
 
     Only a dump the Python reader reads without dropping or counting anything is assembled
@@ -137,112 +192,36 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...]) -> ParsedDump | str
     top, n, int_cols, bool_cols, float_col, objects = result
     if "version" not in top or not ({"entries", "pg_config", "pg_status"} & top.keys()):
         return "not a flight-recorder dump"
-    obj = dict(zip(_FIELDS[12:], objects))
-
-    strings: dict[str, np.ndarray] = {}
-    vocab: dict[str, list[str]] = {}
-
-    def encode(field: str, index: np.ndarray, texts: list[str]) -> None:
-        codes, vocab[field] = ref._vocab(texts)
-        strings[field] = codes[index] if len(codes) else np.empty(0, dtype=np.int32)
-
-    def distinct(key: str) -> tuple[np.ndarray, list[Any]]:
-        codes, values = obj[key]
-        return np.frombuffer(codes, dtype=np.int32).astype(np.intp), values
-
-    name_index, names_raw = distinct("profiling_name")
-    if any(type(v) is not str or not ref._OP_NAME.match(v) for v in names_raw):
+    obj = _objects(objects)
+    cols = Columns()
+    try:
+        _strings(obj, cols, config)
+        index, values = obj["frames"]
+        keys = val.stack_keys(values, config)
+        if any(k is None for k in keys):
+            raise _Declined
+        per_distinct, stacks = val.stack_ids(keys)
+        _ints(int_cols, cols, config)
+    except _Declined:
         return _DROPS
-    names = [ref.clean(v) for v in names_raw]
-    split = [(b, op, me if me < ref.MAX_RANK else -1, peer if peer < ref.MAX_RANK else -1)
-             for b, op, me, peer in map(ref.split_profiling_name, names)]
-    encode("profiling_name", name_index, names)
-    encode("op", name_index, [backend_op[1] for backend_op in split])
-    encode("backend", name_index, [backend_op[0] for backend_op in split])
-    index, values = distinct("process_group")
-    parts = [ref._pg_parts(pg) for pg in values]
-    if any(pg is None for pg in parts):
-        return _DROPS
-    encode("pg_name", index, [name for name, _ in parts])  # type: ignore[misc]
-    encode("pg_desc", index, [desc for _, desc in parts])  # type: ignore[misc]
-    for key, check, pattern in (("input_sizes", ref._shape_list, ref._SHAPES_TEXT),
-                                ("output_sizes", ref._shape_list, ref._SHAPES_TEXT),
-                                ("input_dtypes", ref._str_list, ref._DTYPES_TEXT),
-                                ("output_dtypes", ref._str_list, ref._DTYPES_TEXT)):
-        index, values = distinct(key)
-        if not all(v is None or check(v) or (type(v) is str and len(v) <= 1 << 16
-                                             and pattern.match(v) is not None) for v in values):
-            return _DROPS
-        encode(key, index, [ref._text_of(v) for v in values])
-    index, values = distinct("state")
-    if not all(v is None or (type(v) is str and len(v) <= 64) for v in values):
-        return _DROPS
-    encode("state", index, [ref.clean(v) if v else "unknown" for v in values])
-    index, values = distinct("thread_name")
-    if not all(v is None or type(v) is str for v in values):
-        return _DROPS
-    encode("thread_name", index, [ref.clean(v, 256) if v else "" for v in values])
-
-    index, values = distinct("frames")
-    keys = [ref._stack_key(frames) if frames else () for frames in values]
-    if any(k is None for k in keys):
-        return _DROPS
-    stack_ids: dict[tuple[tuple[str, str, int], ...], int] = {}
-    per_distinct = np.array(
-        [stack_ids.setdefault(key, len(stack_ids)) if key else -1 for key in keys] or [-1],
-        dtype=np.int64)
-    stacks = list(stack_ids)
-
-    by_name = {key: np.frombuffer(col, dtype=np.int64) for key, col in zip(_INT_COLUMNS, int_cols)}
-    bounds = {"pg_id": (-1, 1 << 31), "record_id": (-1, 1 << 62), "seq": (-1, ref.MAX_COUNTER),
-              "p2p_seq": (-1, ref.MAX_COUNTER), "op_id": (-1, ref.MAX_COUNTER),
-              "time_created_ns": (0, 1 << 63), "time_started_ns": (0, 1 << 63),
-              "time_completed_ns": (0, 1 << 63), "timeout_ms": (0, 1 << 62)}
-    for key, (lo, hi) in bounds.items():
-        col = by_name[key]
-        if len(col) and (int(col.min()) < lo or int(col.max()) >= hi):
-            return _DROPS
-    ints = {key: by_name[key] for key in bounds}
-    ints["stack"] = per_distinct[index]
-    ints["peer_local"] = np.array([p[3] for p in split] or [-1], dtype=np.int64)[name_index]
-    ints["self_local"] = np.array([p[2] for p in split] or [-1], dtype=np.int64)[name_index]
-    ints = {key: ref._narrow(values) for key, values in ints.items()}
-    strings = {key: ref._narrow(codes) for key, codes in strings.items()}
-    sendrecv = np.isin(strings["op"], [c for c, op in enumerate(vocab["op"]) if op in ("send", "recv")])
-    bools = {
-        "is_p2p": np.frombuffer(bool_cols[0], dtype=np.bool_) | sendrecv,
-        "retired": np.frombuffer(bool_cols[1], dtype=np.bool_).copy(),
-        "coalesced": np.isin(strings["op"], [c for c, op in enumerate(vocab["op"]) if "coalesced" in op]),
-    }
-    floats = {"duration_ms": np.frombuffer(float_col, dtype=np.float64)}
-
-    why = ref._Reasons()
-    pg_config, pg_status = ref._tables_of(top, why)
+    cols.ints["stack"] = per_distinct[index]
+    why = Reasons()
+    tables = group_tables(top, why, config)
     if why.entries or why.fields:
         return _DROPS
-    parsed = ParsedDump(
-        rank=rank,
-        path=str(path),
-        fmt="pickle",
-        version=ref._version(top.get("version", "")),
-        comm_lib_version=ref._version(top.get("comm_lib_version") or top.get("nccl_version") or ""),
-        n_entries=int(n),
-        strings={k: strings[k] for k in ref.STRING_FIELDS},
-        vocab={k: vocab[k] for k in ref.STRING_FIELDS},
-        ints=ints,
-        bools=bools,
-        floats=floats,
-        stacks=stacks,
-        pg_config=pg_config,
-        pg_status=pg_status,
-        warnings=[],
-    )
+    flags = (np.frombuffer(bool_cols[0], dtype=np.bool_),
+             np.frombuffer(bool_cols[1], dtype=np.bool_).copy(),
+             np.frombuffer(float_col, dtype=np.float64))
+    parsed = cols.finish(rank=rank, path=str(path), fmt="pickle", top=top, n=int(n),
+                         flags=flags, tables=tables)
+    parsed.stacks = stacks
     parsed.reader = NATIVE
     return parsed
 
 
 __all__ = [
     "NATIVE",
+    "NATIVE_MAX_BYTES",
     "PYTHON",
     "READER_ENV",
     "native_available",

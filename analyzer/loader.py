@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
@@ -98,11 +100,11 @@ _Item = tuple[int, str, bool, bool, "str | None"]
 _Result = ParsedDump | Skipped | Ignored
 
 
-def _parse(item: _Item) -> list[_Result]:
+def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result]:
     """Everything one file holds: its dump, or one result per archive member."""
     rank, path, named, fingerprint, prefix = item
     out: list[_Result] = []
-    for got in payloads(path, fingerprint=fingerprint, lenient=named):
+    for got in payloads(path, fingerprint=fingerprint, lenient=named, config=config):
         member = got.label != path
         member_named = is_dump_name(got.name, prefix) if member else named
         member_rank = (rank_from_name(got.name, prefix) if member else rank)
@@ -116,11 +118,11 @@ def _parse(item: _Item) -> list[_Result]:
             continue
         try:
             if member_rank is None:
-                parse_payload(-1, got)  # a dump without a rank, or no dump at all?
+                parse_payload(-1, got, config=config)  # a dump without a rank, or no dump at all?
                 out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number "
                                    "(use --prefix to say how the files are named)"))
                 continue
-            out.append(read_payload(member_rank, got))  # the compiled reader, or the Python one
+            out.append(read_payload(member_rank, got, config=config))  # the compiled reader, or the Python one
         except DumpFormatError as exc:
             if exc.reason.startswith("not a flight-recorder dump") and not member_named:
                 out.append(Ignored(got.label, exc.reason))
@@ -182,12 +184,14 @@ def load_dumps(
     prefix: str | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    config: AnalysisConfig = DEFAULT_CONFIG,
 ) -> Loaded:
-    """Discover and parse the dumps named by ``inputs``.
+    """Discover and parse the dumps named by ``inputs``, within the caps of ``config``.
 
     Bad files are listed in ``skipped`` and the others are still read. Raises
     :class:`InputError` when no file could be read at all.
     """
+    parse = partial(_parse, config=config)  # picklable: it reaches the parser processes
     found = find(inputs, prefix=prefix)
     by_rank = Counter(c.rank for c in found.candidates if c.rank is not None)
     items: list[_Item] = [
@@ -205,7 +209,7 @@ def load_dumps(
     same = SameMembers()
     with ExitStack() as stack:
         if jobs <= 1 or len(items) < 8:
-            parsed: Iterator[list[_Result]] = map(_parse, items)
+            parsed: Iterator[list[_Result]] = map(parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
             ctx = None
@@ -214,7 +218,7 @@ def load_dumps(
 
                 ctx = multiprocessing.get_context("fork")
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs, mp_context=ctx))
-            parsed = pool.map(_parse, items, chunksize=chunk)
+            parsed = pool.map(parse, items, chunksize=chunk)
         for i, batch in enumerate(parsed, 1):
             for result in batch:
                 if isinstance(result, ParsedDump):

@@ -3,9 +3,9 @@
 A file can hold one dump (pickle or JSON, in UTF-8, with a byte-order mark, or in UTF-16), a
 compressed dump (gzip, zstd, bzip2, xz) or an archive of dumps (tar, possibly compressed, or
 zip). Everything else (core files, logs, zeros, random bytes) is *foreign*. Compressed data is
-streamed and counted while it is read: nothing beyond :data:`MAX_DUMP_BYTES` per dump, nor
-beyond :data:`MAX_ARCHIVE_BYTES` per archive, is ever held, and nothing from an archive is
-written to disk.
+streamed and counted while it is read: nothing beyond ``max_dump_bytes`` per dump, nor
+beyond ``max_archive_bytes`` per archive (:class:`~analyzer.config.AnalysisConfig`), is ever
+held, and nothing from an archive is written to disk.
 """
 
 from __future__ import annotations
@@ -20,22 +20,17 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
-#: Largest dump (after decompression) that is read; larger ones are skipped with a reason.
-MAX_DUMP_BYTES = int(os.environ.get("HANGSCOPE_MAX_DUMP_MB", "512")) << 20
-#: Largest total of decompressed bytes read from one archive.
-MAX_ARCHIVE_BYTES = int(os.environ.get("HANGSCOPE_MAX_ARCHIVE_MB", "16384")) << 20
-#: Most members read from one archive.
-MAX_ARCHIVE_MEMBERS = 1 << 20
-#: Bytes looked at to tell what a file is (a dump's top-level keys are in its first bytes).
-HEAD_BYTES = 64 << 10
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.sniff import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
+
+#: The default caps (``HANGSCOPE_MAX_DUMP_MB``, ``HANGSCOPE_MAX_ARCHIVE_MB``); what is read
+#: follows the :class:`~analyzer.config.AnalysisConfig` given to :func:`payloads`.
+MAX_DUMP_BYTES = DEFAULT_CONFIG.max_dump_bytes
+MAX_ARCHIVE_BYTES = DEFAULT_CONFIG.max_archive_bytes
+MAX_ARCHIVE_MEMBERS = DEFAULT_CONFIG.max_archive_members
 _CHUNK = 1 << 20
-
-_KEYS = ("version", "entries", "pg_config", "pg_status")
-_PICKLE_KEYS = tuple(k.encode() for k in _KEYS)
-_JSON_KEYS = tuple(f'"{k}"' for k in _KEYS)
-COMPRESSED = ("gzip", "zstd", "bz2", "xz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,68 +57,6 @@ class Refusal:
     foreign: bool
 
 
-def _json_text(head: bytes) -> str | None:
-    """The start of ``head`` as text when it looks like JSON in UTF-8 (BOM or not) or UTF-16/32."""
-    for bom, codec in ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"),
-                       (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
-                       (b"\xfe\xff", "utf-16-be")):
-        if head.startswith(bom):
-            body, enc = head[len(bom):], codec
-            break
-    else:
-        body = head
-        if len(head) >= 4 and head[0] == 0 and head[1] == 0 and head[2] == 0:
-            enc = "utf-32-be"
-        elif len(head) >= 4 and head[1] == 0 and head[2] == 0 and head[3] == 0:
-            enc = "utf-32-le"
-        elif len(head) >= 2 and head[0] == 0:
-            enc = "utf-16-be"
-        elif len(head) >= 2 and head[1] == 0:
-            enc = "utf-16-le"
-        else:
-            enc = "utf-8"
-    width = {"utf-8": 1, "utf-16-le": 2, "utf-16-be": 2}.get(enc, 4)
-    body = body[: len(body) - len(body) % width]
-    text = body.decode(enc, errors="ignore")
-    stripped = text.lstrip(" \t\r\n")
-    return text if stripped[:1] in ("{", "[") else None
-
-
-def sniff(head: bytes) -> str:
-    """``pickle``, ``json``, a compression (:data:`COMPRESSED`), ``tar``, ``zip``, ``empty``,
-    ``context`` (a capture's context file), ``foreign-pickle``, ``foreign-json`` or ``foreign``."""
-    if not head.strip(b" \t\r\n"):
-        return "empty" if not head else ("foreign" if head.strip(b" \t\r\n\x00") else "empty")
-    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
-        return "pickle" if any(k in head for k in _PICKLE_KEYS) else "foreign-pickle"
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if head[:4] == b"\x28\xb5\x2f\xfd":
-        return "zstd"
-    if head[:3] == b"BZh" and head[3:4].isdigit():
-        return "bz2"
-    if head[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "zip"
-    if head[257:262] == b"ustar":
-        return "tar"
-    text = _json_text(head)
-    if text is not None:
-        if '"schema"' in text and "hangscope." in text:
-            return "context"
-        return "json" if any(k in text for k in _JSON_KEYS) else "foreign-json"
-    return "foreign"
-
-
-_FOREIGN_WHAT = {
-    "empty": "empty file", "context": "a hangscope context file, not a dump",
-    "foreign-pickle": "a pickle without the flight-recorder keys",
-    "foreign-json": "JSON without the flight-recorder keys",
-    "foreign": "not a flight-recorder dump (neither pickle nor JSON)",
-}
-
-
 class _Capped(io.RawIOBase):
     """A raw stream that stops with :class:`OverflowError` past ``limit`` bytes."""
 
@@ -145,14 +78,14 @@ def _decompressor(kind: str, f: IO[bytes]) -> IO[bytes]:
     if kind == "gzip":
         return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     if kind == "bz2":
-        return bz2.BZ2File(f)  # type: ignore[return-value]
+        return bz2.BZ2File(f)
     if kind == "xz":
-        return lzma.LZMAFile(f)  # type: ignore[return-value]
+        return lzma.LZMAFile(f)
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency
         raise OSError("zstd support needs the zstandard package") from None
-    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)  # type: ignore[return-value]
+    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
 
 
 def _read_capped(f: IO[bytes], head: bytes, limit: int, what: str) -> bytes:
@@ -175,25 +108,25 @@ def _fingerprint(data: bytes) -> str:
 
 
 def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
-         fingerprint: bool, budget: list[int]) -> Iterator[Payload | Refusal]:
+         fingerprint: bool, budget: _Budget) -> Iterator[Payload | Refusal]:
     """What the stream ``f`` holds; ``size`` is known for plain files (checked before reading)."""
     head = f.read(HEAD_BYTES)
     kind = sniff(head)
-    if kind in _FOREIGN_WHAT:
-        yield Refusal(label, name, _FOREIGN_WHAT[kind], foreign=True)
+    if kind in FOREIGN_WHAT:
+        yield Refusal(label, name, FOREIGN_WHAT[kind], foreign=True)
         return
     if kind in ("pickle", "json"):
-        if size is not None and size > MAX_DUMP_BYTES:
-            yield Refusal(label, name, f"{size / (1 << 20):,.0f} MB is over the "
-                          f"{MAX_DUMP_BYTES >> 20} MB a dump may have", foreign=False)
+        cap = budget.config.max_dump_bytes
+        if size is not None and size > cap:
+            yield Refusal(label, name, _too_large(size, cap), foreign=False)
             return
-        limit = min(MAX_DUMP_BYTES, budget[0])
+        limit = min(cap, budget.left)
         try:
             data = _read_capped(f, head, limit, "the dump")
         except OverflowError as exc:
             yield Refusal(label, name, f"{exc}: a decompression bomb?", foreign=False)
             return
-        budget[0] -= len(data)
+        budget.left -= len(data)
         yield Payload(label, name, kind, data, _fingerprint(data) if fingerprint else "")
         return
     if depth >= 3:
@@ -203,9 +136,9 @@ def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
         f.seek(0)  # a zip file on disk: its central directory is read in place
         yield from _zip(label, f, depth, budget, in_place=True)
         return
-    stream: IO[bytes] = _Prefixed(head, f)
+    stream = cast(IO[bytes], _Prefixed(head, f))
     if kind in COMPRESSED:
-        stream = _Prefixed(b"", _decompressor(kind, stream))
+        stream = cast(IO[bytes], _Prefixed(b"", _decompressor(kind, stream)))
         yield from _one(label, name, stream, size=None, depth=depth + 1,
                         fingerprint=fingerprint, budget=budget)
         return
@@ -238,7 +171,7 @@ class _Prefixed(io.RawIOBase):
         view[: len(data)] = data
         return len(data)
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             return self.head + self.inner.read() if self.head else self.inner.read()
         if self.head:
@@ -249,31 +182,49 @@ class _Prefixed(io.RawIOBase):
         return self.inner.read(n)
 
 
-def _member_label(archive: str, name: str) -> str:
-    return f"{archive}:{name}"
+def _member(archive: str, name: str) -> tuple[str, str, Refusal | None]:
+    """(base name, label) of an archive member, and its refusal when it is a hidden file."""
+    base = name.rsplit("/", 1)[-1]
+    where = f"{archive}:{name}"
+    hidden = Refusal(where, base, "hidden file", foreign=True) if base.startswith(".") else None
+    return base, where, hidden
 
 
-def _tar(label: str, stream: IO[bytes], depth: int, budget: list[int]) -> Iterator[Payload | Refusal]:
+def _too_large(size: int, cap: int) -> str:
+    return f"{size / (1 << 20):,.0f} MB is over the {cap >> 20} MB a dump may have"
+
+
+@dataclass(slots=True)
+class _Budget:
+    """What one file may still cost: the caps, and the decompressed bytes left to read."""
+
+    config: AnalysisConfig
+    left: int = 0
+
+    def too_many(self, label: str) -> Refusal:
+        return Refusal(label, "", f"more than {self.config.max_archive_members:,} members: "
+                       "the rest is not read", foreign=False)
+
+
+def _tar(label: str, stream: IO[bytes], depth: int, budget: _Budget) -> Iterator[Payload | Refusal]:
     """Every regular member of a tar stream, read in order (``r|``: no seeking, no extraction)."""
     seen = 0
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tf:
             for member in tf:
                 seen += 1
-                if seen > MAX_ARCHIVE_MEMBERS:
-                    yield Refusal(label, "", f"more than {MAX_ARCHIVE_MEMBERS:,} members: "
-                                  "the rest is not read", foreign=False)
+                if seen > budget.config.max_archive_members:
+                    yield budget.too_many(label)
                     return
                 if not member.isfile():
                     continue
-                base = member.name.rsplit("/", 1)[-1]
-                where = _member_label(label, member.name)
-                if base.startswith("."):
-                    yield Refusal(where, base, "hidden file", foreign=True)
+                base, where, hidden = _member(label, member.name)
+                if hidden is not None:
+                    yield hidden
                     continue
-                if member.size > budget[0]:
+                if member.size > budget.left:
                     yield Refusal(where, base, "archive over its decompressed-size budget "
-                                  f"({MAX_ARCHIVE_BYTES >> 20} MB)", foreign=False)
+                                  f"({budget.config.max_archive_bytes >> 20} MB)", foreign=False)
                     return
                 inner = tf.extractfile(member)
                 if inner is None:  # pragma: no cover - isfile() members have data
@@ -288,14 +239,15 @@ def _tar(label: str, stream: IO[bytes], depth: int, budget: list[int]) -> Iterat
                       f"{str(exc)[:120]})", foreign=False)
 
 
-def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int], *,
+def _zip(label: str, stream: IO[bytes], depth: int, budget: _Budget, *,
          in_place: bool = False) -> Iterator[Payload | Refusal]:
     """Every member of a zip file. Its central directory needs random access: a zip inside a
     compressed file is read into memory first, within the size a dump may have."""
     source: IO[bytes] = stream
     if not in_place:
         try:
-            source = io.BytesIO(_read_capped(stream, b"", MAX_DUMP_BYTES, "the zip file"))
+            source = io.BytesIO(_read_capped(stream, b"", budget.config.max_dump_bytes,
+                                             "the zip file"))
         except OverflowError as exc:
             yield Refusal(label, "", str(exc), foreign=False)
             return
@@ -303,20 +255,18 @@ def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int], *,
         with zipfile.ZipFile(source) as zf:
             infos = zf.infolist()
             for n, info in enumerate(infos):
-                if n >= MAX_ARCHIVE_MEMBERS:
-                    yield Refusal(label, "", f"more than {MAX_ARCHIVE_MEMBERS:,} members: "
-                                  "the rest is not read", foreign=False)
+                if n >= budget.config.max_archive_members:
+                    yield budget.too_many(label)
                     return
                 if info.is_dir():
                     continue
-                base = info.filename.rsplit("/", 1)[-1]
-                where = _member_label(label, info.filename)
-                if base.startswith("."):
-                    yield Refusal(where, base, "hidden file", foreign=True)
+                base, where, hidden = _member(label, info.filename)
+                if hidden is not None:
+                    yield hidden
                     continue
                 try:
                     with zf.open(info) as inner:
-                        capped = io.BufferedReader(_Capped(inner, budget[0], "archive"))  # type: ignore[arg-type]
+                        capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))
                         yield from _one(where, base, capped, size=None, depth=depth + 1,
                                         fingerprint=True, budget=budget)
                 except OverflowError as exc:
@@ -330,16 +280,19 @@ def _zip(label: str, stream: IO[bytes], depth: int, budget: list[int], *,
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
 
 
-def _zstd_errors() -> tuple[type[BaseException], ...]:
+def _compressed_errors() -> tuple[type[BaseException], ...]:
+    """What reading truncated or corrupt compressed data raises."""
+    errors: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, ValueError,
+                                               zipfile.BadZipFile)
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency
-        return ()
-    return (zstandard.ZstdError,)
+        return errors
+    return (*errors, zstandard.ZstdError)
 
 
-def payloads(path: str, *, fingerprint: bool = False,
-             lenient: bool = False) -> Iterator[Payload | Refusal]:
+def payloads(path: str, *, fingerprint: bool = False, lenient: bool = False,
+             config: AnalysisConfig = DEFAULT_CONFIG) -> Iterator[Payload | Refusal]:
     """The dump candidates in the file at ``path`` (one, or one per archive member).
 
     ``lenient``: a pickle or JSON without the flight-recorder keys in its first bytes is
@@ -350,7 +303,8 @@ def payloads(path: str, *, fingerprint: bool = False,
     A plain dump's size is checked before it is read, and it is read in one piece.
     """
     name = os.path.basename(path)
-    budget = [MAX_ARCHIVE_BYTES]
+    budget = _Budget(config, config.max_archive_bytes)
+    cap = config.max_dump_bytes
     try:
         with open(path, "rb", buffering=0) as raw:
             st = os.fstat(raw.fileno())
@@ -359,20 +313,19 @@ def payloads(path: str, *, fingerprint: bool = False,
             if lenient and kind in ("foreign-pickle", "foreign-json"):
                 kind = kind[len("foreign-"):]
             if kind in ("pickle", "json"):
-                if st.st_size > MAX_DUMP_BYTES:
-                    yield Refusal(path, name, f"{st.st_size / (1 << 20):,.0f} MB is over the "
-                                  f"{MAX_DUMP_BYTES >> 20} MB a dump may have", foreign=False)
+                if st.st_size > cap:
+                    yield Refusal(path, name, _too_large(st.st_size, cap), foreign=False)
                     return
                 data = raw.readall()
-                if len(data) > MAX_DUMP_BYTES:  # grew while being read
+                if len(data) > cap:  # grew while being read
                     yield Refusal(path, name, "grew past the size limit while being read",
                                   foreign=False)
                     return
                 yield Payload(path, name, kind, data, _fingerprint(data) if fingerprint else "",
                               plain=True)
                 return
-            if kind in _FOREIGN_WHAT:
-                yield Refusal(path, name, _FOREIGN_WHAT[kind], foreign=True)
+            if kind in FOREIGN_WHAT:
+                yield Refusal(path, name, FOREIGN_WHAT[kind], foreign=True)
                 return
             f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
             try:
@@ -380,8 +333,7 @@ def payloads(path: str, *, fingerprint: bool = False,
                                 fingerprint=fingerprint, budget=budget)
             except OverflowError as exc:
                 yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
-            except (EOFError, OSError, lzma.LZMAError, ValueError, zipfile.BadZipFile,
-                    *_zstd_errors()) as exc:
+            except _compressed_errors() as exc:
                 why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
                 yield Refusal(path, name, f"truncated or corrupt compressed data ({why})",
                               foreign=False)
@@ -389,4 +341,5 @@ def payloads(path: str, *, fingerprint: bool = False,
         yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
 
 
-__all__ = ["MAX_ARCHIVE_BYTES", "MAX_DUMP_BYTES", "Payload", "Refusal", "payloads", "sniff"]
+__all__ = ["MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "MAX_DUMP_BYTES", "Payload", "Refusal",
+           "payloads", "sniff"]

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import bz2
 import gzip
-import io
 import json
 import lzma
-import pickle
 import random
 import resource
 import shutil
@@ -36,40 +34,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "sample_dumps"
-CHAIN = SAMPLES / "chain_tp_dp_w8"  # culprit 3, gloo pickles
-JSON8 = SAMPLES / "tp_dp_w8_json"  # culprit 5, JSON
+sys.path.insert(0, str(ROOT))
 
+from tests import hostile  # noqa: E402 - the same hostile files as the tests
+from tests.hostile import CHAIN, JSON8  # noqa: E402
 
-def _copy(src: Path, dst: Path) -> Path:
-    dst.mkdir(parents=True, exist_ok=True)
-    for p in src.iterdir():
-        if p.name.startswith("nccl_trace_rank_") or p.name.startswith("rank_"):
-            shutil.copy(p, dst / p.name)
-    return dst
-
-
-def _load(path: Path) -> dict[str, Any]:
-    return pickle.loads(path.read_bytes())
-
-
-def _save(path: Path, obj: Any) -> None:
-    path.write_bytes(pickle.dumps(obj))
-
-
-def _laughs() -> bytes:
-    """A dump whose entry's input_sizes is a list of 10 lists of 10 lists ... 9 levels deep,
-    each level one memoized object: 300 bytes of pickle, 10**9 values if walked."""
-    out = io.BytesIO()
-    out.write(b"X\x01\x00\x00\x00aq\x000")
-    for level in range(1, 10):
-        out.write(b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level])
-                  + (b"0" if level < 9 else b""))
-    return (b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
-            b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
-            b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
-            b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue()
-            + b"ueu.")
+_copy = hostile.copy_job
 
 
 def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]:
@@ -102,31 +72,11 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     @case("unreadable_4", "culprit 3; ranks 4-7 unreadable, unknown")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        (d / "nccl_trace_rank_4").write_bytes((CHAIN / "nccl_trace_rank_4").read_bytes()[:300])
-        (d / "nccl_trace_rank_5").write_bytes(b"")
-        (d / "nccl_trace_rank_6").write_bytes(random.Random(2).randbytes(5000))
-        (d / "nccl_trace_rank_7").write_bytes(b"cos\nsystem\n(S'echo pwned'\ntR.")
+        hostile.unreadable_ranks(d)
 
     @case("highest_crashed", "culprit 3 (missing dump), world 4")
     def _(d: Path) -> None:
-        for r in range(3):
-            ents = []
-            for s in range(1, 6):
-                out = [[4]] * 4 if s == 2 else [[4]]
-                ents.append({"record_id": s, "pg_id": 0, "process_group": ("0", "default_pg"),
-                             "collective_seq_id": s, "p2p_seq_id": 0, "op_id": s,
-                             "profiling_name": "gloo:all_gather" if s == 2 else "gloo:all_reduce",
-                             "time_created_ns": 10**18 + s, "input_sizes": [[4]],
-                             "output_sizes": out, "input_dtypes": ["Float"],
-                             "output_dtypes": ["Float"] * len(out), "state": "scheduled",
-                             "time_discovered_started_ns": None,
-                             "time_discovered_completed_ns": None, "retired": s < 5,
-                             "timeout_ms": 1000, "is_p2p": False, "frames": []})
-            _save(d / f"nccl_trace_rank_{r}", {
-                "version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[]"}},
-                "pg_status": {"0": {"last_enqueued_collective": 5, "last_started_collective": -1,
-                                    "last_completed_collective": 4}},
-                "comm_lib_version": "", "entries": ents})
+        hostile.highest_rank_crashed(d)
 
     @case("gz_one", "culprit 3, rank 0 read from .gz")
     def _(d: Path) -> None:
@@ -168,52 +118,37 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     @case("gzip_bomb", "culprit 3; bomb is one line")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        with gzip.open(d / "nccl_trace_rank_9.gz", "wb", compresslevel=1) as f:
-            # A dump's head, then a 6 GB bytes object: only the cap stops it.
-            f.write(b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10"
-                    b"X\x07\x00\x00\x00entries\x8e" + (6 << 30).to_bytes(8, "little"))
-            chunk = bytes(1 << 20)
-            for _ in range(6 << 10):  # 6 GB of zeros
-                f.write(chunk)
+        hostile.gzip_bomb(d / "nccl_trace_rank_9.gz", 6 << 10)  # 6 GB of zeros
 
     @case("wrong_type", "culprit 3; rank 5: entries dropped with a reason")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        p = d / "nccl_trace_rank_5"
-        obj = _load(p)
-        obj["entries"][0]["profiling_name"] = 7
-        obj["entries"][1]["process_group"] = {"a": 1}
-        _save(p, obj)
+        hostile.wrong_types(d / "nccl_trace_rank_5")
 
     @case("deep_json", "culprit 5; one line for the deep file")
     def _(d: Path) -> None:
         _copy(JSON8, d)
-        (d / "rank_9.json").write_text("[" * 100_000 + "]" * 100_000)
+        (d / "rank_9.json").write_text(hostile.deep_json(100_000))
 
     @case("deep_pickle", "culprit 3; one line for the deep file")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        body = b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries" \
-               + b"]" + b"(]" * 1_000_000 + b"e" * 1_000_000 + b"u."
-        (d / "nccl_trace_rank_9").write_bytes(body)
+        (d / "nccl_trace_rank_9").write_bytes(hostile.deep_pickle(1_000_000))
 
     @case("laughs_pickle", "culprit 3; one line for the bomb")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        (d / "nccl_trace_rank_9").write_bytes(_laughs())
+        (d / "nccl_trace_rank_9").write_bytes(hostile.laughs())
 
     @case("huge_length", "culprit 3; one line")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        (d / "nccl_trace_rank_9").write_bytes(b"\x80\x04\x8d" + (1 << 61).to_bytes(8, "little") + b"abc")
+        (d / "nccl_trace_rank_9").write_bytes(hostile.huge_length())
 
     @case("member_2e9", "culprit 3; absurd member dropped")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        p = d / "nccl_trace_rank_6"
-        obj = _load(p)
-        obj["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 2000000000]"}}
-        _save(p, obj)
+        hostile.absurd_member(d / "nccl_trace_rank_6")
 
     @case("zeros_64m", "culprit 3; zeros ignored without reading them")
     def _(d: Path) -> None:
@@ -245,12 +180,7 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     @case("dup_different", "culprit 3; newer kept, older named as dropped")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        (d / "old").mkdir()
-        obj = _load(d / "nccl_trace_rank_0")
-        for e in obj["entries"]:
-            e["time_created_ns"] -= 10**12
-        obj["entries"] = obj["entries"][:-1]
-        _save(d / "old" / "nccl_trace_rank_0", obj)
+        hostile.older_copy(d / "nccl_trace_rank_0", d / "old" / "nccl_trace_rank_0")
 
     @case("json_bom_utf16", "culprit 5; BOM and UTF-16 dumps read")
     def _(d: Path) -> None:
@@ -263,25 +193,12 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     @case("escapes", "culprit 3; no raw control characters in the output")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        p = d / "nccl_trace_rank_2"
-        obj = _load(p)
-        for e in obj["entries"]:
-            e["process_group"] = (e["process_group"][0], "\x1b[2J\x1b[HNO HANG\n\x1b[8m")
-            for f in e["frames"]:
-                f["name"] = "x\x1b]0;pwned\x07\r\x1b[2K"
-        _save(p, obj)
+        hostile.escapes(d / "nccl_trace_rank_2")
 
     @case("corrupt_waiter", "culprit 3; rank 2 suspect, not blamed")
     def _(d: Path) -> None:
         _copy(CHAIN, d)
-        p = d / "nccl_trace_rank_2"
-        obj = _load(p)
-        ents = obj["entries"]
-        ents[0]["collective_seq_id"] = -5
-        ents[1]["collective_seq_id"] = 1 << 62
-        ents[2]["profiling_name"] = "\x00\xff" * 50
-        del ents[3]["process_group"]
-        _save(p, obj)
+        hostile.corrupt_values(d / "nccl_trace_rank_2")
 
     @case("world_size_negative", "exit 2, --world-size rejected")
     def _(d: Path) -> list[str]:

@@ -13,6 +13,7 @@ import lzma
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -25,32 +26,23 @@ from typer.testing import CliRunner
 import analyzer
 from analyzer import cli, payload
 from analyzer.cli import app
+from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError, UnsafeDumpError
 from analyzer.loader import load_dumps
 from analyzer.reader import load_raw, parse_dump
-from tests.conftest import ROOT, SAMPLES, dump, entry, write_pickle
+from tests import hostile
+from tests.conftest import ROOT, dump, entry, write_pickle
+from tests.hostile import CHAIN, JSON8
+from tests.hostile import copy_job as _copy
+from tests.hostile import load as _load
 
 runner = CliRunner()
-CHAIN = SAMPLES / "chain_tp_dp_w8"  # gloo pickles; rank 3 stalled
-JSON8 = SAMPLES / "tp_dp_w8_json"  # JSON; rank 5 stalled
-
-
-def _copy(src: Path, dst: Path) -> Path:
-    dst.mkdir(parents=True, exist_ok=True)
-    for p in src.iterdir():
-        if p.name != "EXPECTED.json":
-            shutil.copy(p, dst / p.name)
-    return dst
 
 
 def _doc(target: Path | str, *extra: str) -> tuple[int, dict[str, Any]]:
     res = runner.invoke(app, ["analyze", str(target), "-q", "-f", "json", *extra])
     assert "Traceback" not in (res.stderr or ""), res.stderr
     return res.exit_code, json.loads(res.stdout)
-
-
-def _load(p: Path) -> dict[str, Any]:
-    return pickle.loads(p.read_bytes())
 
 
 # 1. recognised by content -----------------------------------------------------------------
@@ -78,7 +70,7 @@ def test_stray_files_are_ignored_not_ranks(tmp_path: Path) -> None:
 def test_a_dump_with_an_odd_name_is_still_read(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     (job / "nccl_trace_rank_0").rename(job / "snapshot-host7.0")  # rank from the trailing number
-    code, doc = _doc(job)
+    _, doc = _doc(job)
     assert doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
 
 
@@ -92,24 +84,9 @@ def test_directory_of_foreign_files_is_exit_2(tmp_path: Path) -> None:
 # 2. ranks and the world from evidence ------------------------------------------------------
 
 
-def _gloo_rank(seqs: int, *, gather_at: int = 2) -> dict[str, Any]:
-    ents = []
-    for s in range(1, seqs + 1):
-        out = [[4]] * 4 if s == gather_at else [[4]]
-        e = entry(s, op="all_gather" if s == gather_at else "all_reduce", backend="gloo",
-                  retired=s < seqs, record_id=s, t=s)
-        e["output_sizes"] = out
-        e["output_dtypes"] = ["Float"] * len(out)
-        ents.append(e)
-    d = dump(ents, backend="gloo")
-    d["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[]"}}  # gloo on torch 2.13
-    return d
-
-
 def test_highest_rank_crashing_is_detected(tmp_path: Path) -> None:
-    for r in range(3):
-        write_pickle(tmp_path / f"nccl_trace_rank_{r}", _gloo_rank(5))
-    code, doc = _doc(tmp_path)
+    hostile.highest_rank_crashed(tmp_path)
+    _, doc = _doc(tmp_path)
     assert doc["world_size"] == 4  # an all_gather of 4 shapes in the default group
     assert doc["culprit_ranks"] == [3] and doc["kind"] == "missing_dump"
     assert doc["missing_dumps"] == [3]
@@ -117,11 +94,7 @@ def test_highest_rank_crashing_is_detected(tmp_path: Path) -> None:
 
 def test_unreadable_ranks_are_never_blamed_ahead_of_a_stalled_rank(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    good = (job / "nccl_trace_rank_4").read_bytes()
-    (job / "nccl_trace_rank_4").write_bytes(good[:300])
-    (job / "nccl_trace_rank_5").write_bytes(b"")
-    (job / "nccl_trace_rank_6").write_bytes(os.urandom(5000))
-    (job / "nccl_trace_rank_7").write_bytes(b"cos\nsystem\n(S'echo pwned'\ntR.")
+    hostile.unreadable_ranks(job)
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3]
     assert doc["world_size"] == 8 and doc["unreadable_ranks"] == [4, 5, 6, 7]
@@ -133,7 +106,7 @@ def test_unreadable_ranks_are_never_blamed_ahead_of_a_stalled_rank(tmp_path: Pat
 def test_a_lone_unreadable_high_rank_does_not_extend_the_world(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     (job / "nccl_trace_rank_4000").write_bytes(b"\x80\x04garbage")
-    code, doc = _doc(job)
+    _, doc = _doc(job)
     assert doc["world_size"] == 8 and doc["culprit_ranks"] == [3]
     assert [s["rank"] for s in doc["skipped_files"]] == [4000]
 
@@ -183,30 +156,56 @@ def test_archives_of_dumps_are_read_without_writing_to_disk(tmp_path: Path, kind
     assert [s["rank"] for s in doc["skipped_files"]] == [9]
 
 
-def test_decompression_bomb_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 8 << 20)
+def test_decompression_bomb_is_one_line(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    with gzip.open(job / "nccl_trace_rank_8.gz", "wb", compresslevel=1) as f:
-        f.write(b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
-                b"\x8e" + (1 << 30).to_bytes(8, "little"))
-        for _ in range(64):
-            f.write(bytes(1 << 20))
-    code, doc = _doc(job)
-    assert doc["culprit_ranks"] == [3]
+    hostile.gzip_bomb(job / "nccl_trace_rank_8.gz", 64)
+    small = AnalysisConfig(max_dump_bytes=8 << 20)
+    for jobs in (1, 2):  # in this process, and in the parser processes (fork pool)
+        loaded = load_dumps([job], jobs=jobs, config=small)
+        assert sorted(d.rank for d in loaded.dumps) == list(range(8))
+        (skip,) = loaded.skipped
+        assert "over 8 MB" in skip.reason and "decompression bomb" in skip.reason, jobs
+    _, doc = _doc(job)  # the default caps read it through: a truncated pickle
+    assert doc["culprit_ranks"] == [3] and len(doc["skipped_files"]) == 1
+
+
+def test_the_environment_sets_the_caps(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    hostile.gzip_bomb(job / "nccl_trace_rank_8.gz", 64)
+    env = {**os.environ, "HANGSCOPE_MAX_DUMP_MB": "8"}
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(job), "-q", "-f", "json"],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1 and doc["culprit_ranks"] == [3]
     (skip,) = doc["skipped_files"]
     assert "over 8 MB" in skip["reason"] and "decompression bomb" in skip["reason"]
+    assert AnalysisConfig.from_env({"HANGSCOPE_MAX_ARCHIVE_MB": "3"}).max_archive_bytes == 3 << 20
+    assert AnalysisConfig.from_env({"HANGSCOPE_MAX_DUMP_MB": "lots"}) == AnalysisConfig()
 
 
-def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(payload, "MAX_DUMP_BYTES", 1 << 20)
+def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     p = tmp_path / "nccl_trace_rank_0"
     with open(p, "wb") as f:
         f.write(b"\x80\x04}X\x07\x00\x00\x00version")
         f.truncate(1 << 40)  # 1 TB, sparse: reading it would never end
     with pytest.raises(DumpFormatError, match="over the 1 MB"):
-        parse_dump(0, p)
+        parse_dump(0, p, config=AnalysisConfig(max_dump_bytes=1 << 20))
     p.unlink()
+
+
+def test_archive_caps_come_from_the_config(tmp_path: Path) -> None:
+    archive = tmp_path / "dumps.tar"
+    with tarfile.open(archive, "w") as tf:
+        for p in sorted(CHAIN.glob("nccl_trace_rank_*")):
+            tf.add(p, arcname=f"job/{p.name}")
+    loaded = load_dumps([archive], config=AnalysisConfig(max_archive_members=5))
+    assert len(loaded.dumps) == 5
+    (skip,) = loaded.skipped
+    assert skip.reason == "more than 5 members: the rest is not read"
+    size = (CHAIN / "nccl_trace_rank_0").stat().st_size
+    loaded = load_dumps([archive], config=AnalysisConfig(max_archive_bytes=size * 3))
+    assert len(loaded.dumps) < 8
+    assert any("decompressed-size budget" in s.reason for s in loaded.skipped)
 
 
 # 4. malformed values are dropped with a counted reason ------------------------------------
@@ -214,14 +213,7 @@ def test_oversized_file_is_refused_before_it_is_read(tmp_path: Path,
 
 def test_wrong_types_drop_entries_with_reasons(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    p = job / "nccl_trace_rank_5"
-    obj = _load(p)
-    obj["entries"][0]["profiling_name"] = 7
-    obj["entries"][1]["process_group"] = {"a": 1}
-    obj["entries"][2]["input_sizes"] = "x" * 10 + "\x1b"
-    obj["entries"][3]["frames"] = [1, 2]
-    obj["entries"][4]["profiling_name"] = "gloo:send 0->" + "9" * 40  # no int64 holds it
-    p.write_bytes(pickle.dumps(obj))
+    hostile.wrong_types(job / "nccl_trace_rank_5")
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3]
     warnings = {w["warning"] for w in doc["warnings"] if w["rank"] == 5}
@@ -237,15 +229,8 @@ def test_wrong_types_drop_entries_with_reasons(tmp_path: Path) -> None:
 
 def test_corrupt_values_in_a_waiting_rank_do_not_move_the_blame(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    p = job / "nccl_trace_rank_2"  # rank 2 waits on rank 3
-    obj = _load(p)
-    ents = obj["entries"]
-    ents[0]["collective_seq_id"] = -5
-    ents[1]["collective_seq_id"] = 1 << 62
-    ents[2]["profiling_name"] = "\x00\xff" * 50
-    del ents[3]["process_group"]
-    p.write_bytes(pickle.dumps(obj))
-    code, doc = _doc(job)
+    hostile.corrupt_values(job / "nccl_trace_rank_2")  # rank 2 waits on rank 3
+    _, doc = _doc(job)
     assert doc["culprit_ranks"] == [3] and doc["kind"] == "not_joined"
     assert doc["suspect_ranks"] == [2]
     assert sum(int(w["warning"].split()[0]) for w in doc["warnings"]) == 4
@@ -265,7 +250,7 @@ def test_a_suspect_dump_alone_does_not_blame_its_rank(make_job: Any) -> None:
     obj["entries"][2]["process_group"] = 5
     obj["pg_status"]["0"]["last_enqueued_collective"] = 2
     p.write_bytes(pickle.dumps(obj))
-    code, doc = _doc(job)
+    _, doc = _doc(job)
     assert doc["culprit_ranks"] == [1]
     assert any(2 in f["ranks"] and not f["culprit"] and "not blamed" in f["summary"]
                for f in doc["findings"])
@@ -274,41 +259,19 @@ def test_a_suspect_dump_alone_does_not_blame_its_rank(make_job: Any) -> None:
 # 5. bounded cost per bad file --------------------------------------------------------------
 
 
-def _laughs() -> bytes:
-    """A dump whose entry's input_sizes is a list of 10 lists of 10 lists ... 9 levels deep,
-    each level one memoized object: 300 bytes of pickle, 10**9 values if walked."""
-    out = io.BytesIO()
-    out.write(b"X\x01\x00\x00\x00aq\x000")
-    for level in range(1, 10):
-        out.write(b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level])
-                  + (b"0" if level < 9 else b""))
-    return (b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
-            b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
-            b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
-            b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue()
-            + b"ueu.")
-
-
 @pytest.mark.parametrize("case", ["deep_json", "deep_pickle", "laughs", "huge_length", "member"])
 def test_bombs_cost_one_line(tmp_path: Path, case: str) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     if case == "deep_json":
-        (job / "rank_100.json").write_text('{"version": "2.10", "entries": ' + "[" * 100_000
-                                         + "]" * 100_000 + "}")
+        (job / "rank_100.json").write_text(hostile.deep_json(100_000))
     elif case == "deep_pickle":
-        (job / "nccl_trace_rank_100").write_bytes(
-            b"\x80\x04}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries]"
-            + b"(]" * 200_000 + b"e" * 200_000 + b"u.")
+        (job / "nccl_trace_rank_100").write_bytes(hostile.deep_pickle(200_000))
     elif case == "laughs":
-        (job / "nccl_trace_rank_100").write_bytes(_laughs())
+        (job / "nccl_trace_rank_100").write_bytes(hostile.laughs())
     elif case == "huge_length":
-        (job / "nccl_trace_rank_100").write_bytes(
-            b"\x80\x04}X\x07\x00\x00\x00version\x8d" + (1 << 61).to_bytes(8, "little") + b"a")
+        (job / "nccl_trace_rank_100").write_bytes(hostile.huge_length())
     else:
-        p = job / "nccl_trace_rank_6"
-        obj = _load(p)
-        obj["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 2000000000]"}}
-        p.write_bytes(pickle.dumps(obj))
+        hostile.absurd_member(job / "nccl_trace_rank_6")
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3] and doc["world_size"] == 8
     if case == "member":
@@ -326,13 +289,7 @@ def test_bombs_cost_one_line(tmp_path: Path, case: str) -> None:
 
 def test_control_characters_are_escaped_in_text_csv_and_dot(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    p = job / "nccl_trace_rank_2"
-    obj = _load(p)
-    for e in obj["entries"]:
-        e["process_group"] = (e["process_group"][0], "\x1b[2J\x1b[HNO HANG\n\x1b[8m\u202e")
-        for f in e["frames"]:
-            f["name"] = "x\x1b]0;pwned\x07\r"
-    p.write_bytes(pickle.dumps(obj))
+    hostile.escapes(job / "nccl_trace_rank_2")
     bad = ("\x1b", "\x07", "\r", "\u202e")
     for argv in (["analyze", str(job), "-q"], ["entries", str(job), "-q", "-f", "csv"],
                  ["entries", str(job), "-q"], ["graph", str(job), "-q", "-f", "dot"],
@@ -370,12 +327,7 @@ def test_identical_copy_is_merged_with_a_note(tmp_path: Path) -> None:
 
 def test_two_different_dumps_keep_the_newer_and_strict_is_exit_2(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
-    (job / "old").mkdir()
-    obj = _load(job / "nccl_trace_rank_0")
-    for e in obj["entries"]:
-        e["time_created_ns"] -= 10**12
-    obj["entries"] = obj["entries"][:-1]
-    (job / "old" / "nccl_trace_rank_0").write_bytes(pickle.dumps(obj))
+    hostile.older_copy(job / "nccl_trace_rank_0", job / "old" / "nccl_trace_rank_0")
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3]
     (dup,) = doc["duplicates"]
@@ -418,7 +370,7 @@ def test_unreadable_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    code, doc = _doc(job)
+    _, doc = _doc(job)
     assert doc["culprit_ranks"] == [3]
     assert doc["unreadable_folders"] == [{"path": str(job / "locked"), "reason": "Permission denied"}]
     (tmp_path / "top").mkdir()

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from analyzer import fastreader
+from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.reader import ParsedDump, _SafeUnpickler, parse_dump
 from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
@@ -348,3 +349,19 @@ def test_entries_that_are_one_memoized_dict_repeated_are_declined(tmp_path: Path
     assert path.stat().st_size < 16 * 100_000
     assert fastreader.parse_native(0, path) == "more entries than the bytes could hold"
     assert fastreader.read_dump(0, path).reader == "python"
+
+
+def test_the_configs_caps_reach_the_compiled_reader(tmp_path: Path) -> None:
+    path = SAMPLES / "chain_tp_dp_w8" / "nccl_trace_rank_0"
+    small = AnalysisConfig(native_max_bytes=path.stat().st_size - 1)
+    assert fastreader.parse_native(0, path, config=small) == "file larger than the compiled reader takes"
+    assert fastreader.read_dump(0, path, config=small).reader == "python"
+    # A value over a cap of the config declines the dump; the Python reader counts it.
+    p = write_pickle(tmp_path / "nccl_trace_rank_0", dump([entry(1), entry(2), entry(300)]))
+    tight = AnalysisConfig(max_counter=256)
+    assert fastreader.parse_native(0, p, config=tight) == "a value the Python reader drops or counts"
+    parsed = fastreader.read_dump(0, p, config=tight)
+    assert parsed.reader == "python" and parsed.n_entries == 2 and parsed.suspect
+    native = fastreader.parse_native(0, p)
+    assert isinstance(native, ParsedDump)
+    assert_same_dump(native, parse_dump(0, p))

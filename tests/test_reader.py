@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.reader import load_raw, parse_dump, parse_ranks, split_profiling_name
 from tests.conftest import dump, entry, write_json, write_pickle
@@ -147,3 +148,36 @@ def test_numbers_out_of_range_do_not_stop_the_parse(tmp_path: Path) -> None:
     assert parsed.pg_status[0][0] == -1
     # A plain-int column takes the fast path and keeps every value.
     assert parsed.ints["record_id"].tolist()[0] == raw["entries"][0]["record_id"]
+
+
+def test_the_caps_of_a_config_bound_every_value(tmp_path: Path) -> None:
+    # Counters, member ranks, stacks and sizes are checked against the config's caps, not
+    # against module globals: a config read by the Python reader and the loader alike.
+    frames = [{"name": "f", "filename": "/x.py", "line": i} for i in range(5)]
+    raw = dump([entry(1, frames=frames), entry(2), entry(300), entry(4, sizes=[[1]] * 9)],
+               world=6)
+    raw["entries"][1]["profiling_name"] = "nccl:send 0->9"
+    raw["pg_status"]["0"]["last_enqueued_collective"] = 500
+    path = write_pickle(tmp_path / "nccl_trace_rank_0", raw)
+    assert parse_dump(0, path).warnings == []
+    tight = AnalysisConfig(max_counter=256, max_rank=4, max_frames=4, max_shape_values=8)
+    parsed = parse_dump(0, path, config=tight)
+    assert parsed.ints["seq"].tolist() == [1, 2]
+    assert parsed.ints["peer_local"].tolist() == [-1, -1]  # local rank 9 >= max_rank
+    assert all(len(stack) <= 4 for stack in parsed.stacks)
+    assert parsed.ints["stack"].tolist()[0] == -1  # 5 frames > max_frames
+    assert parsed.pg_status[0][0] == -1
+    assert parsed.pg_config["0"][1] is None  # ranks 0 to 5: 4 and 5 are >= max_rank
+    assert set(parsed.warnings) == {
+        "1 entry dropped: input_sizes is not a list of shapes",  # 9 shapes > max_shape_values
+        "1 entry dropped: output_sizes is not a list of shapes",
+        "1 entry dropped: input_dtypes is not a list of dtype names",
+        "1 entry dropped: output_dtypes is not a list of dtype names",
+        "1 entry dropped: collective_seq_id is not a sequence number",
+        "1 value ignored: frames is not a list of frames",
+        "1 value ignored: op_id is not an integer in range",
+        "1 value ignored: pg_config ranks are not a list of plausible ranks",
+        "1 value ignored: pg_status counter is not an integer in range",
+    }
+    with pytest.raises(ValueError, match="max_rank must be a non-negative int"):
+        AnalysisConfig(max_rank=-1)

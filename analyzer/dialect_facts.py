@@ -1,0 +1,180 @@
+"""What each rank's own content says about its dialect (for :func:`analyzer.dialect.read_dialects`):
+its states, the shape of its send/recv entries, the buffers it holds, what its pg_status
+counters count, and the groups no loaded dump recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzer.prefixes import Dialect, default_for
+from analyzer.tables import Tables
+
+__all__ = ["group_backends", "rank_backends", "rank_facts", "unrecorded_groups"]
+
+_EMPTY = ("[]", "", "None")
+
+
+def _ranks_where(e: pd.DataFrame, mask: np.ndarray) -> list[int]:
+    """The ranks of the rows in ``mask``, without sorting every row (a bincount)."""
+    rk = e["rank"].to_numpy()[mask]
+    if not len(rk):
+        return []
+    return np.flatnonzero(np.bincount(rk.astype(np.int64))).tolist()
+
+
+def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray) -> list[tuple[int, str]]:
+    """(key code, backend) of every pair the rows carry: one bincount over (key, backend)
+    codes, no sort of the rows."""
+    backend = e["backend"]
+    b_codes = backend.cat.codes.to_numpy().astype(np.int64)
+    nb = max(1, len(backend.cat.categories))
+    ok = (b_codes >= 0) & (k_codes >= 0)
+    hits = np.flatnonzero(np.bincount(k_codes[ok] * nb + b_codes[ok]))
+    cats = [str(c) for c in backend.cat.categories]
+    out = []
+    for h in hits.tolist():
+        k, b = divmod(h, nb)
+        out.append((int(k), cats[b]))
+    return out
+
+
+def rank_backends(e: pd.DataFrame) -> dict[int, set[str]]:
+    """For each rank: the backends its rows carry (its loaded buffers)."""
+    out: dict[int, set[str]] = {}
+    for k, b in _backend_pairs(e, e["rank"].to_numpy().astype(np.int64)):
+        out.setdefault(k, set()).add(b)
+    return out
+
+
+def group_backends(e: pd.DataFrame) -> dict[str, set[str]]:
+    """For each group (the categorical ``pg_name``): the backends its rows carry."""
+    labels = [str(c) for c in e["pg_name"].cat.categories]
+    out: dict[str, set[str]] = {}
+    for k, b in _backend_pairs(e, e["pg_name"].cat.codes.to_numpy().astype(np.int64)):
+        out.setdefault(labels[k], set()).add(b)
+    return out
+
+
+def _p2p_shapes(e: pd.DataFrame, facts: dict[int, dict[str, Any]]) -> None:
+    """Which ranks' send/recv entries are one-sided (a send with only inputs, a recv with
+    only outputs) and which carry both sides."""
+    p = e.loc[e["is_p2p"].to_numpy(bool), ["rank", "op", "input_sizes", "output_sizes"]]
+    if not len(p):
+        return
+    send = (p["op"] == "send").to_numpy()
+    recv = (p["op"] == "recv").to_numpy()
+    inp_empty = p["input_sizes"].isin(_EMPTY).to_numpy()
+    out_empty = p["output_sizes"].isin(_EMPTY).to_numpy()
+    one = (send & ~inp_empty & out_empty) | (recv & inp_empty & ~out_empty)
+    two = ~inp_empty & ~out_empty
+    rk = p["rank"].to_numpy()
+    for r in np.unique(rk[one]):
+        facts.setdefault(int(r), {})["one_sided"] = True
+    for r in np.unique(rk[two]):
+        facts.setdefault(int(r), {})["two_sided"] = True
+
+
+def rank_facts(tables: Tables, ranks: list[int]) -> tuple[dict[int, dict[str, Any]],
+                                                          dict[int, set[str]] | None]:
+    """Per rank: whether entries completed (``completed``), are still open (``open``), are
+    one- or two-sided send/recv, which buffers it holds (``buffers``) and what its pg_status
+    counters count (``counter``); and the backends of each rank (None without entries)."""
+    e = tables.entries
+    facts: dict[int, dict[str, Any]] = {r: {} for r in ranks}
+    if not len(e):
+        return facts, None
+    state = e["state"]
+    for r in _ranks_where(e, state.isin(["completed", "started"]).to_numpy()):
+        facts.setdefault(int(r), {})["completed"] = True
+    for r in _ranks_where(e, ~e["retired"].to_numpy(bool)):
+        facts.setdefault(int(r), {})["open"] = True
+    _p2p_shapes(e, facts)
+    held = rank_backends(e)
+    for rank, bs in held.items():
+        facts.setdefault(int(rank), {})["buffers"] = set(bs)
+    for rank, vote in _counter_votes(tables).items():
+        facts.setdefault(rank, {})["counter"] = vote
+    return facts, held
+
+
+def _counter_votes(tables: Tables) -> dict[int, str]:
+    """Per rank, what its pg_status counters count, where its entries tell: ``op_id`` when
+    every telling group's counter equals its last entry's op_id, ``seq`` when it equals its
+    sequence number (p2p sequence number after a send/recv); nothing when they agree."""
+    e = tables.entries
+    st = tables.status[tables.status["pg_name"] != ""]
+    if e.empty or st.empty:
+        return {}
+    last = e.loc[e.groupby(["rank", "pg_name"], observed=True)["record_id"].idxmax(),
+                 ["rank", "pg_name", "seq", "p2p_seq", "op_id", "is_p2p"]]
+    last = last.assign(pg_name=last["pg_name"].astype(str))
+    st = st.drop_duplicates(["pg_name", "rank"], keep="last")
+    m = last.merge(st[["rank", "pg_name", "last_enqueued"]], on=["rank", "pg_name"])
+    if m.empty:
+        return {}
+    seq_val = np.where(m["is_p2p"].to_numpy(bool), m["p2p_seq"].to_numpy(), m["seq"].to_numpy())
+    c = m["last_enqueued"].to_numpy()
+    is_op = (c == m["op_id"].to_numpy()) & (c != seq_val)
+    is_seq = (c == seq_val) & (c != m["op_id"].to_numpy())
+    votes: dict[int, str] = {}
+    frame = pd.DataFrame({"rank": m["rank"].to_numpy(), "op": is_op, "seq": is_seq})
+    agg = frame.groupby("rank").agg(op=("op", "sum"), seq=("seq", "sum"))
+    for r, n_op, n_seq in zip(agg.index, agg["op"], agg["seq"]):
+        if n_op and not n_seq:
+            votes[int(r)] = "op_id"
+        elif n_seq and not n_op:
+            votes[int(r)] = "seq"
+    return votes
+
+
+def _per_backend_buffer(backend: str) -> bool:
+    """Does this backend record through torch 2.15's hook (one buffer per backend name)?"""
+    d = default_for(backend)
+    return d.counter == "op_id" and d.records_p2p
+
+
+def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
+                      held: dict[int, set[str]] | None = None) -> dict[str, dict[str, Any]]:
+    """Groups some evidence names but no loaded dump recorded, per group: the backend its
+    entries carry elsewhere, the members whose dumps hold no buffer of that backend, and the
+    evidence. A backend keeps one buffer per process and a file holds one buffer, so a
+    member missing a group's buffer is unseen in that group, not stalled in it."""
+    e = tables.entries
+    out: dict[str, dict[str, Any]] = {}
+    if e.empty:
+        return out
+    # The backends each rank's loaded dumps hold (a rank may have several files).
+    if held is None:
+        held = rank_backends(e)
+    status_ranks: dict[str, set[int]] = {}
+    st = tables.status[tables.status["pg_name"] != ""]
+    for g, r in zip(st["pg_name"].astype(str), st["rank"].to_numpy()):
+        status_ranks.setdefault(g, set()).add(int(r))
+    dumped = set(tables.dumped_ranks)
+    members = tables.members()
+    for g, backends in group_backends(e).items():
+        # Only hook-recorded backends keep a buffer per backend name in one process.
+        if not any(_per_backend_buffer(b) for b in backends):
+            continue
+        missing = [int(m) for m in members.get(g, ())
+                   if m in dumped and held.get(m) and not (held[m] & backends)
+                   and m not in status_ranks.get(g, set())]
+        if missing:
+            out[g] = {"backend": "+".join(sorted(backends)), "members_without_buffer": missing,
+                      "evidence": "entries of other members"}
+    # Group names are global and numbered in creation order: a gap among the names the
+    # dumps show is a group no loaded dump recorded at all.
+    # A group in some loaded pg_config is in a loaded buffer (it just ran no op).
+    known = set(tables.groups["pg_name"].astype(str))
+    names = sorted({int(n) for n in known if n.isdigit()})
+    hooked = any(_per_backend_buffer(d.backend) for d in dialects.values() if d.backend)
+    if hooked and names:
+        for n in range(0, max(names) + 1):
+            if str(n) not in known and str(n) not in out:
+                out[str(n)] = {"backend": "", "members_without_buffer": [],
+                               "evidence": "a gap in the group names"}
+    return dict(sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0])))
