@@ -90,6 +90,8 @@ class Ctx:
     torch: Any
     dist: Any
     freeze_fn: Callable[[], None] | None = None
+    # Steps of the op mix (``_op_mix_steps`` names) this backend cannot run: left out.
+    skip_ops: frozenset[str] = frozenset()
 
     def t(self, n: int = 8, dtype: Any = None) -> Any:
         dtype = dtype if dtype is not None else self.torch.float32
@@ -369,6 +371,8 @@ def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
 
 def _op_mix(c: Ctx, *, stall_rank: int = -1, stall_before: str = "") -> None:
     for name, step in _op_mix_steps(c):
+        if name in c.skip_ops:
+            continue
         if c.rank == stall_rank and name == stall_before:
             c.stall()
         step()

@@ -14,6 +14,15 @@ debug server's dump handler would). The files are named ``<backend>_trace_rank_<
 where a scenario dumps the nccl-lazy buffer too (nccl-lazy never dumps by itself) each rank
 leaves one file per backend.
 
+The op-mix scenarios (``nccl2_opmix_*``) run the op mix of ``tools/record_gloo.py``
+without ``monitored_barrier``: that is gloo's own protocol of send/recv between rank 0 and
+the others (``ProcessGroupGloo.monitored_barrier``), not an op c10d hands a backend, so the
+forwarding backend has none to forward. Everything else, list-form ``all_to_all`` included,
+is forwarded. torch 2.15 records the mix differently from gloo's own recorder:
+``reduce_scatter`` is one entry (gloo: one ``all_reduce`` per output),
+``all_gather_object`` two ``_all_gather_base`` entries, ``all_gather_into_tensor`` and
+``reduce_scatter_tensor`` ``_all_gather_base`` / ``_reduce_scatter_base``.
+
 A send/recv size desync cannot be recorded this way: gloo aborts a receiver that gets more
 than it posted and completes one that gets less, so the pair never hangs (the analysis of a
 one-sided send/recv mismatch is tested on synthetic hook dumps, ``tests/test_dialect.py``).
@@ -83,6 +92,13 @@ class HookScenario:
     deadlock: bool = False
     healthy: bool = False
     analyzer: dict[str, Any] | None = None
+    skip_ops: frozenset[str] = frozenset()  # op-mix steps left out (tools.record_gloo._op_mix)
+
+
+# The op mix of tools/record_gloo.py without monitored_barrier: it is gloo's own send/recv
+# protocol (ProcessGroupGloo.monitored_barrier), not a c10d op a backend serves, and a Python
+# backend has none.
+OPMIX_SKIP = frozenset({"monitored_barrier", "monitored_barrier_all"})
 
 
 class HookCtx(rg.Ctx):
@@ -182,6 +198,26 @@ SCENARIOS: dict[str, HookScenario] = {s.name: s for s in [
         "nccl2_healthy_w4", 4, rg._healthy_w4, [], "no_hang",
         "nccl2 (recorder hook): no fault; every rank finishes its ops and rank 0 then asks "
         "every rank to dump.", policy="all", hang=False, healthy=True),
+    HookScenario(
+        "nccl2_opmix_healthy_w4", 4, rg._opmix_healthy_w4, [], "no_hang",
+        "nccl2 (recorder hook): two rounds of the op mix of opmix_healthy_w4 (gather, scatter, "
+        "reduce, broadcast, all_to_all_single with uneven splits, all_to_all, the four object "
+        "collectives, reduce_scatter, reduce_scatter_tensor, all_gather_into_tensor, "
+        "all_gather, barrier, all_reduce) without monitored_barrier, which the forwarding "
+        "backend has not got; no fault, and rank 0 then asks every rank to dump.", policy="all", hang=False, healthy=True, skip_ops=OPMIX_SKIP),
+    HookScenario(
+        "nccl2_opmix_stall_w4", 4, rg._opmix_stall_w4, [2], "not_joined",
+        "nccl2 (recorder hook): one round of the op mix of nccl2_opmix_healthy_w4, then rank 2 "
+        "stalls before the gather that opens the second round. Rank 0, the root, waits in the "
+        "gather; ranks 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, "
+        "the source, into the scatter, and rank 1 through the scatter into the reduce (root "
+        "0), where they time out. Every rank dumped once the first timed out.", policy="all", skip_ops=OPMIX_SKIP),
+    HookScenario(
+        "nccl2_opmix_stall_object_w4", 4, rg._opmix_stall_object_w4, [1], "not_joined",
+        "nccl2 (recorder hook): the op mix of nccl2_opmix_healthy_w4 up to "
+        "scatter_object_list, before which rank 1 stalls. Its first op is a Long broadcast "
+        "from rank 0: ranks 0 and 3 wait in it, rank 2 receives it and goes on into the first "
+        "of its two scatters, where it times out. Every rank dumped once the first timed out.", policy="all", skip_ops=OPMIX_SKIP),
 ]}
 
 
@@ -245,7 +281,8 @@ def _worker(cfg: dict[str, Any]) -> None:
     if scen.policy == "all":
         threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     side = side_client()
-    ctx = HookCtx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist)
+    ctx = HookCtx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
+                  skip_ops=scen.skip_ops)
     try:
         scen.body(ctx)
         log("scenario body finished")
