@@ -199,7 +199,7 @@ def run(out: Path, scenario: str, backend: str = "gloo", world: int = 3,
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "tools.capture_jobs", "--worker", json.dumps(cfg)],
             cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, text=True,
-            stdout=subprocess.PIPE, stderr=open(logs / f"rank_{rank}.log", "w")))
+            stdout=subprocess.PIPE, stderr=open(logs / f"rank_{rank}.log", "w")))  # noqa: SIM115
     started = time.monotonic()
     end = started + deadline_s
     signalled = False
