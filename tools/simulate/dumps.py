@@ -6,6 +6,8 @@ import gc
 import json
 import pickle
 from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +44,29 @@ def _float32(x: float) -> float:
     return array("f", (x,))[0]
 
 
+@dataclass(kw_only=True)
 class _Job:
     """Everything the writers need; shared with worker processes by fork."""
 
-    def __init__(self, **kw) -> None:
-        self.__dict__.update(kw)
-        self._ranks_str: dict[int, str] = {}
+    dialect: str
+    blind_times: dict[int, int]  # rank -> time from which its watchdog observes nothing
+    topo: Topology
+    base: list[list[Op]]  # every rank's program of a healthy step
+    fault_progs: dict[int, list[Op]]  # ranks whose last iteration differs
+    healthy: Schedule
+    faulty: Schedule
+    iterations: int  # completed iterations before the last
+    buffer_size: int
+    timing: bool
+    with_frames: bool
+    seed: int
+    dump_times: list[int]
+    timeout_ms: int
+    period: int
+    t0: int
+    out_dir: Path
+    fmt: str
+    _ranks_str: dict[int, str] = field(default_factory=dict)
 
     def ranks_str(self, gid: int) -> str:
         """pg_config's ``ranks`` value, e.g. ``"[0, 1, 2]"`` (built once per group)."""
@@ -81,211 +100,181 @@ def _thread_ids(r: int, seed: int) -> tuple[str, str]:
     return str(base + 1792), str(base + 4096 * 64 + 1600)
 
 
-def build_dump(r: int) -> dict[str, Any]:
-    """The flight-recorder dump of rank r (pickle form)."""
-    job = _JOB
-    assert job is not None
-    topo: Topology = job.topo
-    s_ = topo.coords(r)[1]
-    prog_h: list[Op] = job.base[r]
-    prog_f: list[Op] = job.fault_progs.get(r, prog_h)
-    sch_h: Schedule = job.healthy
-    sch_f: Schedule = job.faulty
-    F: int = job.iterations
-    B: int = job.buffer_size
-    timing: bool = job.timing
-    with_frames: bool = job.with_frames
-    seed: int = job.seed
-    dump_t: int = job.dump_times[r]
-    timeout_ms: int = job.timeout_ms
-    P: int = job.period
-    T0: int = job.t0
+def _records(prog: list[Op], n_ops: int) -> list[tuple[int, int]]:
+    """(op index, part): part 0 a plain op, 1 an op inside batch_isend_irecv (no
+    events: it stays scheduled forever), 2 the coalesced work that follows it."""
+    out = []
+    for j in range(n_ops):
+        if prog[j].site.coalesced is not None:
+            out.append((j, 1))
+            out.append((j, 2))
+        else:
+            out.append((j, 0))
+    return out
 
-    rg = topo.role_gid[r]
-    rpg = topo.role_pgid[r]
-    main_id, grad_id = _thread_ids(r, seed)
-    grad_name = f"pt_autograd_{r % 8}"
-    pgtuple = {role: (topo.group_name(rg[role]), ROLE_DESC[role]) for role in range(6) if rg[role] >= 0}
-    phases = {role: _phase(r, rg[role], seed) for role in pgtuple}
 
-    statics: dict[tuple, tuple] = {}
+class _RankView:
+    """What rank r's dump is built from: its programs, schedules, counters and groups."""
 
-    def static(op: Op, part: int = 0) -> tuple:
+    def __init__(self, job: _Job, r: int) -> None:
+        topo: Topology = job.topo
+        self.job, self.r = job, r
+        self.stage = topo.coords(r)[1]
+        self.prog_h: list[Op] = job.base[r]
+        self.prog_f: list[Op] = job.fault_progs.get(r, self.prog_h)
+        self.F: int = job.iterations
+        self.rg = topo.role_gid[r]
+        self.rpg = topo.role_pgid[r]
+        self.main_id, self.grad_id = _thread_ids(r, job.seed)
+        self.grad_name = f"pt_autograd_{r % 8}"
+        self.pgtuple = {role: (topo.group_name(self.rg[role]), ROLE_DESC[role])
+                        for role in range(6) if self.rg[role] >= 0}
+        self.phases = {role: _phase(r, self.rg[role], job.seed) for role in self.pgtuple}
+        self.statics: dict[tuple, tuple] = {}
+        self.ca_h, self.pa_h, self.ncoll, self.np2p = _counters(self.prog_h)
+        self.ca_f, self.pa_f, _, _ = _counters(self.prog_f)
+        sch_h: Schedule = job.healthy
+        sch_f: Schedule = job.faulty
+        self.enq_h, self.rdy_h, self.don_h = sch_h.enq[r], sch_h.ready[r], sch_h.done[r]
+        self.enq_f, self.rdy_f, self.don_f = sch_f.enq[r], sch_f.ready[r], sch_f.done[r]
+        blind_t = job.blind_times.get(r)
+        if blind_t is not None:
+            # Events that fired after the watchdog stopped observing were never seen.
+            self.rdy_f = [x if 0 <= x < blind_t else -1 for x in self.rdy_f]
+            self.don_f = [x if 0 <= x < blind_t else -1 for x in self.don_f]
+        self.rec_h = _records(self.prog_h, len(self.prog_h))
+        self.rec_f = _records(self.prog_f, len(self.enq_f))
+        self.nT = len(self.rec_h)
+        total = self.F * self.nT + len(self.rec_f)
+        self.lo = max(0, total - job.buffer_size)  # the first record the ring buffer keeps
+
+    def it_start(self, k: int) -> int:
+        return _iteration_start(self.job.t0, self.job.period, self.job.seed, k)
+
+    def static(self, op: Op, part: int = 0) -> tuple:
+        """The fields of op's entries that do not change between iterations."""
         key = (id(op.site), op.role, op.kind, op.peer, part)
-        st = statics.get(key)
+        st = self.statics.get(key)
         if st is None:
             site = op.site if part != 2 else op.site.coalesced
             if part == 2:
                 pname = "nccl:coalesced"
             elif op.kind == SEND:
-                pname = f"nccl:send {s_}->{op.peer}"
+                pname = f"nccl:send {self.stage}->{op.peer}"
             elif op.kind == RECV:
-                pname = f"nccl:recv {s_}<-{op.peer}"
+                pname = f"nccl:recv {self.stage}<-{op.peer}"
             else:
                 pname = "nccl:" + site.op
             st = (
-                rpg[op.role], pgtuple[op.role],
-                grad_name if site.autograd else "python3",
-                grad_id if site.autograd else main_id,
+                self.rpg[op.role], self.pgtuple[op.role],
+                self.grad_name if site.autograd else "python3",
+                self.grad_id if site.autograd else self.main_id,
                 pname, site.in_sizes, site.in_dtypes, site.out_sizes, site.out_dtypes,
-                op.kind != COLL, site.frames if with_frames else None, phases[op.role],
+                op.kind != COLL, site.frames if self.job.with_frames else None,
+                self.phases[op.role],
             )
-            statics[key] = st
+            self.statics[key] = st
         return st
 
-    ca_h, pa_h, ncoll, np2p = _counters(prog_h)
-    ca_f, pa_f, _, _ = _counters(prog_f)
 
-    enq_h, rdy_h, don_h = sch_h.enq[r], sch_h.ready[r], sch_h.done[r]
-    enq_f, rdy_f, don_f = sch_f.enq[r], sch_f.ready[r], sch_f.done[r]
-    blind_t = job.blind_times.get(r)
-    if blind_t is not None:
-        # Events that fired after the watchdog stopped observing were never seen.
-        rdy_f = [x if 0 <= x < blind_t else -1 for x in rdy_f]
-        don_f = [x if 0 <= x < blind_t else -1 for x in don_f]
+class _Emitter:
+    """Appends one entry from its times (the general path: any state)."""
 
-    def records(prog: list[Op], n_ops: int) -> list[tuple[int, int]]:
-        """(op index, part): part 0 a plain op, 1 an op inside batch_isend_irecv (no
-        events: it stays scheduled forever), 2 the coalesced work that follows it."""
-        out = []
-        for j in range(n_ops):
-            if prog[j].site.coalesced is not None:
-                out.append((j, 1))
-                out.append((j, 2))
-            else:
-                out.append((j, 0))
-        return out
+    def __init__(self, append: Callable[[dict[str, Any]], None], timing: bool, dump_t: int,
+                 timeout_ms: int) -> None:
+        self.append, self.timing, self.dump_t, self.timeout_ms = append, timing, dump_t, timeout_ms
+        self.stamp = 0  # dump-time getTime() advance per entry
 
-    rec_h = records(prog_h, len(prog_h))
-    rec_f = records(prog_f, len(enq_f))
-    nT = len(rec_h)
-    nF = len(rec_f)
-    total = F * nT + nF
-    lo = max(0, total - B)
-
-    def it_start(k: int) -> int:
-        return _iteration_start(T0, P, seed, k)
-
-    entries: list[dict[str, Any]] = []
-    append = entries.append
-    tick = WATCHDOG_TICK_NS
-    stamp = 0  # dump-time getTime() advance per entry
-
-    def emit(rid, st, coll, p2p, created, rdy, don):
-        nonlocal stamp
+    def __call__(self, rid: int, st: tuple, coll: int, p2p: int, created: int, rdy: int,
+                 don: int) -> None:
         (pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames, phase) = st
         started = completed = None
         duration = None
         if don >= 0:
             state = "completed"
             # first watchdog pass at or after completion
-            completed = don + (phase - don) % tick + 2_000 + (rid % 17) * 1_300
+            completed = don + (phase - don) % WATCHDOG_TICK_NS + 2_000 + (rid % 17) * 1_300
             retired = True
-            if timing:
+            if self.timing:
                 started = completed - 300 - (rid % 5) * 40
                 duration = _float32((don - rdy) / 1e6)
         else:
             retired = False
-            if timing and rdy >= 0:
+            if self.timing and rdy >= 0:
                 state = "started"
-                stamp += 1
-                started = dump_t + stamp * 650
+                self.stamp += 1
+                started = self.dump_t + self.stamp * 650
             else:
                 state = "scheduled"
         e: dict[str, Any] = {}
         if frames is not None:
             e["frames"] = frames
-        e["record_id"] = rid
-        e["pg_id"] = pg_id
-        e["process_group"] = pgt
-        e["thread_name"] = tname
-        e["thread_id"] = tid
-        e["collective_seq_id"] = coll
-        e["p2p_seq_id"] = p2p
-        e["op_id"] = coll + p2p
-        e["profiling_name"] = pname
-        e["time_created_ns"] = created
+        e.update(record_id=rid, pg_id=pg_id, process_group=pgt, thread_name=tname,
+                 thread_id=tid, collective_seq_id=coll, p2p_seq_id=p2p, op_id=coll + p2p,
+                 profiling_name=pname, time_created_ns=created)
         if duration is not None:
             e["duration_ms"] = duration
-        e["input_sizes"] = ins
-        e["input_dtypes"] = idt
-        e["output_sizes"] = outs
-        e["output_dtypes"] = odt
-        e["state"] = state
-        e["time_discovered_started_ns"] = started
-        e["time_discovered_completed_ns"] = completed
-        e["retired"] = retired
-        e["timeout_ms"] = timeout_ms
-        e["is_p2p"] = is_p2p
-        append(e)
+        e.update(input_sizes=ins, input_dtypes=idt, output_sizes=outs, output_dtypes=odt,
+                 state=state, time_discovered_started_ns=started,
+                 time_discovered_completed_ns=completed, retired=retired,
+                 timeout_ms=self.timeout_ms, is_p2p=is_p2p)
+        self.append(e)
 
-    # Healthy history, laid out from the template iteration (the hot loop: dict literals).
+
+def _template(v: _RankView) -> list[tuple]:
+    """Per record of the healthy iteration: its static fields, counters and relative times."""
     tmpl = []
     scales = (0.94, 0.97, 1.0, 1.03, 1.06)  # run-to-run spread of kernel durations
-    all_durs = array("f", [(d - s) / 1e6 * v for d, s in zip(don_h, rdy_h) for v in scales]).tolist()
-    for j, part in rec_h:
-        op = prog_h[j]
+    all_durs = array("f", [(d - s) / 1e6 * x for d, s in zip(v.don_h, v.rdy_h, strict=True)
+                           for x in scales]).tolist()
+    for j, part in v.rec_h:
+        op = v.prog_h[j]
         role = op.role
         durs = all_durs[5 * j:5 * j + 5]
-        e_rel = enq_h[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
-        tmpl.append((static(op, part), ncoll[role], np2p[role], ca_h[j], pa_h[j], e_rel,
-                     don_h[j] if part != 1 else -1, durs))
-    g = lo
+        e_rel = v.enq_h[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
+        tmpl.append((v.static(op, part), v.ncoll[role], v.np2p[role], v.ca_h[j], v.pa_h[j], e_rel,
+                     v.don_h[j] if part != 1 else -1, durs))
+    return tmpl
+
+
+def _history(v: _RankView, append: Callable[[dict[str, Any]], None], emit: _Emitter) -> None:
+    """The completed iterations before the last, laid out from the template iteration
+    (the hot loop: dict literals)."""
+    F, nT, timing, timeout_ms, tick = v.F, v.nT, v.job.timing, v.job.timeout_ms, WATCHDOG_TICK_NS
+    tmpl = _template(v)
+    g = v.lo
     while g < F * nT:
         k, j0 = divmod(g, nT)
         j1 = min(nT, F * nT - k * nT)
-        base_t = it_start(k)
+        base_t = v.it_start(k)
         rid0 = k * nT
         kv = k % 5
         for j in range(j0, j1):
-            ((pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames, phase),
-             nc, npp, ca, pa, e_rel, d_rel, durs) = tmpl[j]
+            st, nc, npp, ca, pa, e_rel, d_rel, durs = tmpl[j]
+            (pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames, phase) = st
             rid = rid0 + j
             coll = k * nc + ca
             p2p = k * npp + pa
             created = base_t + e_rel - (rid * 7919) % 4000
             if d_rel < 0:  # recorded without events: scheduled forever, never retired
-                emit(rid, (pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames,
-                           phase), coll, p2p, created, -1, -1)
+                emit(rid, st, coll, p2p, created, -1, -1)
                 continue
             don = base_t + d_rel
             completed = don + (phase - don) % tick + 2_000 + (rid % 17) * 1_300
             if timing:
-                started = completed - 300 - (rid % 5) * 40
-                if frames is not None:
-                    append({
-                        "frames": frames, "record_id": rid, "pg_id": pg_id,
-                        "process_group": pgt, "thread_name": tname, "thread_id": tid,
-                        "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
-                        "profiling_name": pname, "time_created_ns": created,
-                        "duration_ms": durs[(kv + j) % 5], "input_sizes": ins,
-                        "input_dtypes": idt, "output_sizes": outs, "output_dtypes": odt,
-                        "state": "completed", "time_discovered_started_ns": started,
-                        "time_discovered_completed_ns": completed, "retired": True,
-                        "timeout_ms": timeout_ms, "is_p2p": is_p2p})
-                else:
-                    append({
-                        "record_id": rid, "pg_id": pg_id,
-                        "process_group": pgt, "thread_name": tname, "thread_id": tid,
-                        "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
-                        "profiling_name": pname, "time_created_ns": created,
-                        "duration_ms": durs[(kv + j) % 5], "input_sizes": ins,
-                        "input_dtypes": idt, "output_sizes": outs, "output_dtypes": odt,
-                        "state": "completed", "time_discovered_started_ns": started,
-                        "time_discovered_completed_ns": completed, "retired": True,
-                        "timeout_ms": timeout_ms, "is_p2p": is_p2p})
-            elif frames is not None:
-                append({
-                    "frames": frames, "record_id": rid, "pg_id": pg_id,
+                e = {
+                    "record_id": rid, "pg_id": pg_id,
                     "process_group": pgt, "thread_name": tname, "thread_id": tid,
                     "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
                     "profiling_name": pname, "time_created_ns": created,
-                    "input_sizes": ins, "input_dtypes": idt, "output_sizes": outs,
-                    "output_dtypes": odt, "state": "completed",
-                    "time_discovered_started_ns": None, "time_discovered_completed_ns": completed,
-                    "retired": True, "timeout_ms": timeout_ms, "is_p2p": is_p2p})
+                    "duration_ms": durs[(kv + j) % 5], "input_sizes": ins,
+                    "input_dtypes": idt, "output_sizes": outs, "output_dtypes": odt,
+                    "state": "completed",
+                    "time_discovered_started_ns": completed - 300 - (rid % 5) * 40,
+                    "time_discovered_completed_ns": completed, "retired": True,
+                    "timeout_ms": timeout_ms, "is_p2p": is_p2p}
             else:
-                append({
+                e = {
                     "record_id": rid, "pg_id": pg_id,
                     "process_group": pgt, "thread_name": tname, "thread_id": tid,
                     "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
@@ -293,55 +282,75 @@ def build_dump(r: int) -> dict[str, Any]:
                     "input_sizes": ins, "input_dtypes": idt, "output_sizes": outs,
                     "output_dtypes": odt, "state": "completed",
                     "time_discovered_started_ns": None, "time_discovered_completed_ns": completed,
-                    "retired": True, "timeout_ms": timeout_ms, "is_p2p": is_p2p})
+                    "retired": True, "timeout_ms": timeout_ms, "is_p2p": is_p2p}
+            append(e if frames is None else {"frames": frames, **e})
         g = (k + 1) * nT
-    # The last iteration, scheduled op by op.
-    base_t = it_start(F)
-    for i in range(max(0, lo - F * nT), nF):
-        j, part = rec_f[i]
-        op = prog_f[j]
-        role = op.role
-        rdy = rdy_f[j] if part != 1 else -1
-        don = don_f[j] if part != 1 else -1
-        created = base_t + enq_f[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
-        emit(F * nT + i, static(op, part), F * ncoll[role] + ca_f[j], F * np2p[role] + pa_f[j],
-             created, base_t + rdy if rdy >= 0 else -1, base_t + don if don >= 0 else -1)
 
-    # pg_status: counters of the works this rank enqueued, observed by its watchdogs.
+
+def _last_iteration(v: _RankView, emit: _Emitter) -> None:
+    """The last iteration, scheduled op by op."""
+    F, nT = v.F, v.nT
+    base_t = v.it_start(F)
+    for i in range(max(0, v.lo - F * nT), len(v.rec_f)):
+        j, part = v.rec_f[i]
+        op = v.prog_f[j]
+        role = op.role
+        rdy = v.rdy_f[j] if part != 1 else -1
+        don = v.don_f[j] if part != 1 else -1
+        created = base_t + v.enq_f[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
+        emit(F * nT + i, v.static(op, part), F * v.ncoll[role] + v.ca_f[j],
+             F * v.np2p[role] + v.pa_f[j], created, base_t + rdy if rdy >= 0 else -1,
+             base_t + don if don >= 0 else -1)
+
+
+def _pg_status(v: _RankView) -> dict[str, dict[str, int]]:
+    """pg_status: counters of the works this rank enqueued, observed by its watchdogs."""
+    F, timing, ncoll, np2p = v.F, v.job.timing, v.ncoll, v.np2p
     status: dict[int, list[int]] = {}
     if F > 0:
-        for j, op in enumerate(prog_h):
+        for j, op in enumerate(v.prog_h):
             seq = (F - 1) * (np2p[op.role] if op.kind != COLL else ncoll[op.role]) + (
-                pa_h[j] if op.kind != COLL else ca_h[j])
+                v.pa_h[j] if op.kind != COLL else v.ca_h[j])
             st = status.setdefault(op.role, [-1, -1, -1])
             st[0] = seq
             st[2] = seq
             if timing and seq > st[1]:
                 st[1] = seq
-    for j in range(len(enq_f)):
-        op = prog_f[j]
+    for j in range(len(v.enq_f)):
+        op = v.prog_f[j]
         seq = F * (np2p[op.role] if op.kind != COLL else ncoll[op.role]) + (
-            pa_f[j] if op.kind != COLL else ca_f[j])
+            v.pa_f[j] if op.kind != COLL else v.ca_f[j])
         st = status.setdefault(op.role, [-1, -1, -1])
         st[0] = seq
-        if don_f[j] >= 0:
+        if v.don_f[j] >= 0:
             st[2] = seq
-        if timing and rdy_f[j] >= 0 and seq > st[1]:
+        if timing and v.rdy_f[j] >= 0 and seq > st[1]:
             st[1] = seq
     pg_status = {}
-    for role in sorted(status, key=lambda x: rpg[x]):
+    for role in sorted(status, key=lambda x: v.rpg[x]):
         e_, s_st, c_ = status[role]
-        pg_status[str(rpg[role])] = {
+        pg_status[str(v.rpg[role])] = {
             "last_enqueued_collective": e_,
             "last_started_collective": s_st,
             "last_completed_collective": c_,
         }
+    return pg_status
 
+
+def build_dump(r: int) -> dict[str, Any]:
+    """The flight-recorder dump of rank r (pickle form)."""
+    job = _JOB
+    assert job is not None
+    v = _RankView(job, r)
+    entries: list[dict[str, Any]] = []
+    emit = _Emitter(entries.append, job.timing, job.dump_times[r], job.timeout_ms)
+    _history(v, entries.append, emit)
+    _last_iteration(v, emit)
+    pg_status = _pg_status(v)
     pg_config = {}
-    for role in sorted(pgtuple, key=lambda x: (pgtuple[x][0], pgtuple[x][1])):
-        name, desc = pgtuple[role]
-        pg_config[name] = {"name": name, "desc": desc, "ranks": job.ranks_str(rg[role])}
-
+    for role in sorted(v.pgtuple, key=lambda x: (v.pgtuple[x][0], v.pgtuple[x][1])):
+        name, desc = v.pgtuple[role]
+        pg_config[name] = {"name": name, "desc": desc, "ranks": job.ranks_str(v.rg[role])}
     return {
         "version": FORMAT_VERSION,
         "pg_config": pg_config,
@@ -349,7 +358,6 @@ def build_dump(r: int) -> dict[str, Any]:
         "pg_status": pg_status,
         "entries": entries,
     }
-
 
 
 def dump_path(out_dir: Path, r: int, fmt: str, backend: str = "nccl") -> Path:

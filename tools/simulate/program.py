@@ -62,8 +62,8 @@ def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: in
     if pp > 1 and stage in (0, pp - 1):
         ops.append(Op(sites.emb(), EMB, tag=("E", "emb")))
     if topo.dp > 1:
-        for b in range(2):
-            ops.append(Op(sites.dp_bucket(stage, b), DP, tag=("E", "dp", b)))
+        for bucket in range(2):
+            ops.append(Op(sites.dp_bucket(stage, bucket), DP, tag=("E", "dp", bucket)))
     if tp > 1:
         # get_grad_norm_fp32 returns total_norm.item(): the CPU waits for this one.
         ops.append(Op(sites.tp_norm(), TP, sync=True, tag=("E", "tp")))

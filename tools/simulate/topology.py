@@ -37,9 +37,9 @@ class Topology:
             self._add(MP, [self.rank(t, p, d) for p in range(pp) for t in range(tp)])
         self.role_pgid = [[-1] * 6 for _ in range(self.world)]
         counters = [0] * self.world
-        for gid, ranks in enumerate(self.group_ranks):
+        for gid, members in enumerate(self.group_ranks):
             role = self.group_role[gid]
-            for r in ranks:
+            for r in members:
                 self.role_pgid[r][role] = counters[r]
                 counters[r] += 1
 
