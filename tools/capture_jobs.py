@@ -53,7 +53,7 @@ def register_hook_backend(name: str = "nccl2") -> None:
     import torch.distributed as dist
     from torch._C._distributed_c10d import Backend, ProcessGroupGloo
 
-    class Forward(Backend):  # type: ignore[misc]
+    class Forward(Backend):  # type: ignore[misc, unused-ignore]
         def __init__(self, opts: Any) -> None:
             super().__init__(opts.group_rank, opts.group_size)
             self._gloo = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)

@@ -102,7 +102,7 @@ def _backend_class() -> type:
     from torch._C._distributed_c10d import Backend as C10dBackend
     from torch._C._distributed_c10d import ProcessGroupGloo
 
-    class ForwardingBackend(C10dBackend):  # type: ignore[misc, valid-type]
+    class ForwardingBackend(C10dBackend):  # type: ignore[misc, valid-type, unused-ignore]
         """Every op goes to a ProcessGroupGloo of the same store, rank and size."""
 
         def __init__(self, name: str, opts: Any) -> None:
@@ -125,7 +125,7 @@ def _backend_class() -> type:
             return self._name
 
         @property
-        def name(self) -> str:  # type: ignore[override]
+        def name(self) -> str:  # type: ignore[override, unused-ignore]
             return self._name
 
         # Collectives -------------------------------------------------------------------
