@@ -202,20 +202,23 @@ SCENARIOS: dict[str, HookScenario] = {s.name: s for s in [
         "reduce, broadcast, all_to_all_single with uneven splits, all_to_all, the four object "
         "collectives, reduce_scatter, reduce_scatter_tensor, all_gather_into_tensor, "
         "all_gather, barrier, all_reduce) without monitored_barrier, which the forwarding "
-        "backend has not got; no fault, and rank 0 then asks every rank to dump.", policy="all", hang=False, healthy=True, skip_ops=OPMIX_SKIP),
+        "backend has not got; no fault, and rank 0 then asks every rank to dump.",
+        policy="all", hang=False, healthy=True, skip_ops=OPMIX_SKIP),
     HookScenario(
         "nccl2_opmix_stall_w4", 4, rg._opmix_stall_w4, [2], "not_joined",
         "nccl2 (recorder hook): one round of the op mix of nccl2_opmix_healthy_w4, then rank 2 "
         "stalls before the gather that opens the second round. Rank 0, the root, waits in the "
         "gather; ranks 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, "
         "the source, into the scatter, and rank 1 through the scatter into the reduce (root "
-        "0), where they time out. Every rank dumped once the first timed out.", policy="all", skip_ops=OPMIX_SKIP),
+        "0), where they time out. Every rank dumped once the first timed out.",
+        policy="all", skip_ops=OPMIX_SKIP),
     HookScenario(
         "nccl2_opmix_stall_object_w4", 4, rg._opmix_stall_object_w4, [1], "not_joined",
         "nccl2 (recorder hook): the op mix of nccl2_opmix_healthy_w4 up to "
         "scatter_object_list, before which rank 1 stalls. Its first op is a Long broadcast "
         "from rank 0: ranks 0 and 3 wait in it, rank 2 receives it and goes on into the first "
-        "of its two scatters, where it times out. Every rank dumped once the first timed out.", policy="all", skip_ops=OPMIX_SKIP),
+        "of its two scatters, where it times out. Every rank dumped once the first timed out.",
+        policy="all", skip_ops=OPMIX_SKIP),
 ]}
 
 
