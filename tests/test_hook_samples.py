@@ -23,7 +23,9 @@ RAW = [d for d in HOOK_DIRS if not d.name.endswith("_states")]
 KEYS = {"scenario", "world", "torch", "backend", "recorded_with", "states", "format",
         "dumped_ranks", "files", "hang", "culprits", "kind", "deadlock", "description"}
 SCENARIOS = {"stall_w4", "stall_nofile_w4", "crash_w4", "op_desync_w4", "size_desync_w4",
-             "dtype_desync_w4", "chain_tp_dp_w8", "deadlock_p2p_w2", "pp4_stall_w4", "healthy_w4"}
+             "dtype_desync_w4", "chain_tp_dp_w8", "deadlock_p2p_w2", "pp4_stall_w4", "healthy_w4",
+             "opmix_healthy_w4", "opmix_stall_w4", "opmix_stall_object_w4"}
+OPMIX = sorted(d for d in HOOK_DIRS if d.name.startswith("nccl2_opmix_"))
 
 
 def _files(d: Path) -> dict[str, Path]:
@@ -203,3 +205,46 @@ def test_store_keeps_the_dialects(tmp_path: Path) -> None:
     b = analyzer.analyze(tmp_path / "store")
     assert b.matching.dialects.names() == a.matching.dialects.names()
     assert b.diagnosis.culprit_ranks == a.diagnosis.culprit_ranks
+
+
+# ------------------------------------------------------------------------------ op mix
+
+
+def test_opmix_samples_exist() -> None:
+    assert [d.name for d in OPMIX] == [
+        "nccl2_opmix_healthy_w4", "nccl2_opmix_healthy_w4_states", "nccl2_opmix_stall_object_w4",
+        "nccl2_opmix_stall_object_w4_states", "nccl2_opmix_stall_w4", "nccl2_opmix_stall_w4_states"]
+
+
+@pytest.mark.parametrize("d", OPMIX, ids=[d.name for d in OPMIX])
+def test_opmix_verdict_and_exit_code(d: Path) -> None:
+    import subprocess
+    import sys
+
+    exp = json.loads((d / "EXPECTED.json").read_text())
+    a = analyzer.analyze(d)
+    assert list(a.diagnosis.culprit_ranks) == exp["culprits"], a.diagnosis.headline
+    assert a.diagnosis.kind == exp["kind"], a.diagnosis.headline
+    assert a.diagnosis.verdict.value == ("hang" if exp["hang"] else "no_hang")
+    assert not [f for f in a.diagnosis.findings if f.kind.endswith("_mismatch")], a.diagnosis.headline
+    run = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(d), "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == (1 if exp["hang"] else 0), run.stdout[-500:]
+
+
+def test_opmix_hook_sample_holds_the_ops_whose_sides_differ() -> None:
+    # What torch 2.15's recorder hook writes for the op mix (monitored_barrier left out).
+    e = analyzer.analyze(SAMPLES / "nccl2_opmix_healthy_w4").entries
+    ops = set(e["op"].astype(str))
+    assert {"gather", "scatter", "reduce", "broadcast", "all_to_all_single", "all_to_all",
+            "reduce_scatter", "_reduce_scatter_base", "_all_gather_base", "all_gather", "barrier",
+            "all_reduce"} == ops, ops
+    gather = e[(e["op"] == "gather") & (e["input_dtypes"].astype(str) == '["Float"]')]
+    assert set(gather["output_sizes"].astype(str)) == {"[]", "[[8], [8], [8], [8]]"}  # root only
+    scatter = e[e["op"] == "scatter"]
+    assert "[]" in set(scatter["input_sizes"].astype(str))  # only the source has inputs
+    a2a = e[e["op"] == "all_to_all_single"]
+    assert a2a.groupby("seq")["input_sizes"].nunique().max() == 4  # uneven splits per rank
+    # Sequence numbers have no gaps: no monitored_barrier, and every rank's counters agree.
+    for _, g in e.groupby("rank"):
+        assert sorted(g["seq"]) == list(range(1, 44))  # a barrier, then two rounds of 21

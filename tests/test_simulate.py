@@ -203,7 +203,7 @@ def test_p2p_pairs_balance_in_healthy_job(tmp_path):
                           entries_per_rank=120)
     check_all(expected, dumps, buffer_size=5000)
     sends, recvs = Counter(), Counter()
-    for r, d in dumps.items():
+    for d in dumps.values():
         assert d["entries"][0]["record_id"] == 0
         for e in d["entries"]:
             m = P2P_RE.match(e["profiling_name"])
@@ -317,7 +317,7 @@ def test_slow_gpu_completions_stop_early(tmp_path):
     check_all(expected, dumps)
     det = expected["details"]
     me = dumps[5]["pg_status"]
-    peer = [r for r in det["group_ranks"] if r != 5][0]
+    peer = next(r for r in det["group_ranks"] if r != 5)
     other = dumps[peer]["pg_status"]
     pg = str(entries_of(dumps[5], det["group"])[0]["pg_id"])
     pg_peer = str(entries_of(dumps[peer], det["group"])[0]["pg_id"])

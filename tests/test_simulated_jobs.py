@@ -1,4 +1,4 @@
-"""Simulated NCCL jobs (tools/simulate.py): the culprit list is exactly the injected set.
+"""Simulated NCCL jobs (tools/simulate/): the culprit list is exactly the injected set.
 
 Each fault of the simulator leaves the trace a real NCCL job leaves (asynchronous enqueue,
 completions, pipeline send/recv, coalesced batches); the analyzer must name exactly the

@@ -53,7 +53,7 @@ def register_hook_backend(name: str = "nccl2") -> None:
     import torch.distributed as dist
     from torch._C._distributed_c10d import Backend, ProcessGroupGloo
 
-    class Forward(Backend):  # type: ignore[misc]
+    class Forward(Backend):  # type: ignore[misc, unused-ignore]
         def __init__(self, opts: Any) -> None:
             super().__init__(opts.group_rank, opts.group_size)
             self._gloo = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
@@ -199,7 +199,7 @@ def run(out: Path, scenario: str, backend: str = "gloo", world: int = 3,
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "tools.capture_jobs", "--worker", json.dumps(cfg)],
             cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, text=True,
-            stdout=subprocess.PIPE, stderr=open(logs / f"rank_{rank}.log", "w")))
+            stdout=subprocess.PIPE, stderr=open(logs / f"rank_{rank}.log", "w")))  # noqa: SIM115
     started = time.monotonic()
     end = started + deadline_s
     signalled = False

@@ -47,10 +47,20 @@ class CompletionLog:
         self._poll_s = poll_s
         self._thread: threading.Thread | None = None
 
-    def add(self, name: str, op: str, work: Any) -> Any:
+    def add(self, name: str, op: str, work: Any, *, waited: bool = False) -> Any:
+        """Log ``work``; ``waited``: wait for it here (for works that never report
+        completion, like gloo's reduce_scatter ones), raising what its wait raises."""
         rec = {"record_id": len(self.ops.setdefault(name, [])), "op": op, "done": False,
                "failed": False, "time_ns": 0}
         self.ops[name].append(rec)
+        if waited:
+            try:
+                work.wait()
+            except Exception:
+                rec["failed"], rec["time_ns"] = True, time.time_ns()
+                raise
+            rec["done"], rec["time_ns"] = True, time.time_ns()
+            return work
         with self._lock:
             self._pending.append((rec, work))
         if self._thread is None:
@@ -92,7 +102,7 @@ def _backend_class() -> type:
     from torch._C._distributed_c10d import Backend as C10dBackend
     from torch._C._distributed_c10d import ProcessGroupGloo
 
-    class ForwardingBackend(C10dBackend):  # type: ignore[misc, valid-type]
+    class ForwardingBackend(C10dBackend):  # type: ignore[misc, valid-type, unused-ignore]
         """Every op goes to a ProcessGroupGloo of the same store, rank and size."""
 
         def __init__(self, name: str, opts: Any) -> None:
@@ -106,11 +116,16 @@ def _backend_class() -> type:
         def _log(self, op: str, work: Any) -> Any:
             return LOG.add(self._name, op, work)
 
+        def _log_waited(self, op: str, work: Any) -> Any:
+            # gloo's reduce_scatter works never read is_completed(), even after their wait:
+            # the op completes here, before it returns (the caller waits for it anyway).
+            return LOG.add(self._name, op, work, waited=True)
+
         def getBackendName(self) -> str:
             return self._name
 
         @property
-        def name(self) -> str:  # type: ignore[override]
+        def name(self) -> str:  # type: ignore[override, unused-ignore]
             return self._name
 
         # Collectives -------------------------------------------------------------------
@@ -142,14 +157,44 @@ def _backend_class() -> type:
             return self._log('scatter', self._gloo.scatter(outputs, inputs, opts))
 
         def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('reduce_scatter', self._gloo.reduce_scatter(outputs, inputs, opts))
+            return self._log_waited('reduce_scatter', self._gloo.reduce_scatter(outputs, inputs, opts))
 
         def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log('_reduce_scatter_base', self._gloo._reduce_scatter_base(output, input, opts))
+            return self._log_waited('_reduce_scatter_base', self._gloo._reduce_scatter_base(output, input, opts))
 
         def alltoall_base(self, output: Any, input: Any, out_split: Any, in_split: Any,
                           opts: Any = None) -> Any:
             return self._log('alltoall_base', self._gloo.alltoall_base(output, input, out_split, in_split, opts))
+
+        def alltoall(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+            return self._log('alltoall', self._gloo.alltoall(outputs, inputs, opts))
+
+        # The single-tensor names torch 2.15's c10d calls (older ones above stay for 2.13).
+        def all_to_all_single(self, output: Any, input: Any, out_split: Any, in_split: Any,
+                              opts: Any = None) -> Any:
+            return self._log('all_to_all_single',
+                             self._gloo.all_to_all_single(output, input, out_split, in_split, opts))
+
+        def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            return self._log('all_gather_single', self._gloo.all_gather_single(output, input, opts))
+
+        def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+            return self._log('all_gather_single_coalesced',
+                             self._gloo.all_gather_single_coalesced(outputs, inputs, opts))
+
+        def gather_into_tensor(self, output: Any, input: Any, opts: Any = None) -> Any:
+            return self._log('gather_into_tensor', self._gloo.gather_into_tensor(output, input, opts))
+
+        def gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            return self._log('gather_single', self._gloo.gather_single(output, input, opts))
+
+        def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> Any:
+            return self._log_waited('reduce_scatter_single',
+                             self._gloo.reduce_scatter_single(output, input, opts))
+
+        def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
+            return self._log_waited('reduce_scatter_single_coalesced',
+                             self._gloo.reduce_scatter_single_coalesced(outputs, inputs, opts))
 
         def barrier(self, opts: Any = None) -> Any:
             return self._log('barrier', self._gloo.barrier(opts))
@@ -193,9 +238,15 @@ def dump(backend: str, *, json_format: bool = False, stacks: bool = True) -> byt
                           backend=backend)
 
 
+# Backend calls whose entries the hook names after the older c10d op (torch 2.15's
+# all_gather_into_tensor reaches the backend as all_gather_single, recorded _all_gather_base).
+_HOOK_NAME = {"allgathersingle": "allgatherbase", "reducescattersingle": "reducescatterbase"}
+
+
 def _same_op(hook_op: str, backend_op: str) -> bool:
     """Does the hook's op name (``all_reduce``, ``send``...) name the backend call?"""
     a, b = hook_op.replace("_", "").lower(), backend_op.replace("_", "").lower()
+    b = _HOOK_NAME.get(b, b)
     p2p = {"send", "recv", "recvanysource"}
     if (a in p2p) != (b in p2p):
         return False

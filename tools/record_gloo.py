@@ -14,6 +14,9 @@ writes its own buffer with ``torch._C._distributed_c10d._dump_fr_trace`` (pickle
 rank's main thread sleeps while its polling thread dumps; a crashed rank exits before and
 leaves no file.
 
+The stores, the workers' environment, spawning and ending them and their logs, and the
+dump handshake are :mod:`tools.launcher`'s, shared with ``tools/record_hook.py``.
+
 Afterwards the parent rewrites machine-specific path prefixes in stack-frame file names
 (``/opt/venv/lib/pythonX.Y/...`` for the interpreter, ``/jobs/hangscope`` for this repository)
 and writes ``EXPECTED.json`` next to the dumps.
@@ -30,8 +33,6 @@ import io
 import json
 import os
 import pickle
-import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -42,9 +43,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
-TRIGGER_KEY = "exception_dump"
+from tools import launcher
+from tools.launcher import HOST, REPO_ROOT, TRIGGER_KEY
+
+__all__ = [
+    "HOST",
+    "REPO_ROOT",
+    "SCENARIOS",
+    "TRIGGER_KEY",
+    "Ctx",
+    "Scenario",
+    "load_dump",
+    "record",
+    "scrub_dump",
+]
 
 # Placeholders written instead of this machine's paths.
 SCRUB_PY = f"/opt/venv/lib/python{sys.version_info.major}.{sys.version_info.minor}"
@@ -90,6 +102,8 @@ class Ctx:
     torch: Any
     dist: Any
     freeze_fn: Callable[[], None] | None = None
+    # Steps of the op mix (``_op_mix_steps`` names) this backend cannot run: left out.
+    skip_ops: frozenset[str] = frozenset()
 
     def t(self, n: int = 8, dtype: Any = None) -> Any:
         dtype = dtype if dtype is not None else self.torch.float32
@@ -369,6 +383,8 @@ def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
 
 def _op_mix(c: Ctx, *, stall_rank: int = -1, stall_before: str = "") -> None:
     for name, step in _op_mix_steps(c):
+        if name in c.skip_ops:
+            continue
         if c.rank == stall_rank and name == stall_before:
             c.stall()
         step()
@@ -551,14 +567,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     rank, world = cfg["rank"], scen.world
     out_dir = Path(cfg["out_dir"])
     expected_dumpers = world - len(scen.no_dump)
-    store_timeout = timedelta(seconds=60)
-
-    def side_client() -> Any:
-        return dist.TCPStore(HOST, cfg["side_port"], world, is_master=False,
-                             timeout=store_timeout, wait_for_workers=False)
-
-    def log(msg: str) -> None:
-        print(f"[rank {rank} {time.monotonic():.3f}] {msg}", file=sys.stderr, flush=True)
+    log = launcher.logger(rank)
 
     written = threading.Event()  # a frozen rank wrote its buffer before it froze
 
@@ -569,9 +578,7 @@ def _worker(cfg: dict[str, Any]) -> None:
             data = _dump_fr_trace(includeCollectives=True, includeStackTraces=True,
                                   onlyActive=False)
         path = _dump_path(out_dir, rank, scen.fmt)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        launcher.write_atomically(path, data)
         log(f"wrote {path.name} ({len(data)} bytes)")
 
     def freeze_now() -> None:
@@ -585,42 +592,29 @@ def _worker(cfg: dict[str, Any]) -> None:
         log("continued")
 
     def poller() -> None:
-        side = side_client()
-        while not side.check([TRIGGER_KEY]):
-            time.sleep(0.05)
+        side = launcher.store_client(cfg["side_port"], world)
+        launcher.wait_for_trigger(side)
         log(f"saw {TRIGGER_KEY} (set by rank {side.get(TRIGGER_KEY).decode()}); dumping")
         if written.is_set():
             log("buffer already written before freezing")
         else:
             write_dump()
-        side.add("dumped", 1)
-        # Stay alive until every rank that can dump has done so: exiting early would
-        # close our gloo connections and turn the others' pending ops into errors.
-        deadline = time.monotonic() + DUMP_WAIT_S
-        while side.add("dumped", 0) < expected_dumpers and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sys.stderr.flush()
-        os._exit(0)
+        launcher.linger_and_exit(side, expected_dumpers, DUMP_WAIT_S)
 
-    job_store = dist.TCPStore(HOST, cfg["job_port"], world, is_master=False,
-                              timeout=store_timeout, wait_for_workers=False)
+    job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=cfg["timeout_s"])
     dist.init_process_group("gloo", store=job_store, rank=rank, world_size=world,
                             timeout=timeout)
     threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
-    side = side_client()
+    side = launcher.store_client(cfg["side_port"], world)
     ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
               freeze_fn=freeze_now)
     try:
         scen.body(ctx)
         log("scenario body finished")
         if scen.healthy:
-            side.add("finished", 1)
-            if rank == 0:
-                while side.add("finished", 0) < world:
-                    time.sleep(0.05)
-                side.set(TRIGGER_KEY, str(rank))
-    except Exception as exc:  # a collective timed out or failed
+            launcher.finish_healthy(side, rank, world)
+    except Exception as exc:  # noqa: BLE001 - a collective timed out or failed
         first = side.add("errors", 1) == 1
         if first:
             side.set("first_error_rank", str(rank))
@@ -681,15 +675,6 @@ def scrub_dump(path: Path) -> bool:
     return changed
 
 
-def _free_store(world: int) -> Any:
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    return dist.TCPStore(HOST, 0, world, is_master=True, timeout=timedelta(seconds=60),
-                         wait_for_workers=False)
-
-
 def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
                           deadline: float) -> None:
     """Continue the frozen ranks (SIGCONT) once every other rank that can dump has dumped."""
@@ -712,57 +697,25 @@ def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
 def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
               log_dir: Path) -> dict[str, Any]:
     """Run the scenario's workers once; return what happened."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    job_store = _free_store(scen.world)
-    side_store = _free_store(scen.world)
-    env = dict(os.environ)
-    env.update({
-        "TORCH_FR_BUFFER_SIZE": str(scen.buffer_size),  # turns the flight recorder on
-        "GLOO_SOCKET_IFNAME": "lo",  # loopback only
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-    })
-    env.pop("TORCH_DISTRIBUTED_DEBUG", None)  # keep the raw backend, no wrapper checks
-    procs = []
+    launcher.fresh_dirs(out_dir)
+    job_store = launcher.free_store(scen.world)
+    side_store = launcher.free_store(scen.world)
     started = time.monotonic()
-    for rank in range(scen.world):
-        cfg = {"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
-               "job_port": job_store.port, "side_port": side_store.port,
-               "timeout_s": timeout_s}
-        logf = open(log_dir / f"rank_{rank}.log", "wb")
-        p = subprocess.Popen(
-            [sys.executable, "-m", "tools.record_gloo", "--worker", json.dumps(cfg)],
-            cwd=REPO_ROOT, env=env, stdout=logf, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        procs.append((p, logf))
+    cfgs = [{"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
+             "job_port": job_store.port, "side_port": side_store.port, "timeout_s": timeout_s}
+            for rank in range(scen.world)]
+    workers = launcher.spawn("tools.record_gloo", cfgs, log_dir, launcher.worker_env(scen.buffer_size))
     deadline = started + RUN_DEADLINE_S
     if scen.freeze:
-        _continue_after_dumps(scen, side_store, [p for p, _ in procs], deadline)
-    codes: dict[int, int | None] = {}
-    for rank, (p, logf) in enumerate(procs):
-        try:
-            codes[rank] = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            codes[rank] = None  # straggler killed by the recorder
-        logf.close()
-
-    def side_get(key: str) -> str | None:
-        return side_store.get(key).decode() if side_store.check([key]) else None
-
-    errors = {r: side_get(f"error_{r}") for r in range(scen.world)}
-    for stray in out_dir.glob("*.tmp"):
-        stray.unlink()
+        _continue_after_dumps(scen, side_store, [w.proc for w in workers], deadline)
+    codes = launcher.wait_all(workers, deadline)  # None: a straggler killed by the recorder
+    errors = {r: launcher.side_value(side_store, f"error_{r}") for r in range(scen.world)}
+    launcher.remove_partial(out_dir)
     return {
         "scenario": scen.name,
         "elapsed_s": round(time.monotonic() - started, 1),
         "exit_codes": codes,
-        "first_error_rank": side_get("first_error_rank"),
+        "first_error_rank": launcher.side_value(side_store, "first_error_rank"),
         "errors": {r: e for r, e in errors.items() if e is not None},
         "dumped_ranks": sorted(
             r for r in range(scen.world) if _dump_path(out_dir, r, scen.fmt).exists()

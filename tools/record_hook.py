@@ -4,7 +4,8 @@ torch 2.15's default NCCL (nccl2) and nccl-lazy record through the generic
 ``FlightRecorderHook``. The hook records any backend that does not record itself, so on a
 CPU the same dumps come from :mod:`tools.hook_backend`: a Python backend that forwards every
 op to gloo and calls itself ``nccl2`` (or ``nccl-lazy``). W worker processes join a job on
-127.0.0.1, run a few ops and misbehave in one planned way, as in ``tools/record_gloo.py``.
+127.0.0.1, run a few ops and misbehave in one planned way, as in ``tools/record_gloo.py``
+(whose scenario bodies several scenarios reuse; both launch through :mod:`tools.launcher`).
 
 Which ranks write a file follows nccl2: a rank dumps when one of **its own** ops times out
 or fails (the abort callback; a Python backend has none, so the worker dumps when its op
@@ -13,6 +14,15 @@ raises), so a rank stalled outside communication writes no file. Scenarios marke
 debug server's dump handler would). The files are named ``<backend>_trace_rank_<rank>``;
 where a scenario dumps the nccl-lazy buffer too (nccl-lazy never dumps by itself) each rank
 leaves one file per backend.
+
+The op-mix scenarios (``nccl2_opmix_*``) run the op mix of ``tools/record_gloo.py``
+without ``monitored_barrier``: that is gloo's own protocol of send/recv between rank 0 and
+the others (``ProcessGroupGloo.monitored_barrier``), not an op c10d hands a backend, so the
+forwarding backend has none to forward. Everything else, list-form ``all_to_all`` included,
+is forwarded. torch 2.15 records the mix differently from gloo's own recorder:
+``reduce_scatter`` is one entry (gloo: one ``all_reduce`` per output),
+``all_gather_object`` two ``_all_gather_base`` entries, ``all_gather_into_tensor`` and
+``reduce_scatter_tensor`` ``_all_gather_base`` / ``_reduce_scatter_base``.
 
 A send/recv size desync cannot be recorded this way: gloo aborts a receiver that gets more
 than it posted and completes one that gets less, so the pair never hangs (the analysis of a
@@ -36,10 +46,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,12 +57,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools import launcher
 from tools import record_gloo as rg
 from tools.hook_backend import LOG, dump, overlay_states, register
+from tools.launcher import TRIGGER_KEY
 
-REPO_ROOT = rg.REPO_ROOT
-HOST = rg.HOST
-TRIGGER_KEY = rg.TRIGGER_KEY
 DEFAULT_TIMEOUT_S = 3.0
 STALL_S = 600.0
 RUN_DEADLINE_S = 60.0
@@ -83,6 +90,13 @@ class HookScenario:
     deadlock: bool = False
     healthy: bool = False
     analyzer: dict[str, Any] | None = None
+    skip_ops: frozenset[str] = frozenset()  # op-mix steps left out (tools.record_gloo._op_mix)
+
+
+# The op mix of tools/record_gloo.py without monitored_barrier: it is gloo's own send/recv
+# protocol (ProcessGroupGloo.monitored_barrier), not a c10d op a backend serves, and a Python
+# backend has none.
+OPMIX_SKIP = frozenset({"monitored_barrier", "monitored_barrier_all"})
 
 
 class HookCtx(rg.Ctx):
@@ -182,6 +196,29 @@ SCENARIOS: dict[str, HookScenario] = {s.name: s for s in [
         "nccl2_healthy_w4", 4, rg._healthy_w4, [], "no_hang",
         "nccl2 (recorder hook): no fault; every rank finishes its ops and rank 0 then asks "
         "every rank to dump.", policy="all", hang=False, healthy=True),
+    HookScenario(
+        "nccl2_opmix_healthy_w4", 4, rg._opmix_healthy_w4, [], "no_hang",
+        "nccl2 (recorder hook): two rounds of the op mix of opmix_healthy_w4 (gather, scatter, "
+        "reduce, broadcast, all_to_all_single with uneven splits, all_to_all, the four object "
+        "collectives, reduce_scatter, reduce_scatter_tensor, all_gather_into_tensor, "
+        "all_gather, barrier, all_reduce) without monitored_barrier, which the forwarding "
+        "backend has not got; no fault, and rank 0 then asks every rank to dump.",
+        policy="all", hang=False, healthy=True, skip_ops=OPMIX_SKIP),
+    HookScenario(
+        "nccl2_opmix_stall_w4", 4, rg._opmix_stall_w4, [2], "not_joined",
+        "nccl2 (recorder hook): one round of the op mix of nccl2_opmix_healthy_w4, then rank 2 "
+        "stalls before the gather that opens the second round. Rank 0, the root, waits in the "
+        "gather; ranks 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, "
+        "the source, into the scatter, and rank 1 through the scatter into the reduce (root "
+        "0), where they time out. Every rank dumped once the first timed out.",
+        policy="all", skip_ops=OPMIX_SKIP),
+    HookScenario(
+        "nccl2_opmix_stall_object_w4", 4, rg._opmix_stall_object_w4, [1], "not_joined",
+        "nccl2 (recorder hook): the op mix of nccl2_opmix_healthy_w4 up to "
+        "scatter_object_list, before which rank 1 stalls. Its first op is a Long broadcast "
+        "from rank 0: ranks 0 and 3 wait in it, rank 2 receives it and goes on into the first "
+        "of its two scatters, where it times out. Every rank dumped once the first timed out.",
+        policy="all", skip_ops=OPMIX_SKIP),
 ]}
 
 
@@ -199,16 +236,9 @@ def _worker(cfg: dict[str, Any]) -> None:
     rank, world = cfg["rank"], scen.world
     out_dir, side_dir = Path(cfg["out_dir"]), Path(cfg["side_dir"])
     expected = world - len(scen.no_dump)
-    store_timeout = timedelta(seconds=60)
     for name in ("nccl2", "nccl-lazy"):
         register(name)
-
-    def side_client() -> Any:
-        return dist.TCPStore(HOST, cfg["side_port"], world, is_master=False,
-                             timeout=store_timeout, wait_for_workers=False)
-
-    def log(msg: str) -> None:
-        print(f"[rank {rank} {time.monotonic():.3f}] {msg}", file=sys.stderr, flush=True)
+    log = launcher.logger(rank)
 
     dumped = threading.Lock()
 
@@ -219,43 +249,31 @@ def _worker(cfg: dict[str, Any]) -> None:
         for backend in scen.backends:
             data = dump(backend)
             path = _file(out_dir, backend, rank)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            launcher.write_atomically(path, data)
             (side_dir / (path.name + ".ops.json")).write_text(json.dumps(LOG.ops.get(backend, [])))
             log(f"wrote {path.name} ({len(data)} bytes)")
-        side.add("dumped", 1)
-        deadline = time.monotonic() + DUMP_WAIT_S
-        while side.add("dumped", 0) < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sys.stderr.flush()
-        os._exit(0)
+        launcher.linger_and_exit(side, expected, DUMP_WAIT_S)
 
     def poller() -> None:
-        side = side_client()
-        while not side.check([TRIGGER_KEY]):
-            time.sleep(0.05)
+        side = launcher.store_client(cfg["side_port"], world)
+        launcher.wait_for_trigger(side)
         log(f"saw {TRIGGER_KEY}; dumping")
         write_dumps(side)
 
-    job_store = dist.TCPStore(HOST, cfg["job_port"], world, is_master=False,
-                              timeout=store_timeout, wait_for_workers=False)
+    job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=cfg["timeout_s"])
     dist.init_process_group("nccl2", store=job_store, rank=rank, world_size=world, timeout=timeout)
     if scen.policy == "all":
         threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
-    side = side_client()
-    ctx = HookCtx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist)
+    side = launcher.store_client(cfg["side_port"], world)
+    ctx = HookCtx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
+                  skip_ops=scen.skip_ops)
     try:
         scen.body(ctx)
         log("scenario body finished")
         if scen.healthy:
-            side.add("finished", 1)
-            if rank == 0:
-                while side.add("finished", 0) < world:
-                    time.sleep(0.05)
-                side.set(TRIGGER_KEY, str(rank))
-    except Exception as exc:  # one of this rank's own ops timed out or failed
+            launcher.finish_healthy(side, rank, world)
+    except Exception as exc:  # noqa: BLE001 - one of this rank's own ops timed out or failed
         msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         log(f"op failed: {msg}")
         side.set(f"error_{rank}", msg)
@@ -268,33 +286,19 @@ def _worker(cfg: dict[str, Any]) -> None:
 
 def _run_once(scen: HookScenario, out_dir: Path, side_dir: Path, timeout_s: float,
               log_dir: Path) -> dict[str, Any]:
-    for d in (out_dir, side_dir):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    job_store = rg._free_store(scen.world)
-    side_store = rg._free_store(scen.world)
-    env = dict(os.environ)
-    env.update({"TORCH_FR_BUFFER_SIZE": "2000", "GLOO_SOCKET_IFNAME": "lo",
-                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-    env.pop("TORCH_DISTRIBUTED_DEBUG", None)
-    env.pop("TORCH_DIST_USE_NCCL2", None)
-    procs = []
+    launcher.fresh_dirs(out_dir, side_dir)
+    job_store = launcher.free_store(scen.world)
+    side_store = launcher.free_store(scen.world)
     started = time.monotonic()
-    for rank in range(scen.world):
-        cfg = {"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
-               "side_dir": str(side_dir), "job_port": job_store.port,
-               "side_port": side_store.port, "timeout_s": timeout_s}
-        logf = open(log_dir / f"rank_{rank}.log", "wb")
-        p = subprocess.Popen([sys.executable, "-m", "tools.record_hook", "--worker", json.dumps(cfg)],
-                             cwd=REPO_ROOT, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
-        procs.append((p, logf))
+    cfgs = [{"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
+             "side_dir": str(side_dir), "job_port": job_store.port,
+             "side_port": side_store.port, "timeout_s": timeout_s}
+            for rank in range(scen.world)]
+    workers = launcher.spawn("tools.record_hook", cfgs, log_dir, launcher.worker_env(2000))
     want = scen.world - len(scen.no_dump)
     enough_at = None
     while time.monotonic() - started < RUN_DEADLINE_S:
-        if all(p.poll() is not None for p, _ in procs):
+        if not any(w.running() for w in workers):
             break
         n = side_store.add("dumped", 0)
         if n >= want and enough_at is None:
@@ -302,13 +306,8 @@ def _run_once(scen: HookScenario, out_dir: Path, side_dir: Path, timeout_s: floa
         if enough_at is not None and time.monotonic() - enough_at > DUMP_WAIT_S + 1:
             break  # the ranks left are stalled (or hung in teardown): end them
         time.sleep(0.1)
-    for p, logf in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        logf.close()
-    for stray in out_dir.glob("*.tmp"):
-        stray.unlink()
+    launcher.end(workers)
+    launcher.remove_partial(out_dir)
     ranks = sorted({int(f.name.rsplit("_", 1)[1]) for f in out_dir.iterdir()})
     return {"scenario": scen.name, "elapsed_s": round(time.monotonic() - started, 1),
             "dumped_ranks": ranks, "files": sorted(f.name for f in out_dir.iterdir()),

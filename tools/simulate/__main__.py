@@ -1,0 +1,7 @@
+"""``python -m tools.simulate ...``: see :mod:`tools.simulate`."""
+
+import sys
+
+from tools.simulate.driver import main
+
+sys.exit(main())
