@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Callable
 
 import pytest
 
@@ -57,8 +58,8 @@ def test_culprit_ranks_is_a_tuple_everywhere(deadlock: Analysis, healthy: Analys
     assert healthy.culprit_ranks == ()
 
 
-def _params(func: object, skip: int) -> list[tuple[str, object]]:
-    sig = inspect.signature(func)  # type: ignore[arg-type]
+def _params(func: Callable[..., object], skip: int) -> list[tuple[str, object]]:
+    sig = inspect.signature(func)
     return [(p.name, p.default) for p in list(sig.parameters.values())[skip:]]
 
 
@@ -68,17 +69,18 @@ def test_figure_and_report_methods_spell_out_the_render_options() -> None:
     from analyzer.render.timeline import timeline
     from analyzer.render.waitgraph import wait_graph
 
-    pairs = [(Analysis.timeline, timeline, 0), (Analysis.wait_graph_figure, wait_graph, 0),
+    pairs: list[tuple[Callable[..., object], Callable[..., object], int]] = [
+        (Analysis.timeline, timeline, 0), (Analysis.wait_graph_figure, wait_graph, 0),
              (Analysis.report_html, render_html, 0), (Analysis.save_report, write_html, 1)]
     for method, render, extra in pairs:
         assert all(p.kind != inspect.Parameter.VAR_KEYWORD
                    for p in inspect.signature(method).parameters.values()), method
         mine = _params(method, 1 + extra)
         # write_html passes its options on to render_html.
-        assert mine == _params(render_html if extra else render, 1), (method.__name__, mine)
+        assert mine == _params(render_html if extra else render, 1), (method, mine)
         if not extra:
             missing = [name for name, _ in mine if f"``{name}``" not in (method.__doc__ or "")]
-            assert not missing, (method.__name__, "docstring does not explain", missing)
+            assert not missing, (method, "docstring does not explain", missing)
 
 
 def test_figure_options_reach_the_figures(deadlock: Analysis) -> None:
