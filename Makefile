@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint clean help
+.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
 	@echo "make test   - run the test suite"
 	@echo "make bench  - speed and memory benchmarks"
 	@echo "make lint   - ruff over the repository, mypy over analyzer/"
+	@echo "make golden - rewrite tests/golden/ (what analyze and graph print for every sample) after a reviewed change"
 	@echo "make fuzz   - both fuzzers below, long runs"
 	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
@@ -40,6 +41,12 @@ test: $(STAMP) browser torch
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# The golden outputs of tests/test_golden.py: text (with exit code), JSON and graph text of
+# every sample and shared fixture, written from the code as it is now. Review the diff
+# (git diff tests/golden/) and say in the commit why what users see changed.
+golden: $(STAMP)
+	$(BIN)/python -m tests.test_golden
 
 # libFuzzer over the C core of the compiled reader, with AddressSanitizer and
 # UndefinedBehaviorSanitizer. Seeds: the sample dumps, also written with pickle protocols 3 to 5.

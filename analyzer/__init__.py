@@ -2,8 +2,10 @@
 
 >>> import analyzer
 >>> result = analyzer.analyze("sample_dumps/stall_w4")   # doctest: +SKIP
->>> result.culprit_ranks                                  # doctest: +SKIP
-[1]
+>>> result.verdict, result.culprit_ranks                  # doctest: +SKIP
+(<Verdict.HANG: 'hang'>, (1,))
+>>> result                                                # doctest: +SKIP
+Analysis(ranks=4/4, verdict='hang', kind='not_joined', culprits=(1,), entries=27, findings=1)
 
 The names below are imported on first use, so that ``import analyzer.capture`` in a training
 script needs neither the analyzer's dependencies (pandas, networkx, ...) nor their import time.
@@ -20,6 +22,7 @@ _LAZY = {
     "KINDS": "analyzer.diagnosis", "SCHEMA_VERSION": "analyzer.diagnosis",
     "Diagnosis": "analyzer.diagnosis", "Finding": "analyzer.diagnosis",
     "Verdict": "analyzer.diagnosis",
+    "AnalysisConfig": "analyzer.config", "DEFAULT_CONFIG": "analyzer.config",
     "AnalyzerError": "analyzer.errors", "DumpFormatError": "analyzer.errors",
     "InputError": "analyzer.errors", "RankResolutionError": "analyzer.errors",
     "SchemaError": "analyzer.errors", "UnsafeDumpError": "analyzer.errors",
@@ -27,6 +30,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from analyzer.analysis import Analysis, analyze
+    from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
     from analyzer.diagnosis import KINDS, SCHEMA_VERSION, Diagnosis, Finding, Verdict
     from analyzer.errors import (
         AnalyzerError,
@@ -54,9 +58,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DEFAULT_CONFIG",
     "KINDS",
     "SCHEMA_VERSION",
     "Analysis",
+    "AnalysisConfig",
     "AnalyzerError",
     "Diagnosis",
     "DumpFormatError",

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import networkx as nx
 import pandas as pd
 
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context import Contexts, apply_contexts, find_contexts
-from analyzer.diagnosis import Diagnosis, diagnose
+from analyzer.diagnosis import Diagnosis, Verdict, diagnose
 from analyzer.errors import InputError
 from analyzer.graph import build_graph
 from analyzer.loader import Loaded, Progress, load_dumps
@@ -27,10 +29,17 @@ from analyzer.store import is_store, read_store
 from analyzer.tables import Tables, normalize
 from analyzer.waits import waits
 
+if TYPE_CHECKING:  # pragma: no cover - plotly is imported by the render modules only
+    import plotly.graph_objects as go
+
 PathLike = str | os.PathLike[str]
 
 
-@dataclass(frozen=True)
+Clock = Literal["job", "rank"]
+PlotlyJs = Literal["inline", "cdn"]
+
+
+@dataclass(frozen=True, repr=False)
 class Analysis:
     """Everything hangscope worked out about one dump set."""
 
@@ -43,6 +52,8 @@ class Analysis:
     contexts: Contexts = field(default_factory=Contexts)
     loaded: Loaded | None = None
     """What the loader read (None for a re-opened store): ignored files, duplicates, warnings."""
+    config: AnalysisConfig = DEFAULT_CONFIG
+    """The thresholds and caps given to :func:`analyze` (the defaults when none was given)."""
 
     # Convenience views for notebooks.
     @property
@@ -64,49 +75,111 @@ class Analysis:
         return pd.DataFrame([{c: r[c] for c in cols} for r in rows], columns=cols)
 
     @property
-    def culprit_ranks(self) -> list[int]:
-        return list(self.diagnosis.culprit_ranks)
+    def culprit_ranks(self) -> tuple[int, ...]:
+        """The culprit ranks, sorted (``diagnosis.culprit_ranks``)."""
+        return self.diagnosis.culprit_ranks
 
     @property
-    def verdict(self) -> str:
-        return self.diagnosis.verdict.value
+    def verdict(self) -> Verdict:
+        """``hang``, ``no_hang`` or ``inconclusive`` (a str Enum: ``== "hang"`` holds)."""
+        return self.diagnosis.verdict
+
+    def __repr__(self) -> str:
+        """One line: ranks, verdict, kind, culprits and counts (the full record is in the
+        fields; a notebook shows the verdict summary, :meth:`_repr_html_`)."""
+        d = self.diagnosis
+        t = self.tables
+        parts = [
+            f"ranks={len(t.dumped_ranks)}/{t.world_size}",
+            f"verdict={d.verdict.value!r}",
+            f"kind={d.kind!r}",
+            f"culprits={_short_ranks(d.culprit_ranks)}",
+            f"entries={len(t.entries)}",
+            f"findings={len(d.findings)}",
+        ]
+        if d.missing_dumps:
+            parts.append(f"missing_dumps={_short_ranks(d.missing_dumps)}")
+        if d.deadlock_cycles:
+            parts.append(f"deadlock_cycles={len(d.deadlock_cycles)}")
+        if len(t.skipped):
+            parts.append(f"skipped_files={len(t.skipped)}")
+        return f"Analysis({', '.join(parts)})"
 
     # Figures and the HTML report (render modules are imported lazily: plotly stays out of
-    # the analysis layers).
-    def timeline(self, **kw: Any) -> Any:
-        """The timeline figure (``max_lanes``, ``window_s``, ``clock="job"|"rank"``, ``collapse``)."""
+    # the analysis layers). Defaults are those of the render functions (checked by a test).
+    def timeline(self, *, max_lanes: int = 64, window_s: float | None = None, clock: Clock = "job",
+                 collapse: bool | None = None, bar_budget: int = 8_000) -> go.Figure:
+        """The timeline figure: one lane per rank (or per set of ranks that behave alike), one
+        bar per recorded op (:func:`analyzer.render.timeline.timeline`).
+
+        ``max_lanes``: most lanes drawn (culprits and their direct waiters first).
+        ``window_s``: seconds before the hang shown by default (None: the last ops of every
+        rank); the buttons above the plot switch to the whole buffer.
+        ``clock``: ``"job"``, one time axis for all ranks, or ``"rank"``, each rank on its own
+        clock (removes clock offsets between hosts, hides which rank stopped first).
+        ``collapse``: merge ranks that behave identically into one lane (None: only when there
+        are more ranks than ``min(max_lanes, 32)``).
+        ``bar_budget``: past this many bars, the oldest completed entries of each lane are
+        merged into summary bars.
+        """
         from analyzer.render.figures import timeline
 
-        return timeline(self, **kw)
+        return timeline(self, max_lanes=max_lanes, window_s=window_s, clock=clock, collapse=collapse,
+                        bar_budget=bar_budget)
 
-    def wait_graph_figure(self, **kw: Any) -> Any:
-        """The wait-for graph figure."""
+    def wait_graph_figure(self, *, max_nodes: int = 80, merge: bool | None = None) -> go.Figure:
+        """The wait-for graph figure: culprits on the right, waiters further left by distance
+        (:func:`analyzer.render.waitgraph.wait_graph`).
+
+        ``max_nodes``: most nodes drawn. ``merge``: merge ranks that wait the same way (same
+        distance, same kind of wait on the same holders) into one node (None: when more than
+        24 ranks are involved).
+        """
         from analyzer.render.figures import wait_graph
 
-        return wait_graph(self, **kw)
+        return wait_graph(self, max_nodes=max_nodes, merge=merge)
 
-    def progress_figure(self) -> Any:
+    def progress_figure(self) -> go.Figure:
         """Per group and rank: lag behind the group's frontier."""
         from analyzer.render.figures import progress
 
         return progress(self)
 
-    def report_html(self, **kw: Any) -> str:
-        """The self-contained HTML incident report (``plotlyjs="inline"|"cdn"``, timeline options)."""
+    def report_html(self, *, plotlyjs: PlotlyJs = "inline", title: str | None = None,
+                    clock: Clock = "job", max_lanes: int = 64, window_s: float | None = None) -> str:
+        """The self-contained HTML incident report, as a string
+        (:func:`analyzer.render.html.render_html`).
+
+        ``plotlyjs``: ``"inline"`` embeds plotly.js (works offline, makes no request);
+        ``"cdn"`` loads it from its CDN (a file about 5 MB smaller). ``title``: the page title
+        (default: the verdict line). ``clock``, ``max_lanes`` and ``window_s``: as for
+        :meth:`timeline`.
+        """
         from analyzer.render.html import render_html
 
-        return render_html(self, **kw)
+        return render_html(self, plotlyjs=plotlyjs, title=title, clock=clock, max_lanes=max_lanes,
+                           window_s=window_s)
 
-    def save_report(self, path: PathLike, **kw: Any) -> str:
-        """Write the HTML incident report to ``path``; returns the path."""
+    def save_report(self, path: PathLike, *, plotlyjs: PlotlyJs = "inline", title: str | None = None,
+                    clock: Clock = "job", max_lanes: int = 64, window_s: float | None = None) -> str:
+        """Write the HTML incident report (:meth:`report_html`, same options) to ``path`` in
+        UTF-8; returns the path as a string."""
         from analyzer.render.html import write_html
 
-        return write_html(self, path, **kw)
+        return write_html(self, path, plotlyjs=plotlyjs, title=title, clock=clock, max_lanes=max_lanes,
+                          window_s=window_s)
 
     def _repr_html_(self) -> str:
         from analyzer.render.html import verdict_html
 
         return verdict_html(self)
+
+
+def _short_ranks(ranks: Sequence[int], limit: int = 8) -> str:
+    """``(3,)`` or ``(0, 1, 2, ... 16 ranks)``: a rank tuple cut short for a repr."""
+    if len(ranks) <= limit:
+        return repr(tuple(ranks))
+    return "(" + ", ".join(str(r) for r in ranks[:limit]) + f", ... {len(ranks)} ranks)"
 
 
 def analyze(
@@ -116,11 +189,26 @@ def analyze(
     world_size: int | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    config: AnalysisConfig | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
     A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
+
+    ``prefix``: the file-name prefix before the rank number, for unusual names.
+    ``world_size``: the number of ranks of the job (to count missing dumps of the last ranks).
+    ``jobs``: parser processes (default: all cores). ``progress``: called as files are read.
+    ``config``: the thresholds and caps of the analysis (:class:`analyzer.config.AnalysisConfig`;
+    None: :data:`analyzer.config.DEFAULT_CONFIG`, the defaults and the environment's caps). It
+    is kept as :attr:`Analysis.config`. The layers do not read it yet (they apply the
+    defaults): a config that differs from the default one is stored, and a warning says it
+    was not applied.
     """
+    if config is None:
+        config = DEFAULT_CONFIG
+    elif config != DEFAULT_CONFIG:
+        warnings.warn("analyze(config=...): the analysis layers do not read an AnalysisConfig "
+                      "yet; the default thresholds and caps were applied", stacklevel=2)
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if world_size is not None and world_size < 1:
         raise InputError(f"world size {world_size}: a job has at least one rank")
@@ -141,7 +229,7 @@ def analyze(
         diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded)),
                                    contexts)
     return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
-                    diagnosis=diagnosis, contexts=contexts, loaded=loaded)
+                    diagnosis=diagnosis, contexts=contexts, loaded=loaded, config=config)
 
 
 def _unsure(loaded: Loaded | None) -> dict[int, str]:

@@ -11,13 +11,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from analyzer.errors import AnalyzerError
+
+if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
+    import pandas as pd
+
+    from analyzer.analysis import Analysis
 
 EXIT_OK = 0
 EXIT_FOUND = 1
@@ -34,7 +39,7 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     text = "text"
     json = "json"
 
@@ -86,8 +91,8 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=EXIT_BAD_INPUT)
 
 
-def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,  # type: ignore[no-untyped-def]
-             strict: bool = False):
+def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
+             strict: bool = False) -> Analysis:
     from analyzer.analysis import analyze
     from analyzer.escape import clean
     from analyzer.loader import ProgressPrinter
@@ -204,7 +209,7 @@ def export(
                f"{t.stacks['stack_id'].nunique():,} distinct stacks")
 
 
-class GraphFormat(str, Enum):
+class GraphFormat(StrEnum):
     text = "text"
     json = "json"
     graphml = "graphml"
@@ -242,12 +247,12 @@ def graph(
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
-class PlotlyJs(str, Enum):
+class PlotlyJs(StrEnum):
     inline = "inline"
     cdn = "cdn"
 
 
-class Clock(str, Enum):
+class Clock(StrEnum):
     job = "job"
     rank = "rank"
 
@@ -280,14 +285,14 @@ def report(
     from analyzer.render.html import render_html, verdict_line
 
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
-    kw = {"clock": clock.value, "max_lanes": max_lanes, "window_s": window}
-    _write(render_html(result, plotlyjs=plotlyjs.value, **kw), output)
+    _write(render_html(result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes,
+                       window_s=window), output)
     typer.echo(f"wrote {output}")
     if png is not None:
         from analyzer.render.static import StaticImageError, write_timeline_image
 
         try:
-            write_timeline_image(result, png, **kw)
+            write_timeline_image(result, png, clock=clock.value, max_lanes=max_lanes, window_s=window)
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
         typer.echo(f"wrote {png}")
@@ -327,7 +332,7 @@ def capture(
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
 
 
-def _escaped(frame):  # type: ignore[no-untyped-def]
+def _escaped(frame: pd.DataFrame) -> pd.DataFrame:
     """String and categorical columns with control characters escaped (CSV and text)."""
     import pandas as pd
 
@@ -348,15 +353,22 @@ def _escaped(frame):  # type: ignore[no-untyped-def]
 
 
 def _write(text: str, output: Path | None) -> None:
+    """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
+    the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
+    character is written as a backslash escape instead of failing."""
     if output is None:
         try:
-            sys.stdout.write(text)
+            try:
+                sys.stdout.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+                sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
             sys.stdout.flush()
         except BrokenPipeError:
             pass
         return
     try:
-        output.write_text(text)
+        output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
 
@@ -373,7 +385,7 @@ def main() -> None:
         raise SystemExit(EXIT_BAD_INPUT) from None
     except (SystemExit, KeyboardInterrupt):
         raise
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - any bug becomes exit 3 with one line
         if _DEBUG["on"] or "--debug" in sys.argv[1:]:
             import traceback
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import networkx as nx
@@ -51,7 +51,7 @@ KINDS: tuple[str, ...] = (
 )
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     HANG = "hang"
     NO_HANG = "no_hang"
     INCONCLUSIVE = "inconclusive"

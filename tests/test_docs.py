@@ -37,3 +37,92 @@ def test_every_kind_is_documented() -> None:
 
     for kind in KINDS:
         assert f"`{kind}`" in README or kind in README, kind
+
+
+# --- the options tables against --help -----------------------------------------------------------
+
+_OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
+TOP = "hangscope"
+
+
+def _commands() -> dict[str, object]:
+    """``{name: click command}`` of every command, and the top-level group as ``hangscope``."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    return {TOP: group, **group.commands}  # type: ignore[attr-defined]
+
+
+def _declared_options(command: object) -> set[str]:
+    """Every option name the command declares, ``--help`` included."""
+    names = {"--help"}
+    for param in command.params:  # type: ignore[attr-defined]
+        if param.param_type_name == "option":
+            names.update(param.opts, param.secondary_opts)
+    return names
+
+
+def _help_options(name: str) -> set[str]:
+    """The option names ``--help`` prints in its options panel (a wide terminal, so that no
+    name is cut)."""
+    args = ["--help"] if name == TOP else [name, "--help"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200", "TERM": "dumb"})
+    assert res.exit_code == 0, res.output
+    found: set[str] = set()
+    in_options = False
+    for line in res.stdout.splitlines():
+        if "Options" in line and line.lstrip().startswith(("╭", "+")):
+            in_options = True
+        elif line.lstrip().startswith(("╰", "+")):
+            in_options = False
+        elif in_options:
+            words = line.strip().strip("│|").split()
+            if words[:1] == ["*"]:  # a required option
+                words = words[1:]
+            for word in words:
+                if not word.startswith("-"):
+                    break
+                found.add(word.rstrip(","))
+    return found
+
+
+def _options_table() -> dict[str, set[str]]:
+    """README's options table: ``{command: option names listed for it}``."""
+    head = "| option | commands | what it does |"
+    assert head in README, "README has no options table"
+    rows = README.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    listed: dict[str, set[str]] = {}
+    known = set(_commands())
+    for row in rows:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+        assert len(cells) == 3, row
+        options = {_OPTION.match(code.split()[0]).group(1)  # type: ignore[union-attr]
+                   for code in re.findall(r"`([^`]+)`", cells[0])}
+        commands = [c for c in re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", cells[1]))]
+        assert commands and set(commands) <= known, (row, set(commands) - known)
+        for command in commands:
+            listed.setdefault(command, set()).update(options)
+    return listed
+
+
+def test_help_prints_every_declared_option() -> None:
+    for name, command in _commands().items():
+        assert _help_options(name) == _declared_options(command), name
+
+
+def test_options_table_lists_exactly_the_options_of_every_command() -> None:
+    listed = _options_table()
+    for name, command in _commands().items():
+        actual = _help_options(name)
+        assert actual == _declared_options(command), name
+        documented = listed.get(name, set())
+        assert not documented - actual, f"README lists options {name} does not have: {sorted(documented - actual)}"
+        assert not actual - documented, f"README does not list these options of {name}: {sorted(actual - documented)}"
+
+
+def test_command_synopses_use_real_options() -> None:
+    """The command table's synopses (``hangscope graph PATH... [-f ...] [-o FILE]``)."""
+    commands = _commands()
+    for name, synopsis in re.findall(r"^\| `hangscope (\w+) ([^`]*)` \|", README, re.M):
+        options = set(_OPTION.findall(synopsis))
+        assert options <= _declared_options(commands[name]), (name, options)
