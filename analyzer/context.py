@@ -244,7 +244,7 @@ def apply_contexts(diagnosis: Any, contexts: Contexts) -> Any:
             summary = (f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
                        f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
                        f"{rest}. It did not crash: it is stalled outside communication")
-            evidence = {**f.evidence, "alive": True, "context": c.path}
+            evidence = dataclasses.replace(f.evidence, alive=True, context=c.path)
             f = dataclasses.replace(f, kind="not_joined", summary=summary, evidence=evidence)
             changed = True
         findings.append(f)

@@ -179,3 +179,42 @@ def test_real_fixtures_render():
         assert "HANG: culprit rank" in page
         tl = figures.timeline(a)
         assert any("PP1" in t for t in tl.layout.yaxis.ticktext)
+
+
+def _banner_items(banner: str, cls: str) -> list[str]:
+    import html as _html
+
+    return [_html.unescape(m) for m in re.findall(rf"<li class='{cls}'>(.*?)</li>", banner)]
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in (Path(__file__).parent.parent / "sample_dumps").iterdir()
+                                          if p.is_dir()))
+def test_banner_says_what_the_text_says(sample):
+    """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
+    import html as _html
+
+    from analyzer.render.html import banner_html
+    from analyzer.render.text import render_text
+
+    a = analyze(Path(__file__).parent.parent / "sample_dumps" / sample, jobs=1)
+    banner = banner_html(a)
+    text = render_text(a, width=1 << 20).splitlines()
+    head = _html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", banner).group(1))
+    detail = _html.unescape(re.search(r"<p class='kind'>(.*?)</p>", banner).group(1))
+    assert text[0] in (f"{head} ({detail})", f"{head}: {detail}")
+    assert _html.unescape(re.search(r"<p class='headline'>(.*?)</p>", banner).group(1)) == text[1].strip()
+    chains = [line.strip() for line in text if line.startswith("  chain to rank ")]
+    assert _banner_items(banner, "chain") == chains
+    cycles = [line for line in text if line.startswith("deadlock cycle: ")]
+    assert _banner_items(banner, "cycle") == cycles
+    missing = [line for line in text if line.startswith("missing dumps: ")]
+    assert _banner_items(banner, "missing") == missing
+
+
+def test_deadlock_banner_names_the_cycle_like_the_text():
+    """The chain to a rank inside a deadlock cycle ends in the cycle, in every output."""
+    from analyzer.render.html import banner_html
+
+    a = analyze(Path(__file__).parent.parent / "sample_dumps" / "deadlock_w4", jobs=1)
+    banner = banner_html(a)
+    assert "3 is in the deadlock cycle" in banner and "3 waits on nobody" not in banner

@@ -9,10 +9,10 @@ import numpy as np
 
 from analyzer.render.figstyle import (
     CULPRIT,
-    _base_layout,
-    _clip,
-    _group_label,
-    _top_margin,
+    base_layout,
+    clip,
+    group_label,
+    top_margin,
     esc,
     ranks_text,
 )
@@ -71,7 +71,7 @@ def progress(analysis: Analysis) -> go.Figure:
             if row.enqueued < 0 or row.frontier < 0:
                 ux.append(j)
                 uy.append(row.role)
-                utext.append(f"rank {j} · {esc(_clip(_group_label(str(row.pg_name), str(row.pg_desc)), 70))}<br>"
+                utext.append(f"rank {j} · {esc(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))}<br>"
                              f"progress unknown ({esc(row.source)})")
                 continue
             lag = int(row.frontier) - int(row.enqueued)
@@ -80,7 +80,7 @@ def progress(analysis: Analysis) -> go.Figure:
                 c_enq[i, j] = row.enqueued
                 c_cmp[i, j] = row.completed
                 c_front[i, j] = row.frontier
-                grp[i, j] = esc(_clip(_group_label(str(row.pg_name), str(row.pg_desc)), 70))
+                grp[i, j] = esc(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))
                 z_cmp[i, j] = (int(row.frontier) - int(row.completed)) if row.completed >= 0 else np.nan
     max_lag = float(np.nanmax([np.nanmax(z_enq, initial=0), np.nanmax(z_cmp, initial=0)])) if len(roles) else 0.0
     ticks = [v for v in (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000) if v <= max(1.0, max_lag)]
@@ -139,9 +139,9 @@ def progress(analysis: Analysis) -> go.Figure:
     elif dialects.completion_unobserved:
         notes.append("these dumps do not report completion (every op was retired when issued): "
                      "only enqueue progress is evidence")
-    layout = _base_layout("Progress per group: the lagging rank stands out", notes,
+    layout = base_layout("Progress per group: the lagging rank stands out", notes,
                           max(300, min(1400, 200 + n_rows * (60 + 26 * max(1, len(roles))))))
-    fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": _top_margin(notes, 30), "b": 40})
+    fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": top_margin(notes, 30), "b": 40})
     fig.update_yaxes(automargin=True, autorange="reversed")
     fig.update_xaxes(title_text="rank", row=n_rows, col=1)
     fig.update_xaxes(showgrid=False, range=[-0.5, world - 0.5], zeroline=False)

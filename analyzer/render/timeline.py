@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analyzer.render.figstyle import (
-    _ST_DONE,
-    _ST_FLIGHT,
-    _ST_MISMATCH,
-    _STATE_NAMES,
+    ST_DONE,
+    ST_FLIGHT,
+    ST_MISMATCH,
+    STATE_NAMES,
     BAR_BUDGET,
     COLORS,
     CULPRIT,
@@ -22,12 +22,12 @@ from analyzer.render.figstyle import (
     HIGHLIGHT,
     LANE_BUDGET,
     STACK_HOVERS,
-    _base_layout,
-    _clip,
-    _group_label,
-    _pipeline_stage,
-    _stack_texts,
-    _top_margin,
+    base_layout,
+    clip,
+    group_label,
+    pipeline_stage,
+    stack_texts,
+    top_margin,
     esc,
     is_p2p_op,
     members_label,
@@ -68,7 +68,7 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
     done = e["retired"].to_numpy(bool) if gloo else (state_s == "completed")
     if gloo:
         done = done | (state_s == "completed")
-    state = np.where(done, _ST_DONE, _ST_FLIGHT).astype(np.int8)
+    state = np.where(done, ST_DONE, ST_FLIGHT).astype(np.int8)
     mm = analysis.matching.mismatches
     if len(mm) and len(e):
         bad = set(zip(mm["pg_name"].astype(str), mm["seq"].astype(int), mm["rank"].astype(int)))
@@ -78,7 +78,7 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
         cand = np.flatnonzero(~p2p & np.isin(rank, [r for _, _, r in bad]))
         for i in cand:
             if (names[i], int(seqs[i]), int(rank[i])) in bad:
-                state[i] = _ST_MISMATCH
+                state[i] = ST_MISMATCH
     # Ops the wait analysis says a rank is blocked in are in flight, even where the recorder
     # retired them (gloo retires an op that timed out).
     w = analysis.waits
@@ -88,11 +88,11 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
         names = e["pg_name"].astype(str).to_numpy()
         p2p = e["is_p2p"].to_numpy(bool)
         seqs = np.where(p2p, e["p2p_seq"].to_numpy(np.int64), e["seq"].to_numpy(np.int64))
-        cand = np.flatnonzero(np.isin(rank, list({b[0] for b in blocked})) & (state == _ST_DONE))
+        cand = np.flatnonzero(np.isin(rank, list({b[0] for b in blocked})) & (state == ST_DONE))
         cand = cand[np.isin(seqs[cand], list({b[2] for b in blocked}))]
         for i in cand:
             if (int(rank[i]), names[i], int(seqs[i]), bool(p2p[i])) in blocked:
-                state[i] = _ST_FLIGHT
+                state[i] = ST_FLIGHT
     order = np.lexsort((e["record_id"].to_numpy(np.int64), created, rank)) if len(e) else np.empty(0, np.int64)
     rank, created, comp, state = rank[order], created[order], comp[order], state[order]
     # Signature per entry: group role (desc, else name), seq (p2p seq for send/recv), op, state.
@@ -112,7 +112,7 @@ def _entry_arrays(analysis: Analysis) -> _Entries:
         last_of_rank[:-1] = rank[1:] != rank[:-1]
         nxt[last_of_rank] = created[last_of_rank]
     known = comp > 0
-    end = np.where(known, comp, np.where(state == _ST_FLIGHT, -1, np.maximum(nxt, created)))
+    end = np.where(known, comp, np.where(state == ST_FLIGHT, -1, np.maximum(nxt, created)))
     starts: dict[int, tuple[int, int]] = {}
     if len(rank):
         cut = np.flatnonzero(np.diff(rank)) + 1
@@ -152,7 +152,7 @@ def _lanes(analysis: Analysis, ea: _Entries, max_lanes: int,
     d = analysis.diagnosis
     culprits = set(int(r) for r in d.culprit_ranks)
     g = analysis.graph
-    stage = _pipeline_stage(analysis)
+    stage = pipeline_stage(analysis)
     ranks_df = analysis.tables.ranks
     dumped = dict(zip(ranks_df["rank"].astype(int), ranks_df["dumped"].astype(bool)))
     hosts = analysis.contexts.hosts()
@@ -218,14 +218,14 @@ def _entry_hover(analysis: Analysis, rows: np.ndarray, lane: _Lane, state: np.nd
         s = int(state[i])
         seq_txt = f"p2p seq {int(pseq[i])} (seq {int(seq[i])}) · peer {int(peer[i])}" if p2p[i] else f"seq {int(seq[i])}"
         took = (f"took {(x1[i] - x0[i]) * 1e3:.3f} ms" if known[i] else
-                "not completed (drawn to the end of the record)" if s == _ST_FLIGHT else
+                "not completed (drawn to the end of the record)" if s == ST_FLIGHT else
                 "completion time not recorded")
         gpu = f" · GPU {dur[i]:.3f} ms" if not math.isnan(dur[i]) else ""
         parts = [
-            f"<b>{esc(who)}</b> · {esc(_clip(_group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
-            f"{seq_txt} · <b>{esc(_clip(cols['op'][i], 60))}</b> · {esc(_STATE_NAMES[s])} ({esc(cols['state'][i])})",
-            f"sizes {esc(_clip(cols['input_sizes'][i], 60))} → {esc(_clip(cols['output_sizes'][i], 60))}",
-            f"dtypes {esc(_clip(cols['input_dtypes'][i], 50))} → {esc(_clip(cols['output_dtypes'][i], 50))}",
+            f"<b>{esc(who)}</b> · {esc(clip(group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
+            f"{seq_txt} · <b>{esc(clip(cols['op'][i], 60))}</b> · {esc(STATE_NAMES[s])} ({esc(cols['state'][i])})",
+            f"sizes {esc(clip(cols['input_sizes'][i], 60))} → {esc(clip(cols['output_sizes'][i], 60))}",
+            f"dtypes {esc(clip(cols['input_dtypes'][i], 50))} → {esc(clip(cols['output_dtypes'][i], 50))}",
             f"enqueued {x0[i]:+.6f} s · {took}{gpu}",
         ]
         st = stacks.get(int(sid[i])) if with_stack[i] else None
@@ -312,12 +312,12 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         x0 = (ea.created[sl] - ref) / 1e9
         x1 = np.where(ea.end[sl] < 0, pad, (ea.end[sl] - ref) / 1e9)
         st0 = ea.state[sl]
-        x1 = np.where(st0 != _ST_DONE, np.maximum(x1, x0 + pad), x1)  # keep pending ops visible
+        x1 = np.where(st0 != ST_DONE, np.maximum(x1, x0 + pad), x1)  # keep pending ops visible
         x1 = np.maximum(x1, x0 + 0.3 * pad)  # and ops whose end is unknown (a rank's last, gloo)
         st = ea.state[sl]
         rows = ea.idx[sl]
         x_min_all = min(x_min_all, float(x0.min()))
-        important = st != _ST_DONE
+        important = st != ST_DONE
         if focus:
             fk = np.array([(names_all[r], int(pseq_all[r] if p2p_all[r] else seq_all[r]), bool(p2p_all[r])) in focus
                            for r in rows[max(0, n - 4 * per_lane):]], dtype=bool)
@@ -344,7 +344,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
                     t["text"].append(
                         f"<b>{esc('rank ' + str(ln.rep))}</b>: {len(part)} older op(s) merged<br>"
                         f"from {a:+.3f} s to {b:+.3f} s · "
-                        f"{int((st[part] == _ST_DONE).sum())} completed")
+                        f"{int((st[part] == ST_DONE).sum())} completed")
                     t["lw"].append(0)
                     t["lc"].append("rgba(0,0,0,0)")
                     merged_total += len(part)
@@ -352,17 +352,17 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         with_stack = important[pick] | (pick >= n - STACK_HOVERS)
         drawn.append((ln, rows[pick], st[pick], x0[pick], x1[pick], ea.completed_known[sl][pick], with_stack))
         stack_ids.update(int(s) for s in sid_all[rows[pick][with_stack]])
-    stacks = _stack_texts(analysis, stack_ids)
+    stacks = stack_texts(analysis, stack_ids)
     for ln, rows, st, x0, x1, known, with_stack in drawn:
         texts = _entry_hover(analysis, rows, ln, st, x0, x1, known, stacks, with_stack)
         for i, r in enumerate(rows):
             key = (names_all[r], int(pseq_all[r] if p2p_all[r] else seq_all[r]), bool(p2p_all[r]))
-            t = traces[_STATE_NAMES[int(st[i])]]
+            t = traces[STATE_NAMES[int(st[i])]]
             t["base"].append(float(x0[i]))
             t["x"].append(max(float(x1[i] - x0[i]), 0.0))
             t["y"].append(ln.y)
             t["text"].append(texts[i])
-            hot = key in focus and (ln.culprit or st[i] != _ST_DONE)
+            hot = key in focus and (ln.culprit or st[i] != ST_DONE)
             t["lw"].append(2 if hot else 0.5)
             t["lc"].append(HIGHLIGHT if hot else "white")
     if merged_total:
@@ -424,7 +424,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
             gx.append(x)
             gy.append(ln.y)
             gtext.append(f"<b>never joined</b>: rank {int(c)} {esc(what)} {esc(op)} in "
-                         f"{esc(_clip(_group_label(g, desc), 80))} {'p2p ' if is_p2p_op(op) else ''}seq {s}<br>"
+                         f"{esc(clip(group_label(g, desc), 80))} {'p2p ' if is_p2p_op(op) else ''}seq {s}<br>"
                          f"awaited by ranks {esc(ranks_text(waiters))}<br>peers enqueued it at {x:+.6f} s")
             ghost_x.append(x)
         x_first = items[0][0]
@@ -432,7 +432,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         bar_x.append(max(0.0 - x_first, 0.0) + pad)
         bar_y.append(ln.y)
         bar_text.append(f"<b>rank {int(c)}: never joined</b> {len(items)} op(s) its peers wait in; first: "
-                        f"{esc(items[0][4])} in {esc(_clip(_group_label(items[0][1], items[0][2]), 80))} "
+                        f"{esc(items[0][4])} in {esc(clip(group_label(items[0][1], items[0][2]), 80))} "
                         f"seq {items[0][3]}")
     if bar_x:
         fig.add_trace(go.Bar(
@@ -488,7 +488,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
     title = "Timeline" + (f": culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {culprit_txt}"
                           if culprit_txt else "")
     height = max(320, min(2400, 170 + 24 * n_lanes + 16 * len(notes)))
-    layout = _base_layout(title, notes, height)
+    layout = base_layout(title, notes, height)
     layout["meta"]["hangscope"].update({"lanes": len(lanes), "window": win, "whole": whole,
                                         "merged_entries": merged_total})
     fig.update_layout(
@@ -497,7 +497,7 @@ def timeline(analysis: Analysis, *, max_lanes: int = 64, window_s: float | None 
         bargap=0.2,
         showlegend=True,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 10, "r": 10, "t": _top_margin(notes, 44), "b": 50},
+        margin={"l": 10, "r": 10, "t": top_margin(notes, 44), "b": 50},
         shapes=shapes,
         hovermode="closest",
         xaxis={"title": {"text": "seconds before the end of the record" if clock == "job"

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from analyzer.render.figstyle import (
     CULPRIT,
     MAX_GRAPH_NODES,
-    _base_layout,
-    _clip,
-    _group_label,
-    _top_margin,
+    base_layout,
+    clip,
+    group_label,
+    top_margin,
     esc,
     is_p2p_op,
     members_label,
@@ -148,7 +148,7 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         ey[which] += [y0, y1, None]
         ra, rb = members[node_keys[ia]], members[node_keys[ib]]
         labels = sorted(rec["labels"].items(), key=lambda kv: -kv[1])
-        lines = [f"{esc(_clip(_group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
+        lines = [f"{esc(clip(group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
                  f"{esc(op)} [{esc(k)}]" + (f" ×{c}" if c > 1 else "")
                  for (gn, gd, s, op, k), c in labels[:6]]
         if len(labels) > 6:
@@ -223,13 +223,13 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         notes.append("nobody waits on anybody: the wait-for graph is empty")
     ncols = max(cols, default=0) + 1
     nrows = max((len(v) for v in cols.values()), default=1)
-    layout = _base_layout("Wait-for graph: who waits on whom (arrows point at the rank waited on)",
+    layout = base_layout("Wait-for graph: who waits on whom (arrows point at the rank waited on)",
                           notes, max(360, min(1600, 160 + 46 * nrows)))
     fig.update_layout(
         **layout,
         showlegend=True,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 30, "r": 30, "t": _top_margin(notes, 36), "b": 30},
+        margin={"l": 30, "r": 30, "t": top_margin(notes, 36), "b": 30},
         annotations=annotations,
         hovermode="closest",
         xaxis={"visible": True, "showgrid": False, "zeroline": False, "range": [min(xs_all) - 0.6, max(xs_all) + 0.8],
