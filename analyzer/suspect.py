@@ -58,11 +58,11 @@ def _single_late_enqueuer(rows: pd.DataFrame, config: AnalysisConfig) -> tuple[i
     gap, spread = last - previous, previous - first
     if gap < config.late_min_ns or gap < config.late_ratio * spread:
         return None
-    rank = int(created.index[-1])
+    rank = int(created.index.to_numpy()[-1])
     return rank, (f"rank {rank} enqueued it last, {gap / 1e9:.3f} s after the other members, "
                   f"which had all enqueued it within {spread / 1e9:.3f} s"), SuspectSignals(
         enqueued_after_others_s=round(gap / 1e9, 6), others_spread_s=round(spread / 1e9, 6),
-        enqueue_offsets_s={str(int(r)): round((int(t) - first) / 1e9, 6) for r, t in created.items()})
+        enqueue_offsets_s={str(int(r)): round((int(t) - first) / 1e9, 6) for r, t in zip(created.index.tolist(), created.tolist())})
 
 
 def _single(rows: pd.DataFrame, mask: pd.Series) -> int | None:
@@ -115,10 +115,9 @@ def stuck_suspect(tables: Tables, matching: Matching, group: str, seq: int,
                 f"rank {rank}'s completions stopped first (completed {info['completed']} while "
                 f"its peers completed {info['peers_completed']})")
     if len(named) == 1:
-        rank, reasons = next(iter(named.items()))
-        return Suspect(rank=rank, reasons=tuple(reasons), evidence=evidence)
+        rank, mine = next(iter(named.items()))
+        return Suspect(rank=rank, reasons=tuple(mine), evidence=evidence)
     if named:
-        reasons = tuple(r for rs in named.values() for r in rs)
-        return Suspect(rank=None, reasons=reasons,
+        return Suspect(rank=None, reasons=tuple(r for rs in named.values() for r in rs),
                        evidence=dataclasses.replace(evidence, conflicting=tuple(sorted(named))))
     return Suspect(rank=None, reasons=(), evidence=evidence)

@@ -4,6 +4,8 @@ behind are its consequence."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from analyzer.diagnosis.facts import Facts
@@ -54,14 +56,15 @@ def collective_desync(facts: Facts) -> list[Finding]:
     mm = facts.matching.mismatches
     if mm.empty:
         return []
-    return [_mismatch(facts, str(name), int(seq), str(kind), grp)
-            for (name, seq, kind), grp in mm.groupby(["pg_name", "seq", "kind"], sort=True)]
+    groups: list[tuple[Any, pd.DataFrame]] = list(mm.groupby(["pg_name", "seq", "kind"], sort=True))
+    return [_mismatch(facts, str(key[0]), int(key[1]), str(key[2]), grp) for key, grp in groups]
 
 
 def p2p_desync(facts: Facts) -> list[Finding]:
     """A send and the recv it pairs with disagree on sizes or dtypes: the pair never completes."""
     out: list[Finding] = []
-    for m in facts.matching.p2p_mismatches.itertuples(index=False):
+    rows: Any = facts.matching.p2p_mismatches.itertuples(index=False)
+    for m in rows:
         what = "sizes" if m.kind == FindingKind.SIZE_MISMATCH else "dtypes"
         label = group_label(m.pg_name, m.pg_desc)
         summary = (f"rank {m.sender} sent {m.send_value} to rank {m.receiver} in {label} "

@@ -42,7 +42,7 @@ def last_entry(tables: Tables, rank: int) -> pd.Series | None:
     rows = e[e["rank"] == rank]
     if rows.empty:
         return None
-    return rows.loc[rows["record_id"].idxmax()]
+    return rows.iloc[int(rows["record_id"].to_numpy().argmax())]
 
 
 def describe_entry(row: pd.Series | None) -> dict[str, Any]:

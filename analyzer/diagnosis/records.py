@@ -6,7 +6,7 @@ The evidence of each finding is a frozen record of :mod:`analyzer.evidence`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from analyzer.evidence import NO_EVIDENCE, Evidence
@@ -15,7 +15,7 @@ from analyzer.graph import ChainStep
 __all__ = ["Diagnosis", "Finding", "Verdict"]
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     HANG = "hang"
     NO_HANG = "no_hang"
     INCONCLUSIVE = "inconclusive"

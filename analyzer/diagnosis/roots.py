@@ -8,6 +8,9 @@ did not record (``unrecorded_ops``); a root without one crashed or stalled befor
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
+
+import pandas as pd
 
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import describe_entry, entry_at, last_entry, stack_frames, stack_of
@@ -34,14 +37,19 @@ def _waited_text(w: WaitedIn) -> str:
     return f"{w.op} in {where} seq {w.seq} (awaited by {who})"
 
 
+def _groups(df: pd.DataFrame, by: list[str]) -> list[tuple[Any, pd.DataFrame]]:
+    """``df.groupby(by, sort=False)`` with its keys as plain tuples."""
+    return list(df.groupby(by, sort=False))
+
+
 def _waited_in(facts: Facts, root: int) -> list[WaitedIn]:
     """One line per op the root is waited on in; the smallest group is the most direct evidence."""
     incoming = facts.waits[facts.waits["holder"] == root]
     sizes = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["size"], strict=True))
     out = [WaitedIn(group=str(group), group_desc=str(desc), seq=int(seq), op=str(op), kind=str(wkind),
                     waiters=tuple(sorted(int(w) for w in grp["waiter"])))
-           for (group, desc, seq, op, wkind), grp in incoming.groupby(
-               ["pg_name", "pg_desc", "seq", "op", "kind"], sort=False)]
+           for (group, desc, seq, op, wkind), grp in _groups(incoming,
+               ["pg_name", "pg_desc", "seq", "op", "kind"])]
     out.sort(key=lambda w: (w.kind == WaitKind.P2P, sizes.get(w.group, 0), w.seq, w.group))
     return out
 

@@ -4,6 +4,8 @@ completions stopped before its peers' (its GPU or link)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from analyzer.diagnosis.facts import Facts
@@ -30,7 +32,7 @@ def slow_completers(facts: Facts, only: list[int] | None = None) -> Finding | No
     if not laggers:
         return None
     ranks = tuple(sorted(laggers))
-    first = laggers[ranks[0]]
+    first: dict[str, Any] = laggers[ranks[0]]
     many = len(ranks) > 1
     return Finding(
         kind=FindingKind.STUCK_IN_COLLECTIVE.value, ranks=ranks, culprit=True,
@@ -53,8 +55,8 @@ def _candidates(facts: Facts) -> pd.DataFrame:
         pend = last[~last["retired"] & ~last["is_p2p"]]
         if pend.empty:
             return c.iloc[:0]
-        key = pend.groupby(["pg_name", "seq"], observed=True).size().idxmax()
-        cand = c[(c["pg_name"] == str(key[0])) & (c["seq"] == int(key[1]))]
+        key: Any = pend.groupby(["pg_name", "seq"], observed=True).size().idxmax()
+        cand: pd.DataFrame = c[(c["pg_name"] == str(key[0])) & (c["seq"] == int(key[1]))]
     else:
         cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0)]
     return cand[cand["n_joined"] >= cand["n_members"]]

@@ -61,7 +61,7 @@ def _op_id_gaps(facts: Facts) -> list[Finding]:
     barrier_gap = np.array([
         barrier_op_gap(int(q), int(r) == int(members.get(str(g), (-1,))[0]), len(members.get(str(g), ())))
         if str(g) in matching.barrier_gaps and q > 0 and q % 2 == 0 else -1
-        for r, g, q in zip(ordered["rank"], ordered["pg_name"], seq_gap)])
+        for r, g, q in zip(ordered["rank"].tolist(), ordered["pg_name"].tolist(), seq_gap.tolist())])
     gap = gap.where(gap != barrier_gap, 0)
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
     out = []
@@ -75,7 +75,7 @@ def _op_id_gaps(facts: Facts) -> list[Finding]:
                      "hang inside such an op cannot be seen in these dumps"),
             group=str(name), group_desc=desc,
             evidence=OpGapEvidence(
-                unrecorded_ops_per_rank={str(int(r)): int(m) for r, m in per_rank.items()},
+                unrecorded_ops_per_rank={str(int(r)): int(m) for r, m in zip(per_rank.index.tolist(), per_rank.tolist())},
                 gaps_before_seq=tuple(sorted({int(s) for s in grp["seq"]})[:20])),
         ))
     return out
@@ -103,8 +103,8 @@ def op_counters_ahead(facts: Facts) -> list[Finding]:
     if not hooked or e.empty or st.empty:
         return []
     mine = e[e["rank"].isin(hooked)]
-    newest = mine.groupby(["pg_name", "rank"], observed=True)["op_id"].max()
-    newest.index = newest.index.set_levels(newest.index.levels[0].astype(str), level=0)
+    newest_by = mine.groupby(["pg_name", "rank"], observed=True)["op_id"].max()
+    newest = {(str(g), int(r)): int(v) for (g, r), v in zip(newest_by.index.tolist(), newest_by.tolist())}
     cnt = st[(st["pg_name"] != "") & st["rank"].isin(hooked)].drop_duplicates(["pg_name", "rank"], keep="last")
     rows: dict[str, dict[int, tuple[int, int]]] = {}
     for g, r, c in zip(cnt["pg_name"].astype(str), cnt["rank"].tolist(), cnt["last_enqueued"].tolist()):

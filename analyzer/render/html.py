@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from analyzer.render import wording
 from analyzer.render.htmlassets import BOOT, CSS
-from analyzer.render.htmlsections import findings_table, skipped_section, stacks_section, summary_section
+from analyzer.render.htmlsections import (
+    findings_table,
+    skipped_section,
+    stacks_section,
+    summary_section,
+)
 from analyzer.render.wording import chain_sentences, cycle_line, for_html, missing_text, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover

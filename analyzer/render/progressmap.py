@@ -11,10 +11,10 @@ from analyzer.render.figstyle import (
     CULPRIT,
     base_layout,
     clip,
-    group_label,
-    top_margin,
     esc,
+    group_label,
     ranks_text,
+    top_margin,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

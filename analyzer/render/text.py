@@ -10,7 +10,13 @@ from analyzer.diagnosis import unrecorded_text
 from analyzer.escape import clean
 from analyzer.render import wording
 from analyzer.render.inputs import input_notes, text_lines
-from analyzer.render.wording import chain_sentences, cycle_line, dialect_text, full_dialect_text, missing_text
+from analyzer.render.wording import (
+    chain_sentences,
+    cycle_line,
+    dialect_text,
+    full_dialect_text,
+    missing_text,
+)
 from analyzer.tables import Tables
 
 __all__ = ["dialect_text", "full_dialect_text", "kind_title", "render_text", "where_now_lines"]

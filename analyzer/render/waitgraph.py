@@ -11,12 +11,12 @@ from analyzer.render.figstyle import (
     MAX_GRAPH_NODES,
     base_layout,
     clip,
-    group_label,
-    top_margin,
     esc,
+    group_label,
     is_p2p_op,
     members_label,
     ranks_text,
+    top_margin,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
