@@ -110,14 +110,14 @@ def stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAM
     sub = st[st["stack_id"].isin(list(wanted))].sort_values(["stack_id", "depth"])
     out: dict[int, str] = {}
     for sid, grp in sub.groupby("stack_id", sort=False):
-        rows = list(grp[["name", "filename", "line"]].itertuples(index=False))
+        rows: list[Any] = list(grp[["name", "filename", "line"]].itertuples(index=False))
         user = [r for r in rows if "/torch/" not in str(r.filename)]
         shown = (user or rows)[:frames]
         hidden = len(rows) - len(shown)
         lines = [esc(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110)) for r in shown]
         if hidden:
             lines.append(f"(+{hidden} frame{'s' if hidden > 1 else ''}: torch internals or deeper)")
-        out[int(sid)] = "<br>".join(lines)
+        out[int(str(sid))] = "<br>".join(lines)
     return out
 
 

@@ -156,7 +156,8 @@ def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
             classes[("culprit", r)].append(r)
             continue
         sl = ea.of(r)
-        sig = ("dump", stage.get(r), hash(ea.key[sl].tobytes())) if dumped[r] else ("none", stage.get(r))
+        sig: tuple[Any, ...] = (("dump", stage.get(r), hash(ea.key[sl].tobytes())) if dumped[r]
+                                else ("none", stage.get(r)))
         sig += (hosts.get(r, ""),)
         classes[sig].append(r)
     direct = {int(w) for c in culprits if c in g for w in g.predecessors(c)}
