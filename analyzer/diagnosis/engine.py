@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import networkx as nx
 import pandas as pd
@@ -37,14 +37,14 @@ def _level_findings(facts: Facts, level: Level, led: bool) -> list[tuple[Rule, F
     return found
 
 
-def run_levels(facts: Facts) -> tuple[list[Finding], set[int], str]:
+def run_levels(facts: Facts, levels: Sequence[Level] = LEVELS) -> tuple[list[Finding], set[int], str]:
     """The findings in the order the levels list them, the culprits, and the kind of the
     leading finding (``""`` when no level blames anybody)."""
     findings: list[Finding] = []
     leader: Level | None = None
     culprits: set[int] = set()
     kind = ""
-    for level in LEVELS:
+    for level in levels:
         found = _level_findings(facts, level, leader is not None)
         if leader is not None:
             findings.extend(
@@ -65,16 +65,17 @@ def run_levels(facts: Facts) -> tuple[list[Finding], set[int], str]:
 
 def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph, *,
              unsure: Mapping[int, str] | None = None,
-             config: AnalysisConfig = DEFAULT_CONFIG) -> Diagnosis:
+             config: AnalysisConfig = DEFAULT_CONFIG, levels: Sequence[Level] = LEVELS) -> Diagnosis:
     """Name the culprits and explain them. Deterministic for a given input.
 
     ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
     dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`);
-    ``config``: the thresholds (late enqueues of a stuck collective).
+    ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
+    (:data:`analyzer.diagnosis.rules.LEVELS`).
     """
     facts = Facts(tables=tables, matching=matching, waits=wait_rows, graph=g,
                   unsure=unsure or {}, config=config)
-    findings, culprits, kind = run_levels(facts)
+    findings, culprits, kind = run_levels(facts, levels)
     row = next(v for v in VERDICTS if v.applies(facts, bool(culprits), findings))
     verdict = row.verdict
     if row.kind is not None:
