@@ -218,3 +218,26 @@ def test_deadlock_banner_names_the_cycle_like_the_text():
     a = analyze(Path(__file__).parent.parent / "sample_dumps" / "deadlock_w4", jobs=1)
     banner = banner_html(a)
     assert "3 is in the deadlock cycle" in banner and "3 waits on nobody" not in banner
+
+
+def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
+    """A context file beside the dumps: the notebook's table and the report's section."""
+    from analyzer.render.wherenow import where_each_rank_is_now, where_now_section
+
+    job = {r: [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)] + [entry(4, t=4)]
+           for r in (0, 2, 3)}
+    job[1] = [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)]
+    folder = make_job(job)
+    for rank in (1, 2):
+        (folder / f"hangscope_context_rank_{rank}.json").write_text(json.dumps({
+            "schema": "hangscope.context/1", "rank": rank, "host": f"node<{rank}>", "pid": 100 + rank,
+            "time": "2026-01-01T00:00:00Z", "trigger": {"reason": "timeout"},
+            "threads": [{"name": "MainThread", "main": True,
+                         "frames": [{"name": "load_batch", "filename": "/jobs/data.py", "line": 7}]}]}))
+    a = analyze(folder)
+    assert a.diagnosis.culprit_ranks == (1,)
+    now = where_each_rank_is_now(a)
+    assert list(now["rank"]) == [1, 2] and list(now["culprit"]) == [True, False]
+    assert now["innermost frame"].iloc[0] == "/jobs/data.py:7 in load_batch"
+    section = where_now_section(a)
+    assert "node&lt;1&gt;" in section and "load_batch" in section
