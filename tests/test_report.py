@@ -241,3 +241,13 @@ def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
     assert now["innermost frame"].iloc[0] == "/jobs/data.py:7 in load_batch"
     section = where_now_section(a)
     assert "node&lt;1&gt;" in section and "load_batch" in section
+
+
+def test_group_wording_of_a_group_without_a_name():
+    """A group the dump names neither by name nor desc reads as such, not "group  seq 4"."""
+    from analyzer.render.wording import UNNAMED_GROUP, group_label, group_short
+
+    assert group_label("", "") == UNNAMED_GROUP and f"in {group_label('', '')} seq 4" == "in an unnamed group seq 4"
+    assert group_label("", "TP") == "TP" and group_label("3", "TP") == "TP (group 3)"
+    assert group_label("3", "") == group_label("3", "3") == "group 3"
+    assert group_short("", "") == UNNAMED_GROUP and group_short("3", "") == "3"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analyzer.kinds import WaitKind
 from analyzer.render.figstyle import (
     BAR_BUDGET,
     COLORS,
@@ -145,10 +146,10 @@ def _entry_traces(fr: Frame, bar_budget: int) -> tuple[_Traces, int, float]:
 
 _LEGEND = {"history": "completed (merged history)", "completed": "completed",
            "in flight": "in flight (never completed)", "mismatched": "mismatched (desync)"}
-_NEVER = {
-    "p2p": "never posted the {mine} matching",
-    "no_dump": "wrote no dump; peers wait in",
-    "queued": "posted, but has queued behind an op it is blocked in,",
+_NEVER: dict[str, str] = {
+    WaitKind.P2P: "never posted the {mine} matching",
+    WaitKind.NO_DUMP: "wrote no dump; peers wait in",
+    WaitKind.QUEUED: "posted, but has queued behind an op it is blocked in,",
 }
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from analyzer.escape import clean
-from analyzer.kinds import FindingKind
+from analyzer.kinds import FindingKind, WaitKind
 from analyzer.wording import (
     UNNAMED_GROUP,
     group_label,
@@ -126,7 +126,7 @@ def verdict_detail(d: Diagnosis) -> str:
 
 
 def _step_text(s: ChainStep) -> str:
-    queued = f", queued behind {s.holder}'s blocked op" if s.kind == "queued" else ""
+    queued = f", queued behind {s.holder}'s blocked op" if s.kind == WaitKind.QUEUED else ""
     return (f"rank {s.waiter} waits on {s.holder} in {group_short(s.pg_name, s.pg_desc)} "
             f"{seq_word(s.op)} {s.seq} ({s.op}{queued})")
 
