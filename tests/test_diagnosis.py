@@ -196,7 +196,7 @@ def test_the_rule_table_is_ordered_cause_before_consequence() -> None:
 
     assert [lv.name for lv in LEVELS] == ["desync", "waits", "stuck", "unrecorded"]
     assert all(rule.why for lv in LEVELS for rule in lv.rules) and all(lv.why for lv in LEVELS)
-    assert KINDS == tuple(row.kind.value for row in TAXONOMY) and "inconclusive" in KINDS
+    assert tuple(row.kind.value for row in TAXONOMY) == KINDS and "inconclusive" in KINDS
     assert not LEVELS[-1].blames
 
 
