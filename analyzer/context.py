@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.evidence import RootEvidence
 
 CONTEXT_SCHEMA = "hangscope.context/1"
 _SCHEMA_PREFIX = b"hangscope.context/"
@@ -250,7 +251,8 @@ def apply_contexts(diagnosis: Any, contexts: Contexts) -> Any:
             summary = (f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
                        f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
                        f"{rest}. It did not crash: it is stalled outside communication")
-            evidence = dataclasses.replace(f.evidence, alive=True, context=c.path)
+            evidence = (dataclasses.replace(f.evidence, alive=True, context=c.path)
+                        if isinstance(f.evidence, RootEvidence) else f.evidence)
             f = dataclasses.replace(f, kind="not_joined", summary=summary, evidence=evidence)
             changed = True
         findings.append(f)
