@@ -24,9 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.evidence import RootEvidence
+
 CONTEXT_SCHEMA = "hangscope.context/1"
 _SCHEMA_PREFIX = b"hangscope.context/"
-MAX_BYTES = 16 * 1024 * 1024
+#: The default of :attr:`AnalysisConfig.max_context_bytes` (the cap comes from the config).
+MAX_BYTES = DEFAULT_CONFIG.max_context_bytes
 MAX_THREADS = 512
 MAX_FRAMES = 128
 MAX_TEXT = 1000
@@ -148,13 +152,15 @@ def _frames(raw: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def read_context(path: str | os.PathLike[str]) -> RankContext:
-    """Parse one context file; raises :class:`ContextError` with a one-line reason."""
+def read_context(path: str | os.PathLike[str], *, config: AnalysisConfig = DEFAULT_CONFIG) -> RankContext:
+    """Parse one context file (at most ``config.max_context_bytes``); raises
+    :class:`ContextError` with a one-line reason."""
     p = Path(path)
+    cap = config.max_context_bytes
     try:
         size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise ContextError(f"context file larger than {MAX_BYTES // 2**20} MiB")
+        if size > cap:
+            raise ContextError(f"context file larger than {cap // 2**20} MiB")
         doc = json.loads(p.read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ContextError(f"unreadable context file ({type(exc).__name__})") from None
@@ -169,9 +175,9 @@ def read_context(path: str | os.PathLike[str]) -> RankContext:
         if isinstance(t, dict):
             threads.append(ThreadStack(name=_text(t.get("name"), 200), main=t.get("main") is True,
                                        frames=_frames(t.get("frames"))))
-    trig = doc.get("trigger") if isinstance(doc.get("trigger"), dict) else {}
-    versions = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
-    dumps = doc.get("dumps") if isinstance(doc.get("dumps"), list) else []
+    trig: dict[str, Any] = doc["trigger"] if isinstance(doc.get("trigger"), dict) else {}
+    versions: dict[str, Any] = doc["versions"] if isinstance(doc.get("versions"), dict) else {}
+    dumps: list[Any] = doc["dumps"] if isinstance(doc.get("dumps"), list) else []
     return RankContext(
         rank=rank, path=str(p), host=_text(doc.get("host"), 255), pid=_int(doc.get("pid")),
         local_rank=_int(doc.get("local_rank")), device=_text(doc.get("device"), 64),
@@ -201,7 +207,8 @@ def _candidates(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[P
     return [f for f in out if f.is_file() and f.resolve() not in known and not f.name.startswith(".")]
 
 
-def find_contexts(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[Path] = ()) -> Contexts:
+def find_contexts(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[Path] = (), *,
+                  config: AnalysisConfig = DEFAULT_CONFIG) -> Contexts:
     """Context files among ``inputs`` (directories searched recursively) and beside the dump
     files. Two files for one rank: the newer capture (``time_ns``) is kept."""
     by_rank: dict[int, RankContext] = {}
@@ -210,7 +217,7 @@ def find_contexts(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable
         if not is_context_file(f):
             continue
         try:
-            ctx = read_context(f)
+            ctx = read_context(f, config=config)
         except ContextError as exc:
             skipped.append((str(f), str(exc)))
             continue
@@ -244,7 +251,8 @@ def apply_contexts(diagnosis: Any, contexts: Contexts) -> Any:
             summary = (f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
                        f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
                        f"{rest}. It did not crash: it is stalled outside communication")
-            evidence = {**f.evidence, "alive": True, "context": c.path}
+            evidence = (dataclasses.replace(f.evidence, alive=True, context=c.path)
+                        if isinstance(f.evidence, RootEvidence) else f.evidence)
             f = dataclasses.replace(f, kind="not_joined", summary=summary, evidence=evidence)
             changed = True
         findings.append(f)

@@ -177,3 +177,82 @@ def test_rank_whose_completions_stopped_first_is_stuck_on_its_gpu(make_job: Call
     assert d.kind == "stuck_in_collective"
     assert d.culprit_ranks == (2,)
     assert "stopped completing first" in d.headline
+
+
+def _stall_job() -> dict[int, list[dict]]:
+    job = {r: _completed(4) + [entry(5, t=5)] for r in (0, 2, 3)}
+    job[1] = _completed(4)
+    return job
+
+
+def _rediagnose(result: analyzer.Analysis, **kw: object) -> analyzer.Diagnosis:
+    from analyzer.diagnosis import diagnose
+
+    return diagnose(result.tables, result.matching, result.waits, result.graph, **kw)  # type: ignore[arg-type]
+
+
+def test_the_rule_table_is_ordered_cause_before_consequence() -> None:
+    from analyzer.diagnosis import KINDS, LEVELS, TAXONOMY
+
+    assert [lv.name for lv in LEVELS] == ["desync", "waits", "stuck", "unrecorded"]
+    assert all(rule.why for lv in LEVELS for rule in lv.rules) and all(lv.why for lv in LEVELS)
+    assert tuple(row.kind.value for row in TAXONOMY) == KINDS and "inconclusive" in KINDS
+    assert not LEVELS[-1].blames
+
+
+def test_a_new_rule_is_one_function_and_one_row(make_job: Callable[..., Path]) -> None:
+    """A rule added at the desync level leads: the roots become its consequences."""
+    from analyzer.diagnosis import LEVELS, Finding
+    from analyzer.diagnosis.rules import After, Level, Rule
+
+    result = analyzer.analyze(make_job(_stall_job()))
+    assert result.diagnosis.culprit_ranks == (1,)
+
+    def blame_rank_3(facts: object) -> list[Finding]:
+        return [Finding(kind="op_mismatch", ranks=(3,), summary="rank 3 did it", culprit=True)]
+
+    first = LEVELS[0]
+    levels = (Level(first.name, (*first.rules, Rule("test", blame_rank_3, After.LIST, "a test")),
+                    first.why, first.consequence), *LEVELS[1:])
+    d = _rediagnose(result, levels=levels)
+    assert (d.culprit_ranks, d.kind, d.headline) == ((3,), "op_mismatch", "rank 3 did it")
+    roots = [f for f in d.findings if f.kind == "not_joined"]
+    assert roots and not roots[0].culprit and roots[0].summary.endswith("(a consequence of the desync)")
+    # The same rule in the informing level blames nobody.
+    info = (*LEVELS[:-1], Level("info", (Rule("test", blame_rank_3, After.LIST, "a test"),), "x", blames=False))
+    d = _rediagnose(result, levels=info)
+    assert d.culprit_ranks == (1,) and any(f.summary == "rank 3 did it" for f in d.findings)
+
+
+def test_late_enqueue_thresholds_come_from_the_config(make_job: Callable[..., Path]) -> None:
+    """Every member joined, none completed; rank 2 enqueued 50 ms after the others."""
+    from analyzer.config import AnalysisConfig
+
+    ms = 1_000_000
+    job = {r: _completed(2) + [entry(3, t=3)] for r in range(4)}
+    for r, es in job.items():
+        es[-1]["time_created_ns"] = 10**12 + (50 * ms if r == 2 else r * 10)
+    result = analyzer.analyze(make_job(job))
+    assert result.diagnosis.kind == "stuck_in_collective"
+    assert result.diagnosis.findings[0].evidence["suspect"] is None  # 50 ms < the default 100 ms
+    d = _rediagnose(result, config=AnalysisConfig(late_min_ns=10 * ms))
+    assert d.culprit_ranks == (2,) and d.findings[0].evidence["suspect"] == 2
+
+
+def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(make_job: Callable[..., Path]) -> None:
+    import dataclasses
+
+    import pytest
+
+    from analyzer.evidence import RootEvidence
+    from analyzer.graph import ChainStep
+
+    d = analyzer.analyze(make_job(_stall_job())).diagnosis
+    ev = d.findings[0].evidence
+    assert isinstance(ev, RootEvidence) and ev["waited_in"][0]["waiters"] == [0, 2, 3]
+    assert dict(ev) == d.findings[0].to_dict()["evidence"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ev.wait_kind = "x"  # type: ignore[misc]
+    for steps in d.chains.values():
+        for s in steps:
+            assert isinstance(s, ChainStep) and s["holder"] == s.holder and dict(s) == s.to_dict()

@@ -164,7 +164,7 @@ def test_legacy_nccl_missing_file_still_reads_crashed(tmp_path: Path) -> None:
 
 def test_no_module_but_dialect_tests_backend_names() -> None:
     root = Path(analyzer.__file__).parent
-    for name in ("matching.py", "graph.py", "diagnosis.py", "expectations.py", "suspect.py"):
+    for name in ("matching.py", "graph.py", *sorted(f"diagnosis/{p.name}" for p in (root / "diagnosis").glob("*.py")), "expectations.py", "suspect.py"):
         text = (root / name).read_text()
         for backend in ('"gloo"', "'gloo'", '"nccl"', '"nccl2"', "gloo_like"):
             assert backend not in text, (name, backend)

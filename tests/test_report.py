@@ -179,3 +179,75 @@ def test_real_fixtures_render():
         assert "HANG: culprit rank" in page
         tl = figures.timeline(a)
         assert any("PP1" in t for t in tl.layout.yaxis.ticktext)
+
+
+def _banner_items(banner: str, cls: str) -> list[str]:
+    import html as _html
+
+    return [_html.unescape(m) for m in re.findall(rf"<li class='{cls}'>(.*?)</li>", banner)]
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in (Path(__file__).parent.parent / "sample_dumps").iterdir()
+                                          if p.is_dir()))
+def test_banner_says_what_the_text_says(sample):
+    """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
+    import html as _html
+
+    from analyzer.render.html import banner_html
+    from analyzer.render.text import render_text
+
+    a = analyze(Path(__file__).parent.parent / "sample_dumps" / sample, jobs=1)
+    banner = banner_html(a)
+    text = render_text(a, width=1 << 20).splitlines()
+    head = _html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", banner).group(1))
+    detail = _html.unescape(re.search(r"<p class='kind'>(.*?)</p>", banner).group(1))
+    assert text[0] in (f"{head} ({detail})", f"{head}: {detail}")
+    assert _html.unescape(re.search(r"<p class='headline'>(.*?)</p>", banner).group(1)) == text[1].strip()
+    chains = [line.strip() for line in text if line.startswith("  chain to rank ")]
+    assert _banner_items(banner, "chain") == chains
+    cycles = [line for line in text if line.startswith("deadlock cycle: ")]
+    assert _banner_items(banner, "cycle") == cycles
+    missing = [line for line in text if line.startswith("missing dumps: ")]
+    assert _banner_items(banner, "missing") == missing
+
+
+def test_deadlock_banner_names_the_cycle_like_the_text():
+    """The chain to a rank inside a deadlock cycle ends in the cycle, in every output."""
+    from analyzer.render.html import banner_html
+
+    a = analyze(Path(__file__).parent.parent / "sample_dumps" / "deadlock_w4", jobs=1)
+    banner = banner_html(a)
+    assert "3 is in the deadlock cycle" in banner and "3 waits on nobody" not in banner
+
+
+def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
+    """A context file beside the dumps: the notebook's table and the report's section."""
+    from analyzer.render.wherenow import where_each_rank_is_now, where_now_section
+
+    job = {r: [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)] + [entry(4, t=4)]
+           for r in (0, 2, 3)}
+    job[1] = [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)]
+    folder = make_job(job)
+    for rank in (1, 2):
+        (folder / f"hangscope_context_rank_{rank}.json").write_text(json.dumps({
+            "schema": "hangscope.context/1", "rank": rank, "host": f"node<{rank}>", "pid": 100 + rank,
+            "time": "2026-01-01T00:00:00Z", "trigger": {"reason": "timeout"},
+            "threads": [{"name": "MainThread", "main": True,
+                         "frames": [{"name": "load_batch", "filename": "/jobs/data.py", "line": 7}]}]}))
+    a = analyze(folder)
+    assert a.diagnosis.culprit_ranks == (1,)
+    now = where_each_rank_is_now(a)
+    assert list(now["rank"]) == [1, 2] and list(now["culprit"]) == [True, False]
+    assert now["innermost frame"].iloc[0] == "/jobs/data.py:7 in load_batch"
+    section = where_now_section(a)
+    assert "node&lt;1&gt;" in section and "load_batch" in section
+
+
+def test_group_wording_of_a_group_without_a_name():
+    """A group the dump names neither by name nor desc reads as such, not "group  seq 4"."""
+    from analyzer.render.wording import UNNAMED_GROUP, group_label, group_short
+
+    assert group_label("", "") == UNNAMED_GROUP and f"in {group_label('', '')} seq 4" == "in an unnamed group seq 4"
+    assert group_label("", "TP") == "TP" and group_label("3", "TP") == "TP (group 3)"
+    assert group_label("3", "") == group_label("3", "3") == "group 3"
+    assert group_short("", "") == UNNAMED_GROUP and group_short("3", "") == "3"

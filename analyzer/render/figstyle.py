@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from analyzer.render.wording import for_plot, group_label, is_p2p_op, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
 
     from analyzer.analysis import Analysis
+
+__all__ = [
+    "BAR_BUDGET", "COLORS", "CULPRIT", "CULPRIT_BAND", "HIGHLIGHT", "HOVER_FRAMES", "LANE_BUDGET",
+    "MAX_GRAPH_NODES", "STACK_HOVERS", "STATE_NAMES", "ST_DONE", "ST_FLIGHT", "ST_MISMATCH",
+    "base_layout", "clip", "esc", "group_label", "is_p2p_op", "members_label", "pipeline_stage",
+    "ranks_text", "stack_texts", "top_margin",
+]
 
 #: Colours of op states (also used by the HTML legend).
 COLORS = {
@@ -33,41 +41,24 @@ HOVER_FRAMES = 6
 #: Nodes the wait graph draws before it merges by distance only.
 MAX_GRAPH_NODES = 80
 
-_ST_DONE, _ST_FLIGHT, _ST_MISMATCH = 0, 1, 2
-_STATE_NAMES = {_ST_DONE: "completed", _ST_FLIGHT: "in flight", _ST_MISMATCH: "mismatched"}
+ST_DONE, ST_FLIGHT, ST_MISMATCH = 0, 1, 2
+STATE_NAMES = {ST_DONE: "completed", ST_FLIGHT: "in flight", ST_MISMATCH: "mismatched"}
 
 _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 
 
 def esc(value: object) -> str:
-    """Escape text from a dump for plotly labels (its pseudo-HTML decodes &lt; &gt; &amp;
-    but not &quot;, and these strings never land in an attribute)."""
-    return html.escape(str(value), quote=False)
+    """Escape text from a dump for plotly labels (:func:`analyzer.render.wording.for_plot`)."""
+    return for_plot(value)
 
 
-def _clip(text: str, n: int = 120) -> str:
+def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def ranks_text(ranks: Sequence[int], limit: int = 8) -> str:
-    """``0-3, 8, 12`` style text for a set of ranks, shortened past ``limit`` runs."""
-    rs = sorted(set(int(r) for r in ranks))
-    runs: list[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        runs.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}" if j > i + 1 else f"{rs[i]}, {rs[j]}")
-        i = j + 1
-    if len(runs) > limit:
-        return ", ".join(runs[:limit]) + f", … ({len(rs)} ranks)"
-    return ", ".join(runs)
-
-
-def is_p2p_op(op: object) -> bool:
-    """Waits on send/recv carry the p2p sequence number (whatever their wait kind)."""
-    return str(op) in ("send", "recv")
+    """``0-3, 8, 12`` style text for a set of ranks (:func:`analyzer.wording.rank_runs`)."""
+    return rank_runs(ranks, limit)
 
 
 def members_label(ranks: Sequence[int]) -> str:
@@ -81,22 +72,18 @@ def members_label(ranks: Sequence[int]) -> str:
     return f"ranks {text} ×{len(rs)}"
 
 
-def _group_label(name: str, desc: str) -> str:
-    return f"{desc} (group {name})" if desc and desc != name else f"group {name}"
-
-
 def _note_lines(notes: list[str], width: int = 170) -> list[str]:
     import textwrap
 
     return [line for n in notes for line in textwrap.wrap(n, width, break_on_hyphens=False)]
 
 
-def _top_margin(notes: list[str], extra: int = 40) -> int:
+def top_margin(notes: list[str], extra: int = 40) -> int:
     """Room for the title, its note lines and a row of legend/buttons under them."""
     return 54 + 16 * len(_note_lines(notes)) + extra
 
 
-def _base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
+def base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
     sub = "<br>".join(f"<span style='font-size:12px;color:#555'>{n}</span>" for n in _note_lines(notes))
     return {
         "title": {"text": f"<b>{title}</b>" + (f"<br>{sub}" if sub else ""), "x": 0.01,
@@ -114,7 +101,7 @@ def _base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- shared views
 
 
-def _stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAMES) -> dict[int, str]:
+def stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAMES) -> dict[int, str]:
     """stack_id -> short escaped text (user frames first: torch internals are skipped)."""
     wanted = {int(i) for i in ids if int(i) >= 0}
     if not wanted:
@@ -123,14 +110,14 @@ def _stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRA
     sub = st[st["stack_id"].isin(list(wanted))].sort_values(["stack_id", "depth"])
     out: dict[int, str] = {}
     for sid, grp in sub.groupby("stack_id", sort=False):
-        rows = list(grp[["name", "filename", "line"]].itertuples(index=False))
+        rows: list[Any] = list(grp[["name", "filename", "line"]].itertuples(index=False))
         user = [r for r in rows if "/torch/" not in str(r.filename)]
         shown = (user or rows)[:frames]
         hidden = len(rows) - len(shown)
-        lines = [esc(_clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110)) for r in shown]
+        lines = [esc(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110)) for r in shown]
         if hidden:
             lines.append(f"(+{hidden} frame{'s' if hidden > 1 else ''}: torch internals or deeper)")
-        out[int(sid)] = "<br>".join(lines)
+        out[int(str(sid))] = "<br>".join(lines)
     return out
 
 
@@ -139,7 +126,7 @@ def _short_path(path: str) -> str:
     return "/".join(parts[-3:]) if len(parts) > 3 else path
 
 
-def _pipeline_stage(analysis: Analysis) -> dict[int, int]:
+def pipeline_stage(analysis: Analysis) -> dict[int, int]:
     """rank -> pipeline stage, from groups whose desc names the pipeline (empty if none)."""
     stage: dict[int, int] = {}
     g = analysis.tables.groups

@@ -40,7 +40,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "culprit_ranks": [int(r) for r in d.culprit_ranks],
         "missing_dumps": [int(r) for r in d.missing_dumps],
         "deadlock_cycles": [[int(r) for r in c] for c in d.deadlock_cycles],
-        "chains": {str(r): steps for r, steps in d.chains.items()},
+        "chains": {str(r): [s.to_dict() for s in steps] for r, steps in d.chains.items()},
         "where_now": where_now(d.culprit_ranks, analysis.contexts),
         "findings": [f.to_dict() for f in d.findings],
         "skipped_files": [

@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,9 +88,65 @@ def _strip_tags(text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
+def _svg_ticks(lo: float, hi: float, X: Callable[[float], float], top: float, axis_y: float) -> list[str]:
+    """Grid lines and labels of the x axis, at 1, 2 or 5 times a power of ten."""
+    import numpy as np
+
+    out = []
+    span = hi - lo
+    step = 10 ** np.floor(np.log10(span / 6)) if span > 0 else 1
+    for mult in (1, 2, 5, 10):
+        if span / (step * mult) <= 8:
+            step *= mult
+            break
+    for k in range(int(np.ceil(lo / step)), int(np.floor(hi / step)) + 1):
+        t = k * step
+        x = X(float(t))
+        out.append(f"<line x1='{x:.1f}' y1='{top}' x2='{x:.1f}' y2='{axis_y}' stroke='#eee'/>")
+        out.append(f"<text x='{x:.1f}' y='{axis_y + 16}' text-anchor='middle' fill='#444'>"
+                   f"{'0' if k == 0 else f'{t:+.4g}'}</text>")
+    return out
+
+
+def _svg_traces(fig: Any, X: Callable[[float], float], lo: float, hi: float, top: float,
+                lane_h: float) -> tuple[list[str], list[tuple[str, str]]]:
+    """The bars and markers of the figure's traces, and the legend entries of the bars."""
+    import numpy as np
+
+    out: list[str] = []
+    legend: list[tuple[str, str]] = []
+    for tr in fig.data:
+        if tr.type == "bar":
+            base = np.asarray(tr.base, dtype=float)
+            xs = np.asarray(tr.x, dtype=float)
+            ys = np.asarray(tr.y, dtype=float)
+            color = tr.marker.color
+            hatch = tr.marker.pattern is not None and tr.marker.pattern.shape
+            fill = "url(#hatch)" if hatch else color
+            lw = tr.marker.line.width
+            lws = list(lw) if isinstance(lw, (list, tuple)) else [lw or 0] * len(xs)
+            for b, w, y, line in zip(base, xs, ys, lws):
+                if b + w < lo or b > hi:
+                    continue
+                x0, x1 = X(b), X(b + w)
+                cy = top + y * lane_h + lane_h * 0.14
+                stroke = (" stroke='#d62728' stroke-width='1.5'" if hatch else
+                          " stroke='#111' stroke-width='1.5'" if (line or 0) >= 2 else
+                          " stroke='white' stroke-width='0.5'")
+                out.append(f"<rect x='{x0:.1f}' y='{cy:.1f}' width='{max(x1 - x0, 0.8):.1f}' "
+                           f"height='{lane_h * 0.72:.1f}' fill='{fill}'{stroke}/>")
+            legend.append((tr.name, fill))
+        elif tr.type == "scatter" and tr.x is not None:
+            for x, y in zip(tr.x, tr.y):
+                if lo <= float(x) <= hi:
+                    cx, cy = X(float(x)), top + float(y) * lane_h + lane_h / 2
+                    out.append(f"<path d='M{cx - 5:.1f},{cy - 5:.1f}L{cx + 5:.1f},{cy + 5:.1f}M{cx - 5:.1f},"
+                               f"{cy + 5:.1f}L{cx + 5:.1f},{cy - 5:.1f}' stroke='{tr.marker.color}' stroke-width='2.5'/>")
+    return out, legend
+
+
 def timeline_svg(analysis: Analysis, *, width: int = 1400, **kw: Any) -> str:
     """The timeline as a standalone SVG document, without any browser or extra package."""
-    import numpy as np
 
     fig = _static_figure(analysis, **kw)
     lay = fig.layout
@@ -123,50 +180,12 @@ def timeline_svg(analysis: Analysis, *, width: int = 1400, **kw: Any) -> str:
             out.append(f"<rect x='{left}' y='{cy:.1f}' width='{plot_w}' height='{lane_h}' fill='rgba(214,39,40,0.10)'/>")
         out.append(f"<text x='{left - 6}' y='{cy + lane_h * 0.68:.1f}' text-anchor='end' "
                    f"fill='{'#d62728' if hot else '#222'}' font-weight='{'bold' if hot else 'normal'}'>{_e(label)}</text>")
-    # x ticks
-    span = hi - lo
-    step = 10 ** np.floor(np.log10(span / 6)) if span > 0 else 1
-    for mult in (1, 2, 5, 10):
-        if span / (step * mult) <= 8:
-            step *= mult
-            break
     axis_y = top + n * lane_h
-    for k in range(int(np.ceil(lo / step)), int(np.floor(hi / step)) + 1):
-        t = k * step
-        x = X(float(t))
-        out.append(f"<line x1='{x:.1f}' y1='{top}' x2='{x:.1f}' y2='{axis_y}' stroke='#eee'/>")
-        out.append(f"<text x='{x:.1f}' y='{axis_y + 16}' text-anchor='middle' fill='#444'>"
-                   f"{'0' if k == 0 else f'{t:+.4g}'}</text>")
+    out.extend(_svg_ticks(lo, hi, X, top, axis_y))
     out.append(f"<text x='{left + plot_w / 2:.0f}' y='{axis_y + 36}' text-anchor='middle' fill='#444'>"
                f"{_e(lay.xaxis.title.text or '')}</text>")
-    legend = []
-    for tr in fig.data:
-        if tr.type == "bar":
-            base = np.asarray(tr.base, dtype=float)
-            xs = np.asarray(tr.x, dtype=float)
-            ys = np.asarray(tr.y, dtype=float)
-            color = tr.marker.color
-            hatch = tr.marker.pattern is not None and tr.marker.pattern.shape
-            fill = "url(#hatch)" if hatch else color
-            lw = tr.marker.line.width
-            lws = list(lw) if isinstance(lw, (list, tuple)) else [lw or 0] * len(xs)
-            for b, w, y, line in zip(base, xs, ys, lws):
-                if b + w < lo or b > hi:
-                    continue
-                x0, x1 = X(b), X(b + w)
-                cy = top + y * lane_h + lane_h * 0.14
-                stroke = (" stroke='#d62728' stroke-width='1.5'" if hatch else
-                          " stroke='#111' stroke-width='1.5'" if (line or 0) >= 2 else
-                          " stroke='white' stroke-width='0.5'")
-                out.append(f"<rect x='{x0:.1f}' y='{cy:.1f}' width='{max(x1 - x0, 0.8):.1f}' "
-                           f"height='{lane_h * 0.72:.1f}' fill='{fill}'{stroke}/>")
-            legend.append((tr.name, fill))
-        elif tr.type == "scatter" and tr.x is not None:
-            for x, y in zip(tr.x, tr.y):
-                if lo <= float(x) <= hi:
-                    cx, cy = X(float(x)), top + float(y) * lane_h + lane_h / 2
-                    out.append(f"<path d='M{cx - 5:.1f},{cy - 5:.1f}L{cx + 5:.1f},{cy + 5:.1f}M{cx - 5:.1f},"
-                               f"{cy + 5:.1f}L{cx + 5:.1f},{cy - 5:.1f}' stroke='{tr.marker.color}' stroke-width='2.5'/>")
+    shapes, legend = _svg_traces(fig, X, lo, hi, top, lane_h)
+    out.extend(shapes)
     lx = width - 20
     for name, fill in reversed(legend):
         w = 24 + 7 * len(name)

@@ -6,69 +6,25 @@ import textwrap
 
 from analyzer.analysis import Analysis
 from analyzer.context import where_now
+from analyzer.diagnosis import unrecorded_text
 from analyzer.escape import clean
+from analyzer.render import wording
 from analyzer.render.inputs import input_notes, text_lines
+from analyzer.render.wording import (
+    chain_sentences,
+    cycle_line,
+    dialect_text,
+    full_dialect_text,
+    missing_text,
+)
 from analyzer.tables import Tables
 
-_KIND_TITLES = {
-    "not_joined": "a rank stalled outside communication",
-    "missing_dump": "a rank crashed or was killed (no dump)",
-    "op_mismatch": "desync: ranks issued different ops",
-    "size_mismatch": "desync: ranks issued different sizes",
-    "dtype_mismatch": "desync: ranks issued different dtypes",
-    "deadlock": "deadlock: ranks wait on each other in a cycle",
-    "stuck_in_collective": "stuck inside communication: network or GPU, not the program",
-    "unrecorded_ops": "a rank is behind in ops the recorder did not record",
-    "no_hang": "no hang",
-    "inconclusive": "inconclusive",
-}
+__all__ = ["dialect_text", "full_dialect_text", "kind_title", "render_text", "where_now_lines"]
 
 
 def kind_title(analysis: Analysis) -> str:
-    """The title of the leading kind; a missing file reads differently where the backend
-    dumps only ranks whose own ops timed out (nccl2)."""
-    d = analysis.diagnosis
-    lead = next((f for f in d.findings if f.culprit), None)
-    if d.kind == "missing_dump" and lead is not None and lead.evidence.get("no_dump") == "stalled_or_crashed":
-        return "no dump: stalled outside communication or crashed"
-    return _KIND_TITLES.get(d.kind, d.kind)
-
-
-def dialect_text(analysis: Analysis) -> str:
-    """``read as: nccl2 (ranks 0-3)``: how each rank's dump was read. Empty when every dump
-    is read as its own self-recording backend's default (gloo, legacy NCCL) in one dialect:
-    the JSON and the HTML report always say it."""
-    dialects = analysis.matching.dialects
-    plain = all(d.dump_policy == "every_rank" and not [w for w in d.evidence if not w.startswith("no entries")]
-                for d in dialects.by_rank.values())
-    if plain and len(dialects.summary()) <= 1:
-        return ""
-    return full_dialect_text(analysis)
-
-
-def full_dialect_text(analysis: Analysis) -> str:
-    """``read as: ...`` for every dump set."""
-    parts = []
-    for name, ranks in analysis.matching.dialects.summary().items():
-        parts.append(f"{name} (rank{'s' if len(ranks) > 1 else ''} {_span(ranks)})")
-    return "read as: " + "; ".join(parts) if parts else ""
-
-
-def _span(ranks: list[int]) -> str:
-    """``0-3, 5, 7-9``."""
-    out: list[str] = []
-    start = prev = None
-    for r in sorted(ranks):
-        if start is None:
-            start = prev = r
-        elif r == prev + 1:
-            prev = r
-        else:
-            out.append(f"{start}-{prev}" if prev != start else str(start))
-            start = prev = r
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else str(start))
-    return ", ".join(out)
+    """The title of the leading kind (:func:`analyzer.render.wording.kind_title`)."""
+    return wording.kind_title(analysis.diagnosis)
 
 
 def _wrap(text: str, indent: str, width: int) -> str:
@@ -100,28 +56,10 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     d = analysis.diagnosis
     t = analysis.tables
     lines: list[str] = []
-    if d.verdict.value == "hang":
-        ranks = ", ".join(str(r) for r in d.culprit_ranks)
-        lines.append(f"HANG: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {ranks}"
-                     f" ({kind_title(analysis)})")
-    elif d.verdict.value == "no_hang":
-        lines.append("NO HANG: every recorded op completed and the counters agree")
-    else:
-        lines.append("INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps")
+    lines.append(wording.verdict_line(d))
     lines.append(_wrap(d.headline, "  ", width))
     lines.extend(where_now_lines(analysis))
-    for rank, steps in d.chains.items():
-        if not steps:
-            continue
-        parts = [
-            f"rank {s['waiter']} waits on {s['holder']} in {s['pg_desc'] or s['pg_name']} "
-            f"{'p2p seq' if s['op'] in ('send', 'recv') else 'seq'} {s['seq']} ({s['op']}"
-            + (f", queued behind {s['holder']}'s blocked op)" if s["kind"] == "queued" else ")")
-            for s in steps
-        ]
-        in_cycle = any(rank in c for c in d.deadlock_cycles)
-        end = f"{rank} is in the deadlock cycle" if in_cycle else f"{rank} waits on nobody"
-        lines.append(_wrap(f"chain to rank {rank}: " + "; ".join(parts) + f"; {end}", "  ", width))
+    lines.extend(_wrap(sentence, "  ", width) for sentence in chain_sentences(d))
     lead = next((f for f in d.findings if f.culprit and f.stack), None)
     if lead is not None:
         frames = list(lead.stack)
@@ -139,15 +77,7 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     if dialects:
         lines.append(_wrap(dialects, "", width))
     if d.missing_dumps:
-        unreadable = set(input_notes(analysis).unreadable_ranks)
-        alive = set(analysis.contexts.by_rank)
-
-        def _missing(r: int) -> str:
-            if r in alive:
-                return f"{r} (alive: context captured)"
-            return f"{r} (unreadable file)" if r in unreadable else str(r)
-
-        lines.append("missing dumps: ranks " + ", ".join(_missing(r) for r in d.missing_dumps))
+        lines.append(missing_text(analysis))
     if analysis.contexts:
         c = analysis.contexts
         hosts = sorted(set(c.hosts().values()))
@@ -158,12 +88,9 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
     if suspect:
         lines.append(f"suspect dumps (values dropped): ranks {', '.join(str(r) for r in suspect)}")
     if d.unrecorded_groups:
-        from analyzer.diagnosis import unrecorded_text
-
         lines.append(_wrap(unrecorded_text(d.unrecorded_groups), "", width))
     if d.deadlock_cycles:
-        for cycle in d.deadlock_cycles:
-            lines.append(f"deadlock cycle: ranks {', '.join(str(r) for r in cycle)}")
+        lines.extend(cycle_line(cycle) for cycle in d.deadlock_cycles)
     shown = [f for f in d.findings if f.summary != d.headline][:max_findings]
     if shown:
         lines.append("findings:")

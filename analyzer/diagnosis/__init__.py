@@ -1,0 +1,47 @@
+"""Diagnosis: from matching and the wait-for graph to culprits, findings and a verdict.
+
+The taxonomy (``Finding.kind``, :class:`analyzer.kinds.FindingKind`) is stable and
+documented in the README; :data:`~analyzer.diagnosis.rules.TAXONOMY` lists it with a line
+on each kind.
+
+The diagnosis is a list of rules (:mod:`analyzer.diagnosis.rules`), each a function from
+the analysed tables to findings, in levels ordered cause before consequence: a desync
+outranks the waits it causes (a rank that crashed on a desynchronised message is a victim,
+listed in ``missing_dumps``), and among waits only the roots of the graph are culprits.
+
+* :mod:`~analyzer.diagnosis.desync`: op, size and dtype mismatches, collective and p2p;
+* :mod:`~analyzer.diagnosis.roots`: ranks everybody waits on (not joined, no dump, behind
+  in unrecorded ops), and roots whose evidence is doubtful;
+* :mod:`~analyzer.diagnosis.deadlock`: wait cycles and who started them;
+* :mod:`~analyzer.diagnosis.stuck`: inside a collective nobody completed, with its suspect;
+  completions that stopped first;
+* :mod:`~analyzer.diagnosis.unrecorded`: ops the buffers never saw;
+* :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict.
+"""
+
+from __future__ import annotations
+
+from analyzer.diagnosis.engine import diagnose
+from analyzer.diagnosis.records import Diagnosis, Finding, Verdict
+from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
+from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS
+from analyzer.diagnosis.unrecorded import unrecorded_text
+
+SCHEMA_VERSION = "hangscope.diagnosis/1"
+
+#: Every finding kind, in the order findings are listed.
+KINDS: tuple[str, ...] = tuple(row.kind.value for row in TAXONOMY)
+
+__all__ = [
+    "KINDS",
+    "LEVELS",
+    "NO_DUMP_OWN_TIMEOUT",
+    "SCHEMA_VERSION",
+    "TAXONOMY",
+    "VERDICTS",
+    "Diagnosis",
+    "Finding",
+    "Verdict",
+    "diagnose",
+    "unrecorded_text",
+]

@@ -1,0 +1,99 @@
+"""Running the rules: the levels in order, the verdict, the headline and the chains."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import networkx as nx
+import pandas as pd
+
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Diagnosis, Finding
+from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
+from analyzer.diagnosis.unrecorded import unrecorded_text
+from analyzer.graph import chain
+from analyzer.kinds import FindingKind
+from analyzer.matching import Matching
+from analyzer.tables import Tables
+
+__all__ = ["diagnose", "run_levels"]
+
+_NO_HANG = "every recorded op completed and the counters of every group agree"
+_NO_BLAME = "ops are still pending but no rank can be blamed from these dumps"
+
+
+def _level_findings(facts: Facts, level: Level, led: bool) -> list[tuple[Rule, Finding]]:
+    """The findings of one level's rules, each with the rule that made it (amends keep
+    the count and order of the findings they rewrite)."""
+    found: list[tuple[Rule, Finding]] = []
+    for item in level.rules:
+        if isinstance(item, Amend):
+            amended = item.amend(facts, [f for _, f in found])
+            found = [(r, f) for (r, _), f in zip(found, amended, strict=True)]
+        elif not (led and item.after_cause is After.SKIP):
+            found.extend((item, f) for f in item.find(facts))
+    return found
+
+
+def run_levels(facts: Facts, levels: Sequence[Level] = LEVELS) -> tuple[list[Finding], set[int], str]:
+    """The findings in the order the levels list them, the culprits, and the kind of the
+    leading finding (``""`` when no level blames anybody)."""
+    findings: list[Finding] = []
+    leader: Level | None = None
+    culprits: set[int] = set()
+    kind = ""
+    for level in levels:
+        found = _level_findings(facts, level, leader is not None)
+        if leader is not None:
+            findings.extend(
+                dataclasses.replace(f, culprit=False, summary=f"{f.summary} ({leader.consequence})")
+                if rule.after_cause is After.CONSEQUENCE else f
+                for rule, f in found)
+        elif not level.blames:
+            findings.extend(f for _, f in found)
+        elif any(f.culprit for _, f in found):
+            leader = level
+            blamed = [f for _, f in found if f.culprit]
+            culprits = {r for f in blamed for r in f.ranks}
+            kind = blamed[0].kind
+            findings.extend(f for _, f in found)
+        # A blaming level with no culprit before any leader lists nothing.
+    return findings, culprits, kind
+
+
+def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph, *,
+             unsure: Mapping[int, str] | None = None,
+             config: AnalysisConfig = DEFAULT_CONFIG, levels: Sequence[Level] = LEVELS) -> Diagnosis:
+    """Name the culprits and explain them. Deterministic for a given input.
+
+    ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
+    dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`);
+    ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
+    (:data:`analyzer.diagnosis.rules.LEVELS`).
+    """
+    facts = Facts(tables=tables, matching=matching, waits=wait_rows, graph=g,
+                  unsure=unsure or {}, config=config)
+    findings, culprits, kind = run_levels(facts, levels)
+    row = next(v for v in VERDICTS if v.applies(facts, bool(culprits), findings))
+    verdict = row.verdict
+    if row.kind is not None:
+        kind = row.kind.value
+    elif not culprits:
+        kind = kind or FindingKind.INCONCLUSIVE.value
+    if row.kind is FindingKind.NO_HANG:
+        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG))
+    unrecorded_groups = dict(matching.dialects.unrecorded_groups)
+    chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
+    lead = next((f for f in findings if f.culprit), None)
+    headline = lead.summary if lead else findings[-1].summary if findings else _NO_BLAME
+    if lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
+        headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
+    order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
+    findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
+    return Diagnosis(
+        verdict=verdict, culprit_ranks=tuple(sorted(culprits)), kind=kind, headline=headline,
+        findings=tuple(findings), missing_dumps=tuple(tables.missing_ranks),
+        deadlock_cycles=facts.roots.cycles, chains=chains, unrecorded_groups=unrecorded_groups,
+    )

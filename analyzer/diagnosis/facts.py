@@ -1,0 +1,72 @@
+"""What every rule reads: the analysed tables, the wait-for graph and what follows from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+import pandas as pd
+
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.graph import Roots, root_ranks
+from analyzer.matching import Matching
+from analyzer.tables import Tables
+from analyzer.waits import stuck_collectives
+
+__all__ = ["Facts"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """The input of the rules; the derived views are computed once, when first read."""
+
+    tables: Tables
+    matching: Matching
+    waits: pd.DataFrame
+    graph: nx.DiGraph
+    unsure: Mapping[int, str] = field(default_factory=dict)
+    """Ranks whose evidence cannot be trusted (an unreadable file, dropped entries), and why."""
+    config: AnalysisConfig = DEFAULT_CONFIG
+
+    @cached_property
+    def roots(self) -> Roots:
+        return root_ranks(self.graph)
+
+    @cached_property
+    def members(self) -> dict[str, tuple[int, ...]]:
+        return self.tables.members()
+
+    @cached_property
+    def held(self) -> list[tuple[str, int]]:
+        """Collectives every member joined and is blocked in, none completed."""
+        return stuck_collectives(self.tables, self.matching)
+
+    @cached_property
+    def in_stuck(self) -> set[int]:
+        """Members of the collectives of :attr:`held`."""
+        return {int(m) for grp, _ in self.held for m in self.members.get(grp, ())}
+
+    @cached_property
+    def stuck_roots(self) -> list[int]:
+        """Roots blocked inside such a collective: it holds the others up from inside."""
+        return [r for r in self.roots.roots if r in self.in_stuck]
+
+    @cached_property
+    def stuck_held(self) -> list[tuple[str, int]]:
+        """The held collectives a stuck root is a member of."""
+        stuck = set(self.stuck_roots)
+        return [(grp, q) for grp, q in self.held if stuck & set(self.members.get(grp, ()))]
+
+    @cached_property
+    def slow_roots(self) -> list[int]:
+        """Roots whose GPU stopped completing what their peers completed."""
+        return [r for r in self.roots.roots
+                if r in self.matching.stale_completers and r not in self.in_stuck]
+
+    @cached_property
+    def plain_roots(self) -> list[int]:
+        """Roots that are neither: they stopped before joining (or left no dump)."""
+        slow = set(self.slow_roots)
+        return [r for r in self.roots.roots if r not in self.in_stuck and r not in slow]

@@ -1,0 +1,65 @@
+"""The records the diagnosis hands on: the verdict, the findings and the diagnosis.
+
+The evidence of each finding is a frozen record of :mod:`analyzer.evidence`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from analyzer.evidence import NO_EVIDENCE, Evidence
+from analyzer.graph import ChainStep
+
+__all__ = ["Diagnosis", "Finding", "Verdict"]
+
+
+class Verdict(StrEnum):
+    HANG = "hang"
+    NO_HANG = "no_hang"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """One piece of evidence, JSON-safe through :meth:`to_dict`."""
+
+    kind: str
+    """A :class:`~analyzer.kinds.FindingKind` (members equal their strings)."""
+    ranks: tuple[int, ...]
+    summary: str
+    group: str = ""
+    group_desc: str = ""
+    seq: int = -1
+    op: str = ""
+    culprit: bool = False
+    evidence: Evidence = field(default_factory=lambda: NO_EVIDENCE)
+    stack: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind), "ranks": list(self.ranks), "culprit": self.culprit,
+            "summary": self.summary, "group": self.group, "group_desc": self.group_desc,
+            "seq": self.seq, "op": self.op, "evidence": self.evidence.to_dict(),
+            "stack": list(self.stack),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Diagnosis:
+    """The answer: verdict, culprits, and the findings that explain them."""
+
+    verdict: Verdict
+    culprit_ranks: tuple[int, ...]
+    kind: str
+    """The kind of the leading finding (what stopped the job)."""
+    headline: str
+    findings: tuple[Finding, ...]
+    missing_dumps: tuple[int, ...]
+    deadlock_cycles: tuple[tuple[int, ...], ...]
+    chains: dict[int, tuple[ChainStep, ...]]
+    """For each culprit others wait on: the longest wait path that ends in it."""
+    unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Groups other evidence names but no loaded dump recorded (for some or all members)."""
+

@@ -1,0 +1,179 @@
+"""The rules of the diagnosis, and the order in which their findings count.
+
+A rule is a function from the analysed tables (:class:`~analyzer.diagnosis.facts.Facts`)
+to findings. Rules sit in levels, and the levels are ordered cause before consequence:
+
+* the first level that blames a rank **leads**: its culprit findings name the culprits and
+  the kind (the kind of its first culprit finding);
+* each rule of a later level says what becomes of its findings then (``after_cause``):
+  listed as they are, listed as consequences (not blamed, with the leader's words), or not
+  looked for at all;
+* a blaming level before the leader found no culprit and lists nothing;
+* a level that only informs (``blames=False``) is always listed and never leads.
+
+The verdict is the first row of :data:`VERDICTS` that applies. Adding a fault kind is one
+rule (a function) and one row (in :data:`LEVELS`, and its kind in :data:`TAXONOMY`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from analyzer.diagnosis.deadlock import deadlock
+from analyzer.diagnosis.desync import collective_desync, p2p_desync
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Finding, Verdict
+from analyzer.diagnosis.roots import plain_roots, unsure_roots
+from analyzer.diagnosis.stuck import slow_roots, stuck_anywhere, stuck_roots
+from analyzer.diagnosis.unrecorded import op_counters_ahead, unrecorded_ops
+from analyzer.kinds import FindingKind
+
+__all__ = ["LEVELS", "TAXONOMY", "VERDICTS", "After", "Amend", "Level", "Rule", "VerdictRow"]
+
+
+class After(Enum):
+    """What becomes of a rule's findings when an earlier level leads."""
+
+    LIST = "list"
+    """Listed as they are; they blame nobody."""
+    CONSEQUENCE = "consequence"
+    """Listed as consequences of the leader: not blamed, with its words appended."""
+    SKIP = "skip"
+    """Not looked for: the leader explains what this rule would."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    find: Callable[[Facts], list[Finding]]
+    after_cause: After
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Amend:
+    """Rewrites the findings the rules before it in its level produced."""
+
+    name: str
+    amend: Callable[[Facts, list[Finding]], list[Finding]]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    name: str
+    rules: tuple[Rule | Amend, ...]
+    why: str
+    consequence: str = ""
+    """Appended to the findings a later rule lists as consequences of this level."""
+    blames: bool = True
+
+
+#: Cause before consequence, as data: the levels in the order they are asked.
+LEVELS: tuple[Level, ...] = (
+    Level("desync", (
+        Rule("collective desync", collective_desync, After.LIST,
+             "members issued one sequence number with different ops, sizes or dtypes"),
+        Rule("p2p desync", p2p_desync, After.LIST,
+             "a send and the recv it pairs with disagree on sizes or dtypes"),
+    ), why="a desync is a cause: the ranks that wait or crash behind it are its victims",
+        consequence="a consequence of the desync"),
+    Level("waits", (
+        Rule("roots", plain_roots, After.CONSEQUENCE,
+             "a rank others wait on that waits on nobody stopped first (or left no dump)"),
+        Rule("stuck roots", stuck_roots, After.CONSEQUENCE,
+             "a root blocked inside a collective all members joined holds the others from inside"),
+        Rule("slow roots", slow_roots, After.CONSEQUENCE,
+             "a root whose GPU stopped completing what its peers completed"),
+        Amend("unsure roots", unsure_roots,
+              "a root whose own dump is doubtful is not blamed ahead of a root whose dump is sound"),
+        Rule("deadlock", deadlock, After.LIST,
+             "waits that form a cycle blame the rank that ran the groups in another order"),
+    ), why="among waits, only the ranks everybody ends up waiting on are culprits"),
+    Level("stuck", (
+        Rule("stuck inside", stuck_anywhere, After.SKIP,
+             "every member joined a collective and none completed it: the network or a GPU"),
+    ), why="with no wait to follow, a collective nobody completed is the last explanation"),
+    Level("unrecorded", (
+        Rule("unrecorded ops", unrecorded_ops, After.LIST,
+             "counters ahead of the entries, or op_id gaps: ops the buffers never saw"),
+        Rule("op counters ahead", op_counters_ahead, After.LIST,
+             "hook-recorded counters (op_id units) past the newest recorded op"),
+    ), why="what the dumps cannot show: informs the verdict, blames nobody", blames=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KindRow:
+    kind: FindingKind
+    why: str
+
+
+#: The taxonomy in the order findings are listed (culprit findings first in any case).
+TAXONOMY: tuple[KindRow, ...] = (
+    KindRow(FindingKind.NOT_JOINED, "members never enqueued the op the others wait in: the "
+            "culprit is stalled outside communication"),
+    KindRow(FindingKind.MISSING_DUMP, "no file from a rank others wait on (crashed or killed; "
+            "where the backend dumps only failed ranks, also a stalled rank)"),
+    KindRow(FindingKind.OP_MISMATCH, "members enqueued different ops at one sequence number"),
+    KindRow(FindingKind.SIZE_MISMATCH, "... the same op with different shapes"),
+    KindRow(FindingKind.DTYPE_MISMATCH, "... the same op with different dtypes"),
+    KindRow(FindingKind.DEADLOCK, "waits form a cycle"),
+    KindRow(FindingKind.STUCK_IN_COLLECTIVE, "every member enqueued the op, none completed: "
+            "network or GPU"),
+    KindRow(FindingKind.UNRECORDED_OPS, "counters ahead of the recorded entries"),
+    KindRow(FindingKind.NO_HANG, "everything recorded completed and the counters agree"),
+    KindRow(FindingKind.INCONCLUSIVE, "ops are pending but no rank can be blamed"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRow:
+    """When ``applies``, the verdict is ``verdict`` and the kind ``kind`` (None: the
+    leader's kind; ``""`` left by no leader becomes ``fallback_kind``)."""
+
+    name: str
+    applies: Callable[[Facts, bool, list[Finding]], bool]
+    verdict: Verdict
+    kind: FindingKind | None
+    why: str
+
+
+def _blamed(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    return blamed
+
+
+def _unseen(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    return (facts.matching.dialects.completion_unobserved
+            and any(f.kind == FindingKind.UNRECORDED_OPS for f in findings))
+
+
+def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    tables, matching = facts.tables, facts.matching
+    e = tables.entries
+    if matching.dialects.completion_unobserved:
+        finished = bool(e["retired"].all())
+    else:
+        finished = bool((e["state"].astype(str) == "completed").all())
+    p = matching.progress
+    known = p[p["enqueued"] >= 0]
+    agree = bool((known.groupby("pg_name")["enqueued"].nunique() <= 1).all()) if len(known) else True
+    return finished and agree and not tables.missing_ranks
+
+
+def _always(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    return True
+
+
+#: The verdict: the first row that applies.
+VERDICTS: tuple[VerdictRow, ...] = (
+    VerdictRow("blamed", _blamed, Verdict.HANG, None, "a level named a culprit"),
+    VerdictRow("unseen", _unseen, Verdict.INCONCLUSIVE, FindingKind.UNRECORDED_OPS,
+               "the buffers miss ops and completion is not observed: a hang may hide in them"),
+    VerdictRow("all done", _all_done, Verdict.NO_HANG, FindingKind.NO_HANG,
+               "every recorded op completed, the counters agree, every rank dumped"),
+    VerdictRow("pending", _always, Verdict.INCONCLUSIVE, None,
+               "ops are pending but no rank can be blamed"),
+)

@@ -1,0 +1,66 @@
+"""The report's own style sheet and boot script (no external resource of any kind)."""
+
+from __future__ import annotations
+
+__all__ = ["BOOT", "CSS"]
+
+CSS = """
+:root{--red:#c0392b;--amber:#b9770e;--green:#1e8449;--ink:#1c2833;--mute:#5d6d7e;--line:#e5e8eb}
+*{box-sizing:border-box}
+body{margin:0;font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;
+color:var(--ink);background:#f7f8fa;line-height:1.45}
+main{max-width:1500px;margin:0 auto;padding:0 18px 40px}
+.banner{padding:18px 22px;border-radius:0 0 10px 10px;color:white;margin:0 -18px 14px}
+.banner.hang{background:var(--red)}.banner.no_hang{background:var(--green)}
+.banner.inconclusive{background:var(--amber)}
+.banner .verdict{font-size:26px;font-weight:700;margin:0 0 4px}
+.banner .kind{font-size:15px;opacity:.95;margin:0 0 10px}
+.banner .headline{font-size:15px;background:rgba(255,255,255,.14);padding:10px 12px;border-radius:6px;
+margin:0;overflow-wrap:anywhere}
+.banner ul{margin:8px 0 0;padding-left:20px;font-size:13px}
+nav{font-size:13px;margin:0 0 10px;color:var(--mute)}nav a{color:#2e6da4;margin-right:12px}
+section{background:white;border:1px solid var(--line);border-radius:8px;margin:0 0 14px;padding:12px 16px}
+section h2{font-size:17px;margin:2px 0 8px}
+.note{color:var(--mute);font-size:12.5px;margin:4px 0}
+.plot{width:100%;min-height:300px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
+th{background:#f2f4f6;font-weight:600}
+td.sum{overflow-wrap:anywhere;max-width:900px}
+tr.culprit td:first-child{border-left:4px solid var(--red)}
+.tag{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;background:#eef1f4}
+.tag.culprit{background:#fadbd8;color:#922b21;font-weight:600}
+pre{background:#f4f6f7;border:1px solid var(--line);border-radius:6px;padding:10px;overflow:auto;
+font-size:12.5px;line-height:1.35;margin:6px 0}
+dl.summary{display:grid;grid-template-columns:max-content 1fr;gap:3px 16px;font-size:13.5px;margin:0}
+dl.summary dt{color:var(--mute)}dl.summary dd{margin:0;overflow-wrap:anywhere}
+details summary{cursor:pointer;font-size:13px;color:#2e6da4}
+footer{color:var(--mute);font-size:12px;text-align:center;margin-top:18px}
+.noscript{color:var(--red);font-size:13px}
+"""
+
+BOOT = """
+(function(){
+  var t0=performance.now();
+  var cfg={responsive:true,displaylogo:false,scrollZoom:false,
+           modeBarButtonsToRemove:['select2d','lasso2d'],toImageButtonOptions:{format:'png',scale:2}};
+  function plot(el){
+    var target=document.getElementById(el.getAttribute('data-plot'));
+    try{var spec=JSON.parse(el.textContent);
+        return Plotly.newPlot(target,spec.data,spec.layout,cfg);}
+    catch(err){target.textContent='figure failed to render: '+err;console.error(err);return null;}
+  }
+  var jobs=[];
+  document.querySelectorAll('script[type="application/json"][data-plot]').forEach(function(el){
+    var lazy=el.closest('details[data-lazy]');
+    if(!lazy){jobs.push(plot(el));return;}
+    lazy.addEventListener('toggle',function(){
+      if(lazy.open&&!el.hasAttribute('data-done')){el.setAttribute('data-done','1');plot(el);}
+    });
+  });
+  Promise.all(jobs).then(function(){
+      document.body.setAttribute('data-render-ms',String(Math.round(performance.now()-t0)));
+      document.body.setAttribute('data-ready','1');},
+                         function(err){document.body.setAttribute('data-ready','error');console.error(err);});
+})();
+"""
