@@ -23,7 +23,7 @@ from analyzer.errors import InputError
 from analyzer.graph import build_graph
 from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
-from analyzer.store import is_store, read_store
+from analyzer.store import open_stores, read_store, store_inputs
 from analyzer.tables import Tables, normalize
 from analyzer.waits import waits
 
@@ -116,10 +116,13 @@ def analyze(
     world_size: int | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    scheduler: str | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
-    A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
+    A folder written by ``hangscope export`` (:mod:`analyzer.store`), or several (shards of
+    one job), is re-opened without parsing. ``scheduler``: a Dask scheduler's address whose
+    workers parse the files (:mod:`analyzer.cluster`).
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if world_size is not None and world_size < 1:
@@ -127,10 +130,18 @@ def analyze(
     loaded: Loaded | None = None
     with _cyclic_gc_paused():
         contexts = Contexts()
-        if len(inputs) == 1 and is_store(inputs[0]):
-            tables = read_store(inputs[0])  # normalized tables exported earlier
+        stores = store_inputs(inputs)
+        if stores == "tables":
+            tables = read_store(inputs[0], world_size=world_size)  # normalized tables only
+        elif stores:
+            opened = open_stores(inputs)  # the parsed dumps of one or several stores
+            loaded, contexts = opened.loaded, opened.contexts
+            world = (world_size or opened.world_option
+                     or contexts.world_hint(d.rank for d in loaded.dumps))
+            tables = normalize(loaded, world_size=world)
         else:
-            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
+            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
+                                scheduler=scheduler)
             # Captured context files beside the dumps: where each rank is now, who is alive.
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
