@@ -15,11 +15,14 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from analyzer.errors import AnalyzerError
+
+if TYPE_CHECKING:
+    from analyzer.analysis import Analysis
 
 EXIT_OK = 0
 EXIT_FOUND = 1
@@ -115,8 +118,8 @@ def _inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
     return address
 
 
-def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,  # type: ignore[no-untyped-def]
-             strict: bool = False, scheduler: str | None = None):
+def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
+             strict: bool = False, scheduler: str | None = None) -> Analysis:
     from analyzer.analysis import analyze
     from analyzer.cluster import ClusterError
     from analyzer.escape import clean

@@ -21,6 +21,7 @@ Dask is imported only here, and only when a scheduler is given (``pip install
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -116,10 +117,8 @@ def parse_on_cluster(
     try:
         yield from _gather(client, address, items, parse, failed, annotate)
     finally:
-        try:
+        with contextlib.suppress(OSError, TimeoutError):  # closing a lost connection
             client.close(timeout=_timeout())
-        except (OSError, TimeoutError):  # pragma: no cover - closing a lost connection
-            pass
 
 
 def _gather(client: Any, address: str, items: Sequence[Item], parse: Callable[[Item], list[Result]],

@@ -237,6 +237,7 @@ def load_dumps(
     # Dumps repeat their groups' member lists (the default group's is world-size long): keep
     # one tuple per distinct list, so the copy each batch of results brought back dies.
     same = SameMembers()
+    parsed: Iterator[list[_Result]]
     with ExitStack() as stack:
         if scheduler:
             from analyzer.cluster import parse_on_cluster
@@ -244,7 +245,7 @@ def load_dumps(
             parsed = parse_on_cluster(scheduler, items, _parse, _failed_on_worker,
                                       annotate=_on_worker)
         elif jobs <= 1 or len(items) < 8:
-            parsed: Iterator[list[_Result]] = map(_parse, items)
+            parsed = map(_parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
             ctx = None

@@ -166,7 +166,8 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
         "dump": np.repeat(np.arange(len(dumps), dtype=np.int32), counts)}
 
     def joined(kind: str, name: str, dtype: type) -> np.ndarray:
-        parts = [np.asarray(getattr(d, kind)[name], dtype=dtype) for d in dumps if d.n_entries]
+        parts: list[np.ndarray] = [np.asarray(getattr(d, kind)[name], dtype=dtype)
+                                   for d in dumps if d.n_entries]
         return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
     for f in INT_FIELDS:
@@ -293,7 +294,8 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     out: list[ParsedDump] = []
     try:
-        for i, row in enumerate(meta.itertuples(index=False)):
+        rows: list[Any] = list(meta.itertuples(index=False))
+        for i, row in enumerate(rows):
             lo, hi = int(starts[i]), int(starts[i + 1])
             vocab = json.loads(row.vocab)
             d = ParsedDump(
@@ -341,7 +343,7 @@ def _contexts_of(doc: dict[str, Any]) -> Contexts:
         c["threads"] = tuple(ThreadStack(t["name"], bool(t["main"]), tuple(t["frames"]))
                              for t in c.get("threads") or ())
         by_rank[int(c["rank"])] = RankContext(**c)
-    return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))  # type: ignore[misc]
+    return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))
 
 
 def _content_digest(d: ParsedDump) -> str:

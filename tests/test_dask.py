@@ -145,3 +145,17 @@ def test_dask_is_not_imported_without_a_scheduler() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=TIMEOUT, check=True, env={**os.environ, "HANGSCOPE_SCHEDULER": ""})
     assert run.stdout.strip() == "[]"
+
+
+def test_the_dask_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    """bench/dask_bench.py on a tiny job: both paths name the culprit (no timing asserted)."""
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, str(root / "bench" / "dask_bench.py"), "--ranks", "8",
+                          "--entries", "40", "--cache", str(tmp_path / "cache"),
+                          "--json", str(tmp_path / "out.json")],
+                         cwd=root, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert "| Dask LocalCluster, 2 worker processes |" in run.stdout
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["default"]["culprit_ok"] and doc["dask"]["culprit_ok"]
+    assert doc["parse"]["files"] == 8 and doc["central"]["entries"] == 8 * 40
