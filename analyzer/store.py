@@ -70,12 +70,23 @@ DUMPS: tuple[Col, ...] = (
     Col("vocab", "string", "JSON object: string column -> the dump's distinct values"),
     Col("stacks", "string", "JSON list: the dump's distinct stacks, frames [name, file, line]"),
 )
+_PARSED_DOC = {
+    "pg_id": "backend-local group id", "record_id": "the buffer's own entry counter",
+    "seq": "collective_seq_id", "p2p_seq": "p2p_seq_id", "op_id": "op_id",
+    "time_created_ns": "enqueue time", "time_started_ns": "start observed (0 if not)",
+    "time_completed_ns": "completion observed (0 if not)", "timeout_ms": "per-op timeout",
+    "stack": "index into the dump's dumps.stacks (-1: no frames)",
+    "peer_local": "group-local rank of the other side of a send/recv (-1: none)",
+    "self_local": "group-local rank of the recording rank in the profiling name (-1: none)",
+    "is_p2p": "send/recv", "retired": "left the watchdog's list", "coalesced": "a coalesced entry",
+    "duration_ms": "GPU duration with timing on (NaN if not)",
+}
 PARSED: tuple[Col, ...] = (
     (Col("dump", "int32", "dumps.dump of the entry"),)
-    + tuple(Col(f, "int64", "integer column of the parsed dump") for f in INT_FIELDS)
-    + tuple(Col(f, "bool", "boolean column of the parsed dump") for f in BOOL_FIELDS)
-    + tuple(Col(f, "float64", "float column of the parsed dump") for f in FLOAT_FIELDS)
-    + tuple(Col(f, "int32", "code into dumps.vocab of this column") for f in STRING_FIELDS)
+    + tuple(Col(f, "int64", _PARSED_DOC[f]) for f in INT_FIELDS)
+    + tuple(Col(f, "bool", _PARSED_DOC[f]) for f in BOOL_FIELDS)
+    + tuple(Col(f, "float64", _PARSED_DOC[f]) for f in FLOAT_FIELDS)
+    + tuple(Col(f, "int32", f"code into the dump's dumps.vocab of {f}") for f in STRING_FIELDS)
 )
 _PARSED_TABLES = {"dumps": DUMPS, "parsed": PARSED}
 
