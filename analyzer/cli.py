@@ -23,6 +23,7 @@ from analyzer.errors import AnalyzerError
 
 if TYPE_CHECKING:
     from analyzer.analysis import Analysis
+    from analyzer.store import Exported
 
 EXIT_OK = 0
 EXIT_FOUND = 1
@@ -233,21 +234,58 @@ def export(
 
     Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
     """
-    from analyzer.store import ranges, world_option_of, write_store
+    from analyzer.store import ranges, write_store
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     try:
-        folder = write_store(result.tables, output, loaded=result.loaded, contexts=result.contexts,
-                             world_option=world_size or world_option_of(paths))
+        if made is None:  # a store of the first format: its tables, as they are
+            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+            folder, t = write_store(result.tables, output), result.tables
+        else:
+            t = made.tables
+            folder = write_store(t, output, loaded=made.loaded, contexts=made.contexts,
+                                 world_option=made.world_option)
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
-    t = result.tables
     held = t.dumped_ranks
     typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
                f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
                f"{t.stacks['stack_id'].nunique():,} distinct stacks")
+
+
+def _export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
+                   quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
+    """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
+    from analyzer.cluster import ClusterError
+    from analyzer.escape import clean
+    from analyzer.loader import ProgressPrinter
+    from analyzer.store import prepare_export, store_inputs
+
+    if world is not None and world < 1:
+        raise _fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise _fail(f"--jobs {jobs}: give at least 1 parser process")
+    try:
+        address = _inputs_check(paths, prefix, jobs, scheduler)
+        if store_inputs(list(paths)) == "tables":
+            return None
+        made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
+                              progress=ProgressPrinter(not quiet), scheduler=address)
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
+    except AnalyzerError as exc:
+        raise _fail(clean(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+    if strict:
+        different = [d for d in made.loaded.duplicates if not d.identical]
+        if different:
+            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+            raise _fail(f"--strict: {different[0].note}{more}")
+    return made
 
 
 class GraphFormat(str, Enum):

@@ -38,7 +38,7 @@ from analyzer import schema
 from analyzer.context import Contexts, RankContext, ThreadStack
 from analyzer.discovery import RankFile
 from analyzer.errors import InputError
-from analyzer.loader import Duplicate, Ignored, Loaded, Skipped, resolve_ranks
+from analyzer.loader import Duplicate, Ignored, Loaded, Progress, Skipped, resolve_ranks
 from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
 from analyzer.schema import Col
 from analyzer.tables import Tables
@@ -218,12 +218,6 @@ def _read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def world_option_of(paths: list[str] | list[str | os.PathLike[str]]) -> int | None:
-    """The world size given when the stores among ``paths`` were exported (None: none)."""
-    options = [_read_meta(Path(p)).get("world_option") for p in paths if is_store(p)]
-    return next((int(o) for o in options if o is not None), None)
-
-
 def has_parsed_dumps(path: str | os.PathLike[str]) -> bool:
     """True for a store that holds its parsed dumps (mergeable, re-normalized when opened)."""
     return _read_meta(Path(path)).get("format") == STORE_VERSION
@@ -275,6 +269,52 @@ def read_store(path: str | os.PathLike[str], *, world_size: int | None = None) -
 
 
 @dataclass(frozen=True)
+class Exported:
+    """What ``hangscope export`` writes: the normalized tables and what they were built from."""
+
+    tables: Tables
+    loaded: Loaded
+    contexts: Contexts
+    world_option: int | None
+
+
+def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None = None,
+                   world_size: int | None = None, jobs: int | None = None,
+                   progress: Progress | None = None, scheduler: str | None = None) -> Exported:
+    """Load and normalize ``inputs`` (dumps, or stores to merge) for :func:`write_store`,
+    as :func:`analyzer.analysis.analyze` does, without matching or diagnosing: a shard of a
+    large job is no job to diagnose, and its store is written as it was given."""
+    import gc
+
+    from analyzer.context import find_contexts
+    from analyzer.loader import load_dumps
+    from analyzer.tables import normalize
+
+    kind = store_inputs(inputs)
+    if kind == "tables":
+        raise InputError(f"{os.fspath(inputs[0])}: a store of format {TABLES_ONLY_VERSION!r} holds "
+                         "no parsed dumps to export again: export the dumps")
+    enabled = gc.isenabled()
+    gc.disable()  # as the analysis does: millions of long-lived containers, no cycles
+    try:
+        if kind:
+            opened = open_stores(inputs)
+            loaded, contexts = opened.loaded, opened.contexts
+            option = world_size or opened.world_option
+        else:
+            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
+                                scheduler=scheduler)
+            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
+            option = world_size
+        world = option or contexts.world_hint(d.rank for d in loaded.dumps)
+        tables = normalize(loaded, world_size=world)
+    finally:
+        if enabled:
+            gc.enable()
+    return Exported(tables=tables, loaded=loaded, contexts=contexts, world_option=option)
+
+
+@dataclass(frozen=True)
 class Opened:
     """Several stores (or one) as the loader's result: their dumps, notes and contexts."""
 
@@ -306,21 +346,34 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
     out: list[ParsedDump] = []
     try:
         rows: list[Any] = list(meta.itertuples(index=False))
+        # Dumps of one job repeat their pg_config (member lists as long as the world), stacks
+        # and vocabularies: each distinct text is decoded once, its values shared.
+        configs: dict[str, dict[str, tuple[str, tuple[int, ...] | None]]] = {}
+        stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
+        vocabs: dict[str, dict[str, list[str]]] = {}
         for i, row in enumerate(rows):
             lo, hi = int(starts[i]), int(starts[i + 1])
-            vocab = json.loads(row.vocab)
+            if row.pg_config not in configs:
+                configs[row.pg_config] = {
+                    str(name): (str(desc), None if members is None else tuple(int(m) for m in members))
+                    for name, (desc, members) in json.loads(row.pg_config).items()}
+            if row.stacks not in stack_lists:
+                stack_lists[row.stacks] = [tuple((str(n), str(fn), int(line)) for n, fn, line in key)
+                                           for key in json.loads(row.stacks)]
+            if row.vocab not in vocabs:
+                texts = json.loads(row.vocab)
+                vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
+            vocab = vocabs[row.vocab]
             d = ParsedDump(
                 rank=int(row.rank), path=str(row.path), fmt=str(row.fmt), version=str(row.version),
                 comm_lib_version=str(row.comm_lib_version), n_entries=int(row.n_entries),
                 strings={f: cols[f][lo:hi] for f in STRING_FIELDS},
-                vocab={f: [str(v) for v in vocab[f]] for f in STRING_FIELDS},
+                vocab={f: list(vocab[f]) for f in STRING_FIELDS},
                 ints={f: cols[f][lo:hi] for f in INT_FIELDS},
                 bools={f: cols[f][lo:hi] for f in BOOL_FIELDS},
                 floats={f: cols[f][lo:hi] for f in FLOAT_FIELDS},
-                stacks=[tuple((str(n), str(fn), int(line)) for n, fn, line in key)
-                        for key in json.loads(row.stacks)],
-                pg_config={str(name): (str(desc), None if members is None else tuple(int(m) for m in members))
-                           for name, (desc, members) in json.loads(row.pg_config).items()},
+                stacks=list(stack_lists[row.stacks]),
+                pg_config=dict(configs[row.pg_config]),
                 pg_status={int(k): (int(v[0]), int(v[1]), int(v[2]))
                            for k, v in json.loads(row.pg_status).items()},
                 warnings=[str(w) for w in json.loads(row.warnings)],
@@ -492,6 +545,20 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
                   stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)))
 
 
-__all__ = ["DUMPS", "MARKER", "PARSED", "STORE_VERSION", "TABLES_ONLY_VERSION", "Opened",
-           "has_parsed_dumps", "is_store", "open_stores", "ranges", "read_store", "store_inputs",
-           "world_option_of", "write_store"]
+__all__ = [
+    "DUMPS",
+    "MARKER",
+    "PARSED",
+    "STORE_VERSION",
+    "TABLES_ONLY_VERSION",
+    "Exported",
+    "Opened",
+    "has_parsed_dumps",
+    "is_store",
+    "open_stores",
+    "prepare_export",
+    "ranges",
+    "read_store",
+    "store_inputs",
+    "write_store",
+]
