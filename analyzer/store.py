@@ -189,7 +189,9 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
         columns[f] = joined("floats", f, np.float64)
     for f in STRING_FIELDS:
         columns[f] = joined("strings", f, np.int32)
-    pq.write_table(pa.table({c.name: columns[c.name] for c in PARSED}), folder / "parsed.parquet")
+    # One row group per 16 M entries: each column re-opens as one array (no concatenation).
+    pq.write_table(pa.table({c.name: columns[c.name] for c in PARSED}), folder / "parsed.parquet",
+                   row_group_size=1 << 24)
 
 
 def _inputs_doc(loaded: Loaded) -> dict[str, Any]:
@@ -326,6 +328,13 @@ class Opened:
     stores: tuple[tuple[str, str], ...]
 
 
+def _ints(values: list[Any]) -> tuple[int, ...]:
+    """A JSON list of member ranks as a tuple, refused unless every value is an int."""
+    if not set(map(type, values)) <= {int}:
+        raise ValueError("a member rank that is not an integer")
+    return tuple(values)
+
+
 def _read_dumps(folder: Path) -> list[ParsedDump]:
     import pyarrow.parquet as pq
 
@@ -355,7 +364,7 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
             lo, hi = int(starts[i]), int(starts[i + 1])
             if row.pg_config not in configs:
                 configs[row.pg_config] = {
-                    str(name): (str(desc), None if members is None else tuple(int(m) for m in members))
+                    str(name): (str(desc), None if members is None else _ints(members))
                     for name, (desc, members) in json.loads(row.pg_config).items()}
             if row.stacks not in stack_lists:
                 stack_lists[row.stacks] = [tuple((str(n), str(fn), int(line)) for n, fn, line in key)
