@@ -335,6 +335,20 @@ def _ints(values: list[Any]) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _check_codes(d: ParsedDump) -> None:
+    """Every code of a re-opened dump points into its vocabularies and stacks (a store is
+    a file like any other: it may have been damaged or made up)."""
+    if not d.n_entries:
+        return
+    for f in STRING_FIELDS:
+        codes = d.strings[f]
+        if int(codes.min()) < 0 or int(codes.max()) >= len(d.vocab[f]):
+            raise ValueError(f"{f} codes outside the dump's vocabulary")
+    stack = d.ints["stack"]
+    if int(stack.min()) < -1 or int(stack.max()) >= len(d.stacks):
+        raise ValueError("stack indexes outside the dump's stacks")
+
+
 def _read_dumps(folder: Path) -> list[ParsedDump]:
     import pyarrow.parquet as pq
 
@@ -391,6 +405,7 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
                 dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
                 reader=str(row.reader),
             )
+            _check_codes(d)
             out.append(d)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})") from None

@@ -233,3 +233,21 @@ def test_a_tables_only_store_opens_alone_and_refuses_what_it_cannot_apply(tmp_pa
     new = export(shards(job, 2, True)[1], tmp_path / "new")
     run = _cli("analyze", str(old), str(new))
     assert run.returncode == 2 and "holds no parsed dumps" in run.stderr
+
+
+def test_a_damaged_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
+    table = pq.read_table(store / "parsed.parquet")
+    bad = table.set_column(table.column_names.index("op"), "op",
+                           pa.array([99] * table.num_rows, pa.int32()))
+    pq.write_table(bad, store / "parsed.parquet")
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2, run.stderr
+    assert "dumps.parquet is malformed (ValueError: op codes outside" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    (store / "dumps.parquet").write_bytes(b"not parquet")
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2 and "cannot read its parsed dumps" in run.stderr
