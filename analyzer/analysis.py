@@ -25,7 +25,7 @@ from analyzer.errors import InputError
 from analyzer.graph import build_graph
 from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
-from analyzer.store import is_store, read_store
+from analyzer.store import open_stores, read_store, store_inputs
 from analyzer.tables import Tables, normalize
 from analyzer.waits import waits
 
@@ -189,20 +189,22 @@ def analyze(
     world_size: int | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    scheduler: str | None = None,
     config: AnalysisConfig | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
-    A folder written by ``hangscope export`` (:mod:`analyzer.store`) is re-opened directly.
+    A folder written by ``hangscope export`` (:mod:`analyzer.store`), or several (shards of
+    one job), is re-opened without parsing.
 
     ``prefix``: the file-name prefix before the rank number, for unusual names.
     ``world_size``: the number of ranks of the job (to count missing dumps of the last ranks).
     ``jobs``: parser processes (default: all cores). ``progress``: called as files are read.
+    ``scheduler``: a Dask scheduler's address whose workers parse the files
+    (:mod:`analyzer.cluster`; None: parse in this process and its pool).
     ``config``: the thresholds and caps of the analysis (:class:`analyzer.config.AnalysisConfig`;
-    None: :data:`analyzer.config.DEFAULT_CONFIG`, the defaults and the environment's caps). It
-    is kept as :attr:`Analysis.config`. The layers do not read it yet (they apply the
-    defaults): a config that differs from the default one is stored, and a warning says it
-    was not applied.
+    None: :data:`analyzer.config.DEFAULT_CONFIG`, the defaults and the environment's caps),
+    passed to every layer and kept as :attr:`Analysis.config`.
     """
     if config is None:
         config = DEFAULT_CONFIG
@@ -215,19 +217,27 @@ def analyze(
     loaded: Loaded | None = None
     with _cyclic_gc_paused():
         contexts = Contexts()
-        if len(inputs) == 1 and is_store(inputs[0]):
-            tables = read_store(inputs[0])  # normalized tables exported earlier
+        stores = store_inputs(inputs)
+        if stores == "tables":
+            tables = read_store(inputs[0], world_size=world_size)  # normalized tables only
+        elif stores:
+            opened = open_stores(inputs)  # the parsed dumps of one or several stores
+            loaded, contexts = opened.loaded, opened.contexts
+            world = (world_size or opened.world_option
+                     or contexts.world_hint(d.rank for d in loaded.dumps))
+            tables = normalize(loaded, world_size=world)
         else:
-            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress)
+            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
+                                scheduler=scheduler, config=config)
             # Captured context files beside the dumps: where each rank is now, who is alive.
-            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
+            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
             tables = normalize(loaded, world_size=world)
         matching = match(tables)
         wait_rows = waits(tables, matching)
         graph = build_graph(tables, wait_rows)
-        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded)),
-                                   contexts)
+        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph,
+                                            unsure=_unsure(loaded), config=config), contexts)
     return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
                     diagnosis=diagnosis, contexts=contexts, loaded=loaded, config=config)
 

@@ -2,8 +2,10 @@
 typed errors into one-line messages and exit codes.
 
 Exit codes: 0 no problem found, 1 a hang or problem found, 2 bad usage or nothing
-analyzable (or, with ``--strict``, two different dumps for one rank), 3 an internal error
-(one line; ``hangscope --debug ...`` prints the traceback).
+analyzable (or, with ``--strict``, two different dumps for one rank; stores of different
+jobs; stores mixed with dumps), 3 an internal error (one line; ``hangscope --debug ...``
+prints the traceback), 4 the Dask cluster of ``--scheduler`` could not be used (unreachable
+scheduler, no worker, every batch failed on the workers).
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
     import pandas as pd
 
     from analyzer.analysis import Analysis
+    from analyzer.store import Exported
 
 EXIT_OK = 0
 EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_CLUSTER = 4
 _DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 
 app = typer.Typer(
@@ -57,6 +61,10 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on st
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
+    "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
+    show_default=False)]
 
 
 def _version() -> str:
@@ -91,9 +99,32 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=EXIT_BAD_INPUT)
 
 
+def _warn(message: str) -> None:
+    typer.echo(f"hangscope: warning: {message}", err=True)
+
+
+def _inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
+                  scheduler: str | None) -> str | None:
+    """The scheduler address to use (None: in-process); warns about options that do not
+    apply to stores (their dumps were parsed when they were exported)."""
+    from analyzer.cluster import scheduler_address
+    from analyzer.store import is_store
+
+    address = scheduler_address(scheduler)
+    if paths and all(is_store(p) for p in paths):
+        unused = [name for name, given in (("--prefix", prefix is not None),
+                                           ("--jobs", jobs is not None),
+                                           ("--scheduler", scheduler is not None)) if given]
+        if unused:
+            _warn(f"{', '.join(unused)} do(es) not apply to stores (already parsed): ignored")
+        return None
+    return address
+
+
 def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
-             strict: bool = False) -> Analysis:
+             strict: bool = False, scheduler: str | None = None) -> Analysis:
     from analyzer.analysis import analyze
+    from analyzer.cluster import ClusterError
     from analyzer.escape import clean
     from analyzer.loader import ProgressPrinter
 
@@ -102,8 +133,12 @@ def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int 
     if jobs is not None and jobs < 1:
         raise _fail(f"--jobs {jobs}: give at least 1 parser process")
     try:
+        address = _inputs_check(paths, prefix, jobs, scheduler)
         result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                         progress=ProgressPrinter(not quiet))
+                         progress=ProgressPrinter(not quiet), scheduler=address)
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
     except AnalyzerError as exc:
         raise _fail(clean(str(exc))) from None
     except KeyboardInterrupt:
@@ -127,6 +162,7 @@ def analyze(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Name the culprit rank(s) of a hang and explain why.
 
@@ -135,7 +171,7 @@ def analyze(
     from analyzer.render.jsondoc import to_json
     from analyzer.render.text import render_text
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     text = (json.dumps(to_json(result), indent=1) + "\n" if fmt is OutputFormat.json
             else render_text(result, verbose=verbose))
     _write(text, output)
@@ -153,9 +189,10 @@ def entries(
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Show the per-rank entry table, optionally filtered by rank and group."""
-    result = _analyze(paths, prefix, None, jobs, quiet, strict)
+    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
     e = result.tables.entries
     if rank:
         e = e[e["rank"].isin(rank)]
@@ -190,23 +227,67 @@ def export(
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Write the normalized tables as Parquet; every command accepts the folder as input.
 
+    The store holds just the dumps given (a shard, e.g. one node's files); several stores of
+    one job given together are merged into one analysis.
+
     Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
     """
-    from analyzer.store import write_store
+    from analyzer.store import ranges, write_store
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
+    made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     try:
-        folder = write_store(result.tables, output)
+        if made is None:  # a store of the first format: its tables, as they are
+            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+            folder, t = write_store(result.tables, output), result.tables
+        else:
+            t = made.tables
+            folder = write_store(t, output, loaded=made.loaded, contexts=made.contexts,
+                                 world_option=made.world_option)
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
-    t = result.tables
-    typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(t.dumped_ranks)} ranks, "
+    held = t.dumped_ranks
+    typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
+               f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
                f"{t.stacks['stack_id'].nunique():,} distinct stacks")
+
+
+def _export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
+                   quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
+    """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
+    from analyzer.cluster import ClusterError
+    from analyzer.escape import clean
+    from analyzer.loader import ProgressPrinter
+    from analyzer.store import prepare_export, store_inputs
+
+    if world is not None and world < 1:
+        raise _fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise _fail(f"--jobs {jobs}: give at least 1 parser process")
+    try:
+        address = _inputs_check(paths, prefix, jobs, scheduler)
+        if store_inputs(list(paths)) == "tables":
+            return None
+        made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
+                              progress=ProgressPrinter(not quiet), scheduler=address)
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
+    except AnalyzerError as exc:
+        raise _fail(clean(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+    if strict:
+        different = [d for d in made.loaded.duplicates if not d.identical]
+        if different:
+            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+            raise _fail(f"--strict: {different[0].note}{more}")
+    return made
 
 
 class GraphFormat(StrEnum):
@@ -226,6 +307,7 @@ def graph(
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Print or export the wait-for graph (who waits on whom, in which group and op).
 
@@ -234,7 +316,7 @@ def graph(
     from analyzer.render.graphdoc import graph_dot, graph_graphml, graph_text
     from analyzer.render.jsondoc import graph_dict
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     if fmt is GraphFormat.json:
         text = json.dumps(graph_dict(result), indent=1) + "\n"
     elif fmt is GraphFormat.graphml:
@@ -277,6 +359,7 @@ def report(
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Write the HTML incident report: verdict first, then timeline, wait graph and evidence.
 
@@ -284,7 +367,7 @@ def report(
     """
     from analyzer.render.html import render_html, verdict_line
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     _write(render_html(result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes,
                        window_s=window), output)
     typer.echo(f"wrote {output}")

@@ -170,6 +170,37 @@ def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]
     return kept, notes
 
 
+def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
+    """Every rank's dumps, in rank order, with several dumps of one rank resolved."""
+    dumps: list[ParsedDump] = []
+    duplicates: list[Duplicate] = []
+    per_rank: dict[int, list[ParsedDump]] = defaultdict(list)
+    for d in all_dumps:
+        per_rank[d.rank].append(d)
+    for rank in sorted(per_rank):
+        if len(per_rank[rank]) == 1:
+            dumps.extend(per_rank[rank])
+            continue
+        kept, notes = _resolve(per_rank[rank])
+        dumps.extend(kept)
+        duplicates.extend(notes)
+    return dumps, duplicates
+
+
+def _failed_on_worker(item: _Item, reason: str) -> _Result:
+    """A file whose batch failed on its Dask worker: skipped with the worker's error."""
+    return Skipped(item[1], item[0], reason)
+
+
+def _on_worker(result: _Result, host: str) -> _Result:
+    """A file a Dask worker could not open: say which host tried (paths must exist there)."""
+    if isinstance(result, Skipped) and result.reason.startswith("cannot read: "):
+        return Skipped(result.path, result.rank,
+                       f"cannot read on the Dask worker at {clean(host)}: "
+                       f"{result.reason[len('cannot read: '):]}")
+    return result
+
+
 def default_jobs() -> int:
     """Worker processes to use: the cores this process may run on."""
     try:
@@ -184,12 +215,15 @@ def load_dumps(
     prefix: str | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    scheduler: str | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
 ) -> Loaded:
     """Discover and parse the dumps named by ``inputs``, within the caps of ``config``.
 
     Bad files are listed in ``skipped`` and the others are still read. Raises
-    :class:`InputError` when no file could be read at all.
+    :class:`InputError` when no file could be read at all. ``scheduler``: the address of a
+    Dask scheduler whose workers parse the files (:mod:`analyzer.cluster`; ``jobs`` does not
+    apply then); None parses in this process and its pool.
     """
     parse = partial(_parse, config=config)  # picklable: it reaches the parser processes
     found = find(inputs, prefix=prefix)
@@ -207,9 +241,15 @@ def load_dumps(
     # Dumps repeat their groups' member lists (the default group's is world-size long): keep
     # one tuple per distinct list, so the copy each batch of results brought back dies.
     same = SameMembers()
+    parsed: Iterator[list[_Result]]
     with ExitStack() as stack:
-        if jobs <= 1 or len(items) < 8:
-            parsed: Iterator[list[_Result]] = map(parse, items)
+        if scheduler:
+            from analyzer.cluster import parse_on_cluster
+
+            parsed = parse_on_cluster(scheduler, items, parse, _failed_on_worker,
+                                      annotate=_on_worker)
+        elif jobs <= 1 or len(items) < 8:
+            parsed = map(parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
             ctx = None
@@ -232,18 +272,7 @@ def load_dumps(
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
-    dumps: list[ParsedDump] = []
-    duplicates: list[Duplicate] = []
-    per_rank: dict[int, list[ParsedDump]] = defaultdict(list)
-    for d in all_dumps:
-        per_rank[d.rank].append(d)
-    for rank in sorted(per_rank):
-        if len(per_rank[rank]) == 1:
-            dumps.extend(per_rank[rank])
-            continue
-        kept, notes = _resolve(per_rank[rank])
-        dumps.extend(kept)
-        duplicates.extend(notes)
+    dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
         if not skipped:
             where = ", ".join(clean(os.fspath(s)) for s in inputs)
@@ -284,4 +313,4 @@ class ProgressPrinter:
         sys.stderr.flush()
 
 
-__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "ProgressPrinter", "Skipped", "default_jobs", "load_dumps"]
+__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "ProgressPrinter", "Skipped", "default_jobs", "load_dumps", "resolve_ranks"]

@@ -1,0 +1,253 @@
+"""Stores of shards of one job merge into the analysis of the whole job's files.
+
+Each job (every sample, the shared fixtures, simulated jobs) is split by rank into 2 to 4
+shards, each shard is exported on its own (as one node would export its local dumps), and
+the stores given together must give exactly the tables, the verdict and the JSON document
+the raw files of the whole job give. Stores that do not belong together are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas.testing as pdt
+import pytest
+
+from analyzer.analysis import Analysis, analyze
+from analyzer.discovery import rank_from_name
+from analyzer.render.jsondoc import to_json
+from analyzer.store import MARKER, open_stores, write_store
+from tests.conftest import FIXTURES, SAMPLES, entry
+from tools.simulate import simulate_job
+
+TABLES = ("entries", "groups", "ranks", "status", "stacks", "skipped")
+SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "EXPECTED.json").is_file())
+
+
+def export(files: list[Path], out: Path, world_size: int | None = None) -> Path:
+    """What ``hangscope export FILES -o OUT`` writes."""
+    result = analyze(files, world_size=world_size, jobs=1)
+    return write_store(result.tables, out, loaded=result.loaded, contexts=result.contexts,
+                       world_option=world_size)
+
+
+def shards(job: Path, k: int, contiguous: bool) -> list[list[Path]]:
+    """The files of ``job`` in ``k`` shards by rank; files without a rank go to the first."""
+    files = sorted(p for p in job.rglob("*") if p.is_file())
+    ranked = sorted({r for p in files if (r := rank_from_name(p.name)) is not None})
+    k = min(k, len(ranked))
+    if contiguous:
+        size = -(-len(ranked) // k)
+        home = {r: i // size for i, r in enumerate(ranked)}
+    else:
+        home = {r: i % k for i, r in enumerate(ranked)}
+    out: list[list[Path]] = [[] for _ in range(k)]
+    for p in files:
+        r = rank_from_name(p.name)
+        out[home[r] if r is not None else 0].append(p)
+    return [s for s in out if s]
+
+
+def assert_same(merged: Analysis, raw: Analysis) -> None:
+    for name in TABLES:
+        pdt.assert_frame_equal(getattr(merged.tables, name), getattr(raw.tables, name), obj=name)
+    assert merged.tables.world_size == raw.tables.world_size
+    assert merged.verdict == raw.verdict
+    assert merged.culprit_ranks == raw.culprit_ranks
+    assert to_json(merged) == to_json(raw)
+
+
+def merge_check(job: Path, k: int, tmp_path: Path, contiguous: bool = True) -> Analysis:
+    raw = analyze(job, jobs=1)
+    stores = [export(files, tmp_path / f"store{i}") for i, files in
+              enumerate(shards(job, k, contiguous))]
+    merged = analyze(stores)
+    assert_same(merged, raw)
+    return merged
+
+
+@pytest.mark.parametrize("sample", SAMPLE_DIRS, ids=lambda p: p.name)
+def test_shards_of_every_sample_merge_into_the_whole_job(sample: Path, tmp_path: Path) -> None:
+    k = 2 + len(sample.name) % 3  # 2, 3 or 4 stores, varied over the samples
+    merge_check(sample, k, tmp_path, contiguous=len(sample.name) % 2 == 0)
+
+
+@pytest.mark.parametrize("job", ["nvrx-megatron-moe/gpu_error_2nd", "nvrx-megatron-moe/lock_gil_2nd",
+                                 "torch2.15-gloo/stall_w4", "torch2.15-gloo/json_tp_dp_w8"])
+def test_shards_of_the_real_fixtures_merge(job: str, tmp_path: Path) -> None:
+    path = FIXTURES / job
+    if not path.is_dir():
+        pytest.skip(f"shared fixtures not present at {FIXTURES}")
+    merge_check(path, 4, tmp_path)
+
+
+@pytest.mark.parametrize(("fault", "k", "fmt"), [("stall", 2, "pickle"), ("crash", 3, "pickle"),
+                                                 ("pipeline_stall", 4, "json"), ("none", 3, "pickle")])
+def test_shards_of_simulated_jobs_merge(fault: str, k: int, fmt: str, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    expected = simulate_job(job, tp=2, pp=2, dp=4, fault=fault, seed=7, fmt=fmt, buffer_size=300)
+    merged = merge_check(job, k, tmp_path, contiguous=k != 3)
+    assert merged.culprit_ranks == expected["culprits"]
+
+
+def test_a_shard_store_records_its_ranks_and_the_world_it_saw(tmp_path: Path) -> None:
+    job = SAMPLES / "chain_tp_dp_w8"
+    first, second = shards(job, 2, contiguous=True)
+    store = export(first, tmp_path / "a")
+    meta = json.loads((store / MARKER).read_text())
+    assert meta["format"] == "hangscope.store/2"
+    assert meta["ranks"] == "0-3"
+    alone = analyze(store)
+    assert alone.tables.dumped_ranks == [0, 1, 2, 3]
+    assert meta["world_size"] == alone.tables.world_size
+    store_b = export(second, tmp_path / "b")
+    assert json.loads((store_b / MARKER).read_text())["ranks"] == "4-7"
+
+
+def test_world_size_is_applied_to_stores_as_to_the_files(tmp_path: Path) -> None:
+    job = SAMPLES / "stall_w4"
+    raw = analyze(job, world_size=6, jobs=1)
+    stores = [export(files, tmp_path / f"s{i}") for i, files in enumerate(shards(job, 2, True))]
+    merged = analyze(stores, world_size=6)
+    assert merged.tables.missing_ranks == raw.tables.missing_ranks == [4, 5]
+    assert_same(merged, raw)
+    # Given at export, the world size travels with the stores.
+    given = [export(files, tmp_path / f"w{i}", world_size=6) for i, files in
+             enumerate(shards(job, 2, True))]
+    assert_same(analyze(given), raw)
+
+
+def test_a_rank_in_two_stores_same_dump_is_merged(tmp_path: Path) -> None:
+    job = SAMPLES / "crash_w4"
+    first, second = shards(job, 2, contiguous=True)
+    a = export(first, tmp_path / "a")
+    b = export(second + [p for p in first if rank_from_name(p.name) == 0], tmp_path / "b")
+    merged = analyze([a, b])
+    raw = analyze(job, jobs=1)
+    for name in ("entries", "groups", "ranks", "status"):
+        pdt.assert_frame_equal(getattr(merged.tables, name), getattr(raw.tables, name))
+    assert merged.culprit_ranks == raw.culprit_ranks
+    notes = [d for d in merged.loaded.duplicates if d.rank == 0]
+    assert len(notes) == 1 and notes[0].identical
+
+
+def test_a_rank_in_two_stores_with_different_dumps_keeps_the_newer(
+        make_job: Callable[..., Path], tmp_path: Path) -> None:
+    # Rank 1 was dumped twice: once after seq 2 (older), once after seq 3 (newer).
+    older = make_job({r: [entry(s, t=s) for s in range(3 if r == 1 else 4)] for r in range(4)},
+                     name="older")
+    newer = make_job({1: [entry(s, t=s) for s in range(4)]}, name="newer")
+    a = export(sorted(older.iterdir()), tmp_path / "a")
+    b = export(sorted(newer.iterdir()), tmp_path / "b")
+    opened = open_stores([a, b])
+    notes = [d for d in opened.loaded.duplicates if d.rank == 1]
+    assert len(notes) == 1 and not notes[0].identical
+    assert notes[0].kept == str(newer / "nccl_trace_rank_1")
+    assert {d.path for d in opened.loaded.dumps if d.rank == 1} == {notes[0].kept}
+    # The loader's rule for two files of one rank, and its notes.
+    raw = analyze([older, newer / "nccl_trace_rank_1"], jobs=1)
+    merged = analyze([a, b])
+    pdt.assert_frame_equal(merged.tables.entries, raw.tables.entries)
+    assert merged.loaded is not None and raw.loaded is not None
+    assert [d.note for d in merged.loaded.duplicates] == [d.note for d in raw.loaded.duplicates]
+    run = _cli("analyze", str(a), str(b), "--strict")
+    assert run.returncode == 2
+    assert run.stderr.startswith("hangscope: error: --strict: rank 1: two different dumps")
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_stores_of_different_jobs_are_refused(tmp_path: Path) -> None:
+    a = export(shards(SAMPLES / "chain_tp_dp_w8", 2, True)[0], tmp_path / "a")
+    b = export(shards(SAMPLES / "crash_w4", 2, True)[1], tmp_path / "b")
+    run = _cli("analyze", str(a), str(b))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("hangscope: error: stores of different jobs: the newest entries")
+    assert len(run.stderr.strip().splitlines()) == 1
+    # Recorded within seconds of each other, but with other member lists for group 0.
+    e = export(shards(SAMPLES / "nccl2_chain_tp_dp_w8", 2, True)[0], tmp_path / "e")
+    f = export(shards(SAMPLES / "nccl2_crash_w4", 2, True)[1], tmp_path / "f")
+    run = _cli("analyze", str(e), str(f))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("hangscope: error: stores of different jobs:"), run.stderr
+    c = export(shards(SAMPLES / "stall_w4", 2, True)[0], tmp_path / "c", world_size=4)
+    d = export(shards(SAMPLES / "stall_w4", 2, True)[1], tmp_path / "d", world_size=8)
+    run = _cli("graph", str(c), str(d))
+    assert run.returncode == 2
+    assert "stores of different jobs: exported with different world sizes" in run.stderr
+
+
+def test_stores_and_dumps_are_not_mixed(tmp_path: Path) -> None:
+    job = SAMPLES / "stall_w4"
+    first, second = shards(job, 2, True)
+    a = export(first, tmp_path / "a")
+    run = _cli("analyze", str(a), *map(str, second))
+    assert run.returncode == 2
+    assert run.stderr.startswith("hangscope: error: cannot mix stores and dumps")
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_every_command_takes_several_stores(tmp_path: Path) -> None:
+    job = SAMPLES / "deadlock_w4"
+    first, second = shards(job, 2, True)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for files, out in ((first, a), (second, b)):
+        run = _cli("export", *map(str, files), "-o", out, "-q")
+        assert run.returncode == 0, run.stderr
+    assert "ranks 0-1 of a world of" in _cli("export", *map(str, first), "-o", a, "-q").stdout
+    for command in (["analyze", "-f", "json"], ["graph"], ["entries", "-f", "csv"]):
+        whole = _cli(*command, str(job), "-q")
+        merged = _cli(*command, a, b, "-q")
+        assert (merged.returncode, merged.stdout) == (whole.returncode, whole.stdout), command
+    report = _cli("report", a, b, "-o", str(tmp_path / "r.html"), "-q")
+    assert report.returncode == _cli("analyze", str(job)).returncode
+    assert report.stdout.splitlines()[-1] == _cli("report", str(job), "-o", str(tmp_path / "w.html"),
+                                                  "-q").stdout.splitlines()[-1]
+    # A merged set exports as one store, and re-opens to the same analysis.
+    run = _cli("export", a, b, "-o", str(tmp_path / "ab"), "-q")
+    assert run.returncode == 0 and "ranks 0-3" in run.stdout
+    assert _cli("analyze", str(tmp_path / "ab"), "-f", "json").stdout == \
+        _cli("analyze", str(job), "-f", "json").stdout
+    warned = _cli("analyze", a, b, "--prefix", "x_", "--jobs", "2")
+    assert "hangscope: warning: --prefix, --jobs do(es) not apply to stores" in warned.stderr
+
+
+def test_a_tables_only_store_opens_alone_and_refuses_what_it_cannot_apply(tmp_path: Path) -> None:
+    job = SAMPLES / "stall_w4"
+    result = analyze(job, jobs=1)
+    old = write_store(result.tables, tmp_path / "old")  # no parsed dumps: format 1
+    assert json.loads((old / MARKER).read_text())["format"] == "hangscope.store/1"
+    again = analyze(old)
+    pdt.assert_frame_equal(again.tables.entries, result.tables.entries)
+    assert again.culprit_ranks == result.culprit_ranks
+    run = _cli("analyze", str(old), "--world-size", "8")
+    assert run.returncode == 2 and "--world-size 8 cannot be applied" in run.stderr
+    new = export(shards(job, 2, True)[1], tmp_path / "new")
+    run = _cli("analyze", str(old), str(new))
+    assert run.returncode == 2 and "holds no parsed dumps" in run.stderr
+
+
+def test_a_damaged_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
+    table = pq.read_table(store / "parsed.parquet")
+    bad = table.set_column(table.column_names.index("op"), "op",
+                           pa.array([99] * table.num_rows, pa.int32()))
+    pq.write_table(bad, store / "parsed.parquet")
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2, run.stderr
+    assert "dumps.parquet is malformed (ValueError: op codes outside" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    (store / "dumps.parquet").write_bytes(b"not parquet")
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2 and "cannot read its parsed dumps" in run.stderr
