@@ -64,7 +64,7 @@ def test_the_real_fixtures_and_a_simulated_job_on_the_cluster(cluster: Any, tmp_
     for job in jobs:
         on_cluster = analyze(job, scheduler=cluster.scheduler_address)
         _same(on_cluster, analyze(job))
-    assert on_cluster.culprit_ranks == expected["culprits"]
+    assert list(on_cluster.culprit_ranks) == expected["culprits"]
     assert on_cluster.loaded is not None
     assert {d.reader for d in on_cluster.loaded.dumps} == {analyze(job).loaded.dumps[0].reader}
 
