@@ -232,21 +232,6 @@ def test_outputs_do_not_depend_on_locale_jobs_width_or_time_zone(env_name: str) 
 
 # --- the HTML report's banner says what the text says -------------------------------------------
 
-#: Samples whose report banner disagrees with the text today: the report words chains itself
-#: (analyzer/render/html.py). A fix of that wording flips these to passing (strict xfail).
-_CYCLE = ("the report ends a chain into a deadlock cycle with 'N waits on nobody', the text with "
-          "'N is in the deadlock cycle'")
-_QUEUED = ("the report leaves out ', queued behind N's blocked op' of a chain step that waits "
-           "behind another op of the holder")
-KNOWN_INCONSISTENT: dict[str, str] = {
-    "deadlock_w4": _CYCLE,
-    "nccl2_deadlock_p2p_w2": _CYCLE,
-    "nccl2_deadlock_p2p_w2_states": _CYCLE,
-    "fixture_nvrx-megatron-moe__gpu_error_2nd": _QUEUED,
-    "fixture_nvrx-megatron-moe__lock_gil_2nd": _QUEUED,
-}
-
-
 class _Banner(HTMLParser):
     """The text of the report's verdict banner: <p class=verdict|kind|headline> and <li>s."""
 
@@ -355,9 +340,9 @@ def said_by_report(page: str) -> Said:
 
 
 def _report_params() -> list[object]:
-    return [pytest.param(ds, id=ds.name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_INCONSISTENT[ds.name])]
-                         if ds.name in KNOWN_INCONSISTENT else [])
-            for ds in all_sets()]
+    # Every dump set, the deadlock cycles and queued chain steps included: the report's banner
+    # is built from the same wording layer as the text.
+    return [pytest.param(ds, id=ds.name) for ds in all_sets()]
 
 
 @pytest.mark.parametrize("ds", _report_params())
