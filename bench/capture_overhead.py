@@ -22,6 +22,7 @@ watcher also reports its own thread's CPU time, a figure the machine's load does
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -78,18 +79,20 @@ def _run(config: str, args: argparse.Namespace, port: int) -> float:
     dump_dir = REPO / ".bench" / "capture_overhead"
     dump_dir.mkdir(parents=True, exist_ok=True)
     procs = []
-    for rank in range(2):
-        cfg = {"rank": rank, "port": port, "config": config, "steps": args.steps,
-               "dim": args.dim, "numel": args.numel, "dump_dir": str(dump_dir)}
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(cfg)],
-                                      cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
-                                      stderr=open(dump_dir.parent / f"capture_overhead_{config}_{rank}.log", "w")))
-    out = ""
-    for p in procs:
-        o, _ = p.communicate(timeout=600)
-        out += o or ""
-        if p.returncode != 0:
-            raise RuntimeError(f"{config}: a rank exited with {p.returncode}")
+    with contextlib.ExitStack() as logs:
+        for rank in range(2):
+            cfg = {"rank": rank, "port": port, "config": config, "steps": args.steps,
+                   "dim": args.dim, "numel": args.numel, "dump_dir": str(dump_dir)}
+            log = logs.enter_context(open(dump_dir.parent / f"capture_overhead_{config}_{rank}.log", "w"))
+            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(cfg)],
+                                          cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
+                                          stderr=log))
+        out = ""
+        for p in procs:
+            o, _ = p.communicate(timeout=600)
+            out += o or ""
+            if p.returncode != 0:
+                raise RuntimeError(f"{config}: a rank exited with {p.returncode}")
     doc = json.loads(out.strip().splitlines()[-1])
     if doc["watcher"]:
         WATCHER.append(doc["watcher"])
