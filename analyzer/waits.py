@@ -19,7 +19,8 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from analyzer.matching import Matching
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.matching import Matching, blocked_in, stuck_collectives
 from analyzer.tables import Tables
 
 WAIT_COLUMNS = ["waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind"]
@@ -252,46 +253,6 @@ def waits(tables: Tables, matching: Matching) -> pd.DataFrame:
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
         out = out.sort_values(["holder", "pg_name", "seq", "waiter"], ignore_index=True)
     return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
-
-
-def blocked_in(tables: Tables, stale: set[int] = frozenset()) -> dict[int, tuple[bool, str, int]]:
-    """Each rank's earliest unfinished op, the one it is blocked in now: ``(is_p2p, group,
-    seq)`` with the p2p sequence number for send/recv. Its later ops wait behind it on the
-    GPU (and on the peers' streams), so what they wait for is not what holds the rank.
-    Ranks whose completions stopped being observed have none (every op looks unfinished)."""
-    e = tables.entries
-    open_ = e.loc[e["state"] != "completed", ["rank", "record_id", "is_p2p", "pg_name", "seq", "p2p_seq"]]
-    if open_.empty:
-        return {}
-    first = open_.loc[open_.groupby("rank", observed=True)["record_id"].idxmin()]
-    return {int(r): (bool(p), str(g), int(q2 if p else q))
-            for r, p, g, q, q2 in zip(first["rank"].tolist(), first["is_p2p"].tolist(),
-                                      first["pg_name"].astype(str), first["seq"].tolist(),
-                                      first["p2p_seq"].tolist())
-            if int(r) not in stale}
-
-
-def stuck_collectives(tables: Tables, matching: Matching,
-                       heads: dict[int, tuple[bool, str, int]] | None = None) -> list[tuple[str, int]]:
-    """Collectives (group, seq) that every member enqueued, none completed, and every member
-    is blocked in (its earliest unfinished op): nothing in the program holds them, so the
-    network or a GPU does. Empty when completion is not reported (gloo)."""
-    c = matching.collectives
-    if matching.dialects.completion_unobserved or c.empty:
-        return []
-    cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
-    if cand.empty:
-        return []
-    if heads is None:
-        heads = blocked_in(tables, set(matching.stale_completers) | set(matching.dialects.unobserved_ranks))
-    members = tables.members()
-    # Only a collective some rank is blocked in can qualify: look at those alone.
-    held = {(g, q) for p2p, g, q in heads.values() if not p2p}
-    out = []
-    for g, q in zip(cand["pg_name"].astype(str), cand["seq"].tolist()):
-        if (g, int(q)) in held and all(heads.get(int(m)) == (False, g, int(q)) for m in members.get(g, ())):
-            out.append((g, int(q)))
-    return sorted(set(out))
 
 
 def _without_new_cycles(rows: list[tuple[int, int, str, str, int, str, str] | _Waits],
