@@ -105,7 +105,7 @@ def _examine(coll: pd.DataFrame, grp: pd.DataFrame, out: dict[str, list[object]]
                 basis = "sibling groups"
         for rank, value in deviating.items():
             for col, v in (("pg_name", name), ("pg_desc", desc), ("seq", seq), ("kind", kind),
-                           ("rank", int(rank)), ("op", str(per_rank.loc[rank, "op"])),
+                           ("rank", int(rank)), ("op", str(per_rank.at[rank, "op"])),  # type: ignore[call-overload]
                            ("value", str(value)), ("expected", major), ("n_agree", agree),
                            ("n_recorded", n), ("basis", basis)):
                 out[col].append(v)
@@ -130,7 +130,7 @@ def _signatures(grp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(joined)
 
 
-_SIDE_COLUMNS = {(MatchState.DTYPE_MISMATCH, "inputs"): "dtypes", (MatchState.DTYPE_MISMATCH, "outputs"): "odtypes",
+_SIDE_COLUMNS: dict[tuple[str, str], str] = {(MatchState.DTYPE_MISMATCH, "inputs"): "dtypes", (MatchState.DTYPE_MISMATCH, "outputs"): "odtypes",
                  (MatchState.SIZE_MISMATCH, "inputs"): "sizes", (MatchState.SIZE_MISMATCH, "outputs"): "osizes"}
 
 

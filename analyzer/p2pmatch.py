@@ -32,7 +32,7 @@ _BASE = P2P_COLUMNS[:12]
 def _code(values: pd.Series, label: str) -> int:
     """The category code of ``label`` (-2, which no row has, when it is no category)."""
     cats = values.cat.categories
-    return int(cats.get_loc(label)) if label in cats else -2
+    return int(cats.get_indexer(pd.Index([label]))[0]) if label in cats else -2
 
 
 def _text(values: pd.Series, rows: np.ndarray, index: pd.Index) -> pd.Series:
@@ -92,28 +92,39 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     is_send = op_codes[rows] == send
     one_sided = np.isin(rank, np.array(sorted(dialects.one_sided_ranks), dtype=np.int64))
     use_out = ~is_send & one_sided
-    p = pd.DataFrame({
+    p = pd.DataFrame(copy=False, index=index, data={
         "rank": rank, "pg_name": _text(e["pg_name"], rows, index),
         "pg_desc": _text(e["pg_desc"], rows, index), "op": _text(e["op"], rows, index),
         "peer": peer, **{c: e[c].to_numpy()[rows] for c in ("p2p_seq", "seq", "record_id")},
         "state": _text(e["state"], rows, index), "time_created_ns": e["time_created_ns"].to_numpy()[rows],
         "input_sizes": _payload(e, "sizes", rows, use_out, index),
         "input_dtypes": _payload(e, "dtypes", rows, use_out, index),
-    }, index=index)
+    })
     done = e["state"].cat.codes.to_numpy()[rows] == _code(e["state"], "completed")
     peer_dumped = np.isin(peer, np.array(tables.dumped_ranks, dtype=np.int64))
-    p["peer_state"] = np.where(done, PeerState.PAIRED.value,
-                               np.where(peer_dumped, "", PeerState.NO_DUMP.value))
-    p["pair_size"] = ""
-    p["pair_dtype"] = ""
-    p["pair_seq"] = -1
+    # peer_state as codes into _PEER_STATES, the pair columns as codes into their values.
+    state = np.where(done, 0, np.where(peer_dumped, 1, 2)).astype(np.int8)
+    pair = np.zeros(len(rows), dtype=np.int64)  # code 0: "" (no pair)
+    pair_dtype = np.zeros(len(rows), dtype=np.int64)
+    pair_seq = np.full(len(rows), -1, dtype=np.int64)
+    vocab: list[str] = [""]
     live = np.flatnonzero(~done & peer_dumped)
     if len(live):
-        _pair_streams(p, live, is_send)
+        _pair_streams(p, live, is_send, state, (pair, pair_dtype, pair_seq), vocab)
+    words = pd.Index(vocab, dtype="str")
+    p["peer_state"] = pd.Series(_PEER_STATES.take(state), index=index)
+    p["pair_size"] = pd.Series(words.take(pair), index=index)
+    p["pair_dtype"] = pd.Series(words.take(pair_dtype), index=index)
+    p["pair_seq"] = pair_seq
     keys = (p["rank"].to_numpy(np.int64), p["record_id"].to_numpy(np.int64))
     if len(p) > 1 and not _sorted_pairs(*keys):
         p = p.sort_values(["rank", "record_id"])
     return p.reset_index(drop=True)
+
+
+#: Values of ``peer_state`` by code (1: not decided yet, set by the pairing).
+_PEER_STATES = pd.Index([PeerState.PAIRED.value, "", PeerState.NO_DUMP.value, PeerState.NOT_POSTED.value],
+                        dtype="str")
 
 
 def _sorted_pairs(a: np.ndarray, b: np.ndarray) -> bool:
@@ -122,13 +133,15 @@ def _sorted_pairs(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(((da > 0) | ((da == 0) & (db >= 0))).all())
 
 
-def _pair_streams(p: pd.DataFrame, live_pos: np.ndarray, is_send: np.ndarray) -> None:
+def _pair_streams(p: pd.DataFrame, live_pos: np.ndarray, is_send: np.ndarray, state: np.ndarray,
+                  out: tuple[np.ndarray, np.ndarray, np.ndarray], vocab: list[str]) -> None:
     """Pair the send/recv still in flight first-in first-out per stream (group, sender,
-    receiver): fills ``peer_state``, ``pair_size``, ``pair_dtype`` and ``pair_seq`` in place."""
+    receiver): sets their ``state`` code (paired or not posted) and, for the paired ones,
+    the other side's size and dtype (codes into ``vocab``, extended) and p2p seq in ``out``."""
+    rank, peer = p["rank"].to_numpy()[live_pos], p["peer"].to_numpy()[live_pos]
     live = p.iloc[live_pos].assign(
-        src=np.where(is_send[live_pos], p["rank"].to_numpy()[live_pos], p["peer"].to_numpy()[live_pos]),
-        dst=np.where(is_send[live_pos], p["peer"].to_numpy()[live_pos], p["rank"].to_numpy()[live_pos]),
-    ).sort_values("record_id", kind="stable")
+        src=np.where(is_send[live_pos], rank, peer), dst=np.where(is_send[live_pos], peer, rank),
+        pos=live_pos).sort_values("record_id", kind="stable")
     stream = ["pg_name", "src", "dst", "op"]
     live = live.assign(k=live.groupby(stream).cumcount())
     counts = live.groupby(stream).size().to_dict()
@@ -138,7 +151,7 @@ def _pair_streams(p: pd.DataFrame, live_pos: np.ndarray, is_send: np.ndarray) ->
         for g, s, d, o in zip(live["pg_name"], live["src"], live["dst"], other, strict=True)
     ], dtype=np.int64)
     paired = live["k"].to_numpy() < other_n
-    p.loc[live.index, "peer_state"] = np.where(paired, PeerState.PAIRED.value, PeerState.NOT_POSTED.value)
+    state[live["pos"].to_numpy()] = np.where(paired, 0, 3)
     sides = {
         (g, s, d, o, k): (size, dtype, seq)
         for g, s, d, o, k, size, dtype, seq in live[paired][
@@ -149,10 +162,13 @@ def _pair_streams(p: pd.DataFrame, live_pos: np.ndarray, is_send: np.ndarray) ->
         sides.get((g, s, d, "recv" if o == "send" else "send", k), ("", "", -1))
         for g, s, d, o, k in live[paired][["pg_name", "src", "dst", "op", "k"]].itertuples(index=False)
     ]
-    at = live[paired].index
-    p.loc[at, "pair_size"] = [size for size, _, _ in other_side]
-    p.loc[at, "pair_dtype"] = [dtype for _, dtype, _ in other_side]
-    p.loc[at, "pair_seq"] = [int(seq) for _, _, seq in other_side]
+    at = live["pos"].to_numpy()[paired]
+    codes: dict[str, int] = {"": 0}
+    for target, values in ((out[0], [size for size, _, _ in other_side]),
+                           (out[1], [dtype for _, dtype, _ in other_side])):
+        target[at] = [codes.setdefault(str(v), len(codes)) for v in values]
+    out[2][at] = [int(seq) for _, _, seq in other_side]
+    vocab[:] = list(codes)
 
 
 def p2p_mismatches(p2p: pd.DataFrame) -> pd.DataFrame:
