@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyzer import schema
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.dialect import Dialects, read_dialects
 from analyzer.expectations import monitored_barrier_gaps
@@ -194,11 +195,13 @@ def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matchin
     coll = entries[["pg_name", "pg_desc", "seq", "rank", "record_id", "op", "input_dtypes",
                     "output_dtypes", "input_sizes", "output_sizes"]].iloc[keys.coll]
     return Matching(
-        progress=progress,
-        collectives=_collectives(entries, keys, progress, tables),
-        mismatches=collective_mismatches(coll, keys.cid, keys.first),
-        p2p=p2p,
-        p2p_mismatches=p2p_mismatches(p2p),
+        progress=schema.conform(progress, schema.PROGRESS, "progress"),
+        collectives=schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
+                                   "collectives"),
+        mismatches=schema.conform(collective_mismatches(coll, keys.cid, keys.first), schema.MISMATCHES,
+                                  "mismatches"),
+        p2p=schema.conform(p2p, schema.P2P, "p2p"),
+        p2p_mismatches=schema.conform(p2p_mismatches(p2p), schema.P2P_MISMATCHES, "p2p_mismatches"),
         dialects=dialects,
         stale_completers=({} if dialects.completion_unobserved
                           else stale_completers(progress, dialects.observed_ranks, config=config)),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analyzer import schema
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.kinds import PeerState, WaitKind
 from analyzer.matching import Matching, blocked_in, stuck_collectives
@@ -313,7 +314,8 @@ def waits(tables: Tables, matching: Matching, *, config: AnalysisConfig = DEFAUL
     if len(out):
         out = out.drop_duplicates(["waiter", "holder", "pg_name", "seq", "op", "kind"])
         out = out.sort_values(["holder", "pg_name", "seq", "waiter"], ignore_index=True)
-    return out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
+    out = out.astype({"waiter": "int32", "holder": "int32", "seq": "int64"})
+    return schema.conform(out, schema.WAITS, "waits")
 
 
 def edges(wait_table: pd.DataFrame) -> Iterator[WaitEdge]:
