@@ -198,7 +198,8 @@ def frame(cols: tuple[Col, ...], data: Mapping[str, Any] | None = None) -> pd.Da
         if col.dtype == "object":
             series = pd.Series(list(values), dtype="object")
         else:
-            series = pd.Series(values).astype(col.dtype) if len(values) else pd.Series([], dtype=col.dtype)
+            series = (pd.Series(values).astype(col.dtype) if len(values)  # type: ignore[call-overload]
+                      else pd.Series([], dtype=col.dtype))
         out[col.name] = series.reset_index(drop=True)
     return pd.DataFrame(out, columns=[c.name for c in cols])
 

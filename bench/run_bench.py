@@ -424,6 +424,11 @@ def mem_available_mb() -> float:
     return 0.0
 
 
+def _rel(path: str) -> str:
+    p = Path(path)
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else path
+
+
 def machine() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     try:
@@ -562,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"unpickle 1p / {jobs}p s: plain pickle.load of every dump file in one process / in {jobs}")
     print("  processes (the floor; interpreter start not counted). hs/floor: hangscope wall / floor.")
     print(f"fr_trace s: the faster of `python -m {FR_MODULE} DIR -p {PREFIX}` under each torch found")
-    print(f"  ({', '.join(f'torch {v}: {py}' for v, py in fr_pys) or 'none'}; fr X.Y s: each version; run on jobs of at most {args.fr_max_ranks:,} ranks),")
+    print(f"  ({', '.join(f'torch {v}: {_rel(py)}' for v, py in fr_pys) or 'none'}; fr X.Y s: each version; run on jobs of at most {args.fr_max_ranks:,} ranks),")
     print(f"  killed past {args.fr_timeout:.0f} s or {args.fr_mem_gb:.0f} GB. fr/hs: fr_trace wall / hangscope wall.")
     print("Every tool reads the files from the page cache (each is read once before each run).")
     print("store s / MB: `hangscope analyze STORE` on the Parquet store `hangscope export` wrote")
