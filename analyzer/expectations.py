@@ -192,17 +192,18 @@ def monitored_barrier_gaps(entries: pd.DataFrame, members: dict[str, tuple[int, 
         windows: dict[int, tuple[int, int]] = {}
         explained = True
         for rank, rows in grp.groupby("rank", sort=True):
+            r = int(rank)  # type: ignore[arg-type]
             seq = rows["seq"].to_numpy(np.int64)
             op_id = rows["op_id"].to_numpy(np.int64)
             missing_seq, missing_op = np.diff(seq) - 1, np.diff(op_id) - 1
-            want = barrier_op_gap(1, int(rank) == int(ranks[0]), len(ranks)) * missing_seq
+            want = barrier_op_gap(1, r == int(ranks[0]), len(ranks)) * missing_seq
             barrier = (missing_seq > 0) & (missing_seq % 2 == 0) & (missing_op == want)
             if ((missing_op > 0) & ~barrier).any() or ((missing_seq > 0) & ~barrier).any():
                 explained = False
                 break
             at = np.nonzero(barrier)[0]
-            gaps_by_rank[int(rank)] = {(int(seq[i]) + 1, int(missing_seq[i])) for i in at}
-            windows[int(rank)] = (int(seq[0]), int(seq[-1]))
+            gaps_by_rank[r] = {(int(seq[i]) + 1, int(missing_seq[i])) for i in at}
+            windows[r] = (int(seq[0]), int(seq[-1]))
         found = set().union(*gaps_by_rank.values()) if gaps_by_rank else set()
         if not explained or not found:
             continue

@@ -97,6 +97,98 @@ SKIPPED: tuple[Col, ...] = (
 )
 
 
+PROGRESS: tuple[Col, ...] = (
+    Col("pg_name", "str", "group name"),
+    Col("pg_desc", "str", "group description"),
+    Col("rank", "int32", "member global rank"),
+    Col("dumped", "bool", "the member wrote a readable dump"),
+    Col("window_lo", "int64", "oldest collective seq its buffer holds (-1: none)"),
+    Col("window_hi", "int64", "newest collective seq its buffer holds (-1: none)"),
+    Col("enqueued", "int64", "collectives enqueued, entries and counters (-1: unknown)"),
+    Col("completed", "int64", "newest completed collective seq (-1: none)"),
+    Col("counter_enqueued", "int64", "pg_status last enqueued (-1: none)"),
+    Col("counter_completed", "int64", "pg_status last completed (-1: none)"),
+    Col("op_progress", "int64", "progress in op_id units (gloo, the recorder hook)"),
+    Col("source", "str", "entries, pg_status, entries+pg_status, unknown, no_dump or not_recorded"),
+)
+
+COLLECTIVES: tuple[Col, ...] = (
+    Col("pg_name", "str", "group name"),
+    Col("pg_desc", "str", "group description"),
+    Col("seq", "int64", "collective sequence number"),
+    Col("op", "str", "op of the first member that recorded it"),
+    Col("input_sizes", "str", "its input shapes"),
+    Col("input_dtypes", "str", "its input dtypes"),
+    Col("n_members", "int32", "members of the group"),
+    Col("n_recorded", "int64", "members whose buffer holds it"),
+    Col("n_joined", "int32", "members whose progress reaches it"),
+    Col("n_completed", "int64", "members that recorded it completed"),
+    Col("n_started", "int64", "members that recorded it started or completed"),
+    Col("first_created_ns", "int64", "earliest enqueue time"),
+    Col("last_created_ns", "int64", "latest enqueue time"),
+    Col("last_started_ns", "int64", "latest start time"),
+    Col("state", "str", "fully_matched, in_flight or not_joined (MatchState)"),
+)
+
+MISMATCHES: tuple[Col, ...] = (
+    Col("pg_name", "str", "group name"),
+    Col("pg_desc", "str", "group description"),
+    Col("seq", "int64", "collective sequence number"),
+    Col("kind", "str", "op_mismatch, size_mismatch or dtype_mismatch (MatchState)"),
+    Col("rank", "int64", "the member that deviates"),
+    Col("op", "str", "its op"),
+    Col("value", "str", "its value"),
+    Col("expected", "str", "the majority value, or (no majority)"),
+    Col("n_agree", "int64", "members with the expected value"),
+    Col("n_recorded", "int64", "members that recorded the collective"),
+    Col("basis", "str", "group majority, sibling groups or no majority"),
+)
+
+P2P: tuple[Col, ...] = (
+    Col("rank", "int32", "global rank of the op"),
+    Col("pg_name", "str", "group name"),
+    Col("pg_desc", "str", "group description"),
+    Col("op", "str", "send or recv"),
+    Col("peer", "int32", "global rank of the other side"),
+    Col("p2p_seq", "int64", "p2p sequence number"),
+    Col("seq", "int64", "collective sequence number of the entry"),
+    Col("record_id", "int64", "per-process entry counter"),
+    Col("state", "str", "scheduled, started or completed"),
+    Col("time_created_ns", "int64", "enqueue time"),
+    Col("input_sizes", "str", "what it moves (a one-sided recv: its outputs)"),
+    Col("input_dtypes", "str", "dtypes of what it moves"),
+    Col("peer_state", "str", "paired, not_posted or no_dump (PeerState)"),
+    Col("pair_size", "str", "the paired op's sizes (empty: none)"),
+    Col("pair_dtype", "str", "the paired op's dtypes (empty: none)"),
+    Col("pair_seq", "int64", "the paired op's p2p seq (-1: none)"),
+)
+
+P2P_MISMATCHES: tuple[Col, ...] = (
+    Col("kind", "str", "size_mismatch or dtype_mismatch"),
+    Col("pg_name", "str", "group name"),
+    Col("pg_desc", "str", "group description"),
+    Col("sender", "int64", "global rank of the send"),
+    Col("receiver", "int64", "global rank of the recv"),
+    Col("send_seq", "int64", "the send's p2p seq"),
+    Col("recv_seq", "int64", "the recv's p2p seq"),
+    Col("send_value", "str", "what the send posted"),
+    Col("recv_value", "str", "what the recv posted"),
+    Col("usual_send", "str", "what the sender usually posts on the stream"),
+    Col("usual_recv", "str", "what the receiver usually posts on the stream"),
+    Col("culprits", "object", "the side(s) that changed (list of ranks)"),
+)
+
+WAITS: tuple[Col, ...] = (
+    Col("waiter", "int32", "the rank that waits"),
+    Col("holder", "int32", "the rank it waits on"),
+    Col("pg_name", "str", "group of the op"),
+    Col("pg_desc", "str", "group description"),
+    Col("seq", "int64", "sequence number of the op (p2p seq for send/recv)"),
+    Col("op", "str", "the op waited in"),
+    Col("kind", "str", "why (WaitKind)"),
+)
+
+
 def frame(cols: tuple[Col, ...], data: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """A DataFrame with exactly ``cols``, from ``data`` (column -> values) or empty."""
     data = data or {}
@@ -106,7 +198,8 @@ def frame(cols: tuple[Col, ...], data: Mapping[str, Any] | None = None) -> pd.Da
         if col.dtype == "object":
             series = pd.Series(list(values), dtype="object")
         else:
-            series = pd.Series(values).astype(col.dtype) if len(values) else pd.Series([], dtype=col.dtype)
+            series = (pd.Series(values).astype(col.dtype) if len(values)  # type: ignore[call-overload]
+                      else pd.Series([], dtype=col.dtype))
         out[col.name] = series.reset_index(drop=True)
     return pd.DataFrame(out, columns=[c.name for c in cols])
 
@@ -127,3 +220,10 @@ def describe(cols: tuple[Col, ...]) -> str:
     lines = ["| column | dtype | meaning |", "|---|---|---|"]
     lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in cols]
     return "\n".join(lines)
+
+
+def conform(df: pd.DataFrame, cols: tuple[Col, ...], table: str) -> pd.DataFrame:
+    """``df`` validated against ``cols``; an empty ``df`` becomes the typed empty frame."""
+    if df.empty and list(df.columns) == [c.name for c in cols]:
+        df = frame(cols)
+    return validate(df, cols, table)

@@ -9,7 +9,8 @@ the dumps under ``.bench/`` keyed by the parameters, and measures, each in a fre
   including the parser processes, and whether it named the injected culprit);
 * the floor: plain ``pickle.load`` of every dump file, in one process and in as many
   processes as hangscope uses;
-* ``python -m torch.distributed.flight_recorder.fr_trace`` on the same files, under a
+* ``python -m torch.distributed.flight_recorder.fr_trace`` of every torch found (.venv-torch:
+  2.13, .venv-torch215: 2.15) on the same files (jobs of at most ``--fr-max-ranks``), under a
   time and memory limit. fr_trace stops matching a group after ``--mismatch_cap``
   mismatches and reports pipeline send/recv as mismatches, so it is also run (together
   with hangscope, for a like-for-like ratio) on a collectives-only job of the same size;
@@ -17,8 +18,8 @@ the dumps under ``.bench/`` keyed by the parameters, and measures, each in a fre
 
 Usage::
 
-    python bench/run_bench.py [--sizes 64,512,4096] [--entries 2000] [--with-16k]
-                              [--jobs N] [--no-fr-trace] [--cache .bench]
+    python bench/run_bench.py [--sizes 512,4096] [--entries 2000] [--with-16k] [--with-65k]
+                              [--jobs N] [--no-fr-trace] [--fr-max-ranks 512] [--cache .bench]
 
 ``make bench`` installs what this needs and runs it.
 """
@@ -44,8 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "nccl_trace_rank_"
 FR_MODULE = "torch.distributed.flight_recorder.fr_trace"
-DEFAULT_SIZES = "64,512,4096"
+DEFAULT_SIZES = "512,4096"
 SIZE_16K = 16_384
+SIZE_65K = 65_536
 
 
 # --------------------------------------------------------------------------- jobs
@@ -247,15 +249,37 @@ def unpickle_floor(target: Path, jobs: int) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start, "entries": entries, "files": len(files)}))
 
 
-def fr_trace_python(explicit: str | None) -> str | None:
-    """A Python that can import torch's flight recorder analyzer, or None."""
-    candidates = [explicit] if explicit else [str(ROOT / ".venv-torch" / "bin" / "python"), sys.executable]
+def fr_trace_pythons(explicit: str | None) -> list[tuple[str, str]]:
+    """(torch version, Python) of every environment that can import torch's flight recorder
+    analyzer: ``--fr-python``, or .venv-torch (torch 2.13) and .venv-torch215 (torch 2.15)."""
+    candidates = [explicit] if explicit else [str(ROOT / ".venv-torch" / "bin" / "python"),
+                                              str(ROOT / ".venv-torch215" / "bin" / "python")]
+    found: dict[str, str] = {}
     for py in candidates:
         if py and Path(py).exists():
-            probe = subprocess.run([py, "-c", f"import {FR_MODULE}"], capture_output=True, check=False)
+            probe = subprocess.run([py, "-c", f"import torch, {FR_MODULE}; print(torch.__version__)"],
+                                   capture_output=True, check=False, text=True)
             if probe.returncode == 0:
-                return py
-    return None
+                version = ".".join(probe.stdout.strip().split("+")[0].split(".")[:2])
+                found.setdefault(version, py)
+    return sorted(found.items())
+
+
+def run_fr_traces(pythons: list[tuple[str, str]], target: Path, args: argparse.Namespace) -> dict[str, Run]:
+    """fr_trace of every torch version on ``target``."""
+    out = {}
+    for version, py in pythons:
+        note(f"  fr_trace (torch {version})")
+        out[version] = run_fr_trace(py, target, args.fr_timeout, args.fr_mem_gb * 1024)
+    return out
+
+
+def fastest(runs: dict[str, Run]) -> Run | None:
+    """The faster finished fr_trace run (or the first one when none finished)."""
+    done = [r for r in runs.values() if finished(r)]
+    if done:
+        return min(done, key=lambda r: r.wall)
+    return next(iter(runs.values()), None)
 
 
 def run_fr_trace(py: str, target: Path, timeout: float, mem_limit_mb: float) -> Run:
@@ -316,6 +340,8 @@ def print_table(rows: list[dict[str, Any]], jobs: int) -> None:
         (f"hs/floor {jobs}p", ">"), ("fr_trace s", ">"), ("fr MB", ">"), ("fr us/entry", ">"),
         ("fr/hs", ">"), ("store s", ">"), ("store MB", ">"), ("fr_trace status", "<"),
     ]
+    versions = sorted({v for r in rows for v in r.get("frs", {})})
+    header[11:11] = [(f"fr {v} s", ">") for v in versions]
     table = []
     for r in rows:
         hs, fr, f1, fn, st = r["hs"], r.get("fr"), r.get("floor1"), r.get("floorn"), r.get("store")
@@ -327,6 +353,7 @@ def print_table(rows: list[dict[str, Any]], jobs: int) -> None:
             f"{r['ranks']:,}", r["job"], f"{r['entries']:,}",
             fmt_s(hs), fmt_mb(hs), per_entry(hs, r["entries"]), culprit,
             fmt_s(f1), fmt_s(fn), ratio(hs, f1), ratio(hs, fn),
+            *[fmt_s(r.get("frs", {}).get(v)) for v in versions],
             fmt_s(fr), fmt_mb(fr), per_entry(fr, r["entries"]),
             ratio(fr, hs), fmt_s(st), fmt_mb(st),
             "-" if fr is None else r.get("fr_note") or fr.status,
@@ -339,6 +366,67 @@ def print_table(rows: list[dict[str, Any]], jobs: int) -> None:
     print(line(["-" * w for w in widths]))
     for row in table:
         print(line(row))
+
+
+def _row(rows: list[dict[str, Any]], ranks: int, coll_only: bool = False) -> dict[str, Any] | None:
+    return next((r for r in rows if r["ranks"] == ranks and ("coll. only" in r["job"]) == coll_only), None)
+
+
+def targets(rows: list[dict[str, Any]], jobs: int, note_65k: str) -> list[tuple[str, str, str]]:
+    """(target, measured, verdict) of each target of the benchmark."""
+    out: list[tuple[str, str, str]] = []
+    r512 = _row(rows, 512)
+    fr_row = _row(rows, 512, coll_only=True) or r512
+    if fr_row is not None and finished(fr_row.get("fr")) and finished(fr_row["hs"]):
+        fr = fr_row["fr"]
+        versions = ", ".join(f"{v}: {x.wall:.1f} s" for v, x in sorted(fr_row["frs"].items()) if finished(x))
+        speedup = fr.wall / fr_row["hs"].wall
+        out.append(("512 x 2,000: >= 20x faster than the faster fr_trace",
+                    f"{speedup:.1f}x ({fr_row['job']}; hangscope {fr_row['hs'].wall:.1f} s; fr_trace {versions})",
+                    "met" if speedup >= 20 else f"NOT met (by {20 / speedup:.1f}x)"))
+    else:
+        out.append(("512 x 2,000: >= 20x faster than the faster fr_trace", "-", "not measured"))
+    if r512 is not None and finished(r512.get("floorn")):
+        q = r512["hs"].wall / r512["floorn"].wall
+        out.append((f"512 x 2,000: hangscope / unpickle floor ({jobs} processes) <= 1.0",
+                    f"{q:.2f} ({r512['hs'].wall:.1f} s vs {r512['floorn'].wall:.1f} s)",
+                    "met" if q <= 1.0 else f"NOT met (by {q:.2f}x)"))
+    for ranks, limit_s, limit_mb in ((4096, 8.0, 2048), (SIZE_16K, 30.0, 5120)):
+        r = _row(rows, ranks)
+        if r is None or not finished(r["hs"]):
+            out.append((f"{ranks:,} x 2,000: < {limit_s:.0f} s and < {limit_mb / 1024:.0f} GB", "-",
+                        "not run" + (" (--with-16k)" if ranks == SIZE_16K else "")))
+            continue
+        hs = r["hs"]
+        ok = hs.wall < limit_s and hs.peak_mb < limit_mb
+        out.append((f"{ranks:,} x 2,000: < {limit_s:.0f} s and < {limit_mb / 1024:.0f} GB",
+                    f"{hs.wall:.1f} s, {hs.peak_mb / 1024:.2f} GB", "met" if ok else
+                    f"NOT met ({hs.wall / limit_s:.1f}x the time, {hs.peak_mb / limit_mb:.1f}x the memory)"))
+    sized = sorted((r for r in rows if "coll. only" not in r["job"] and finished(r["hs"]) and r["ranks"] >= 512),
+                   key=lambda r: r["ranks"])
+    if len(sized) >= 2:
+        lo, hi = sized[0], sized[-1]
+        a, b = lo["hs"].wall / lo["entries"] * 1e6, hi["hs"].wall / hi["entries"] * 1e6
+        out.append((f"per-entry cost flat from {lo['ranks']:,} to {hi['ranks']:,} ranks (within 25%)",
+                    f"{a:.2f} -> {b:.2f} us/entry ({b / a:.2f}x)", "met" if b <= 1.25 * a else "NOT met"))
+    out.append((f"{SIZE_65K:,} x 2,000 completes", note_65k, ""))
+    return out
+
+
+def mem_available_mb() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _rel(path: str) -> str:
+    p = Path(path)
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else path
 
 
 def machine() -> str:
@@ -368,6 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fr-python", default=None, help="Python with torch (default .venv-torch/bin/python)")
     ap.add_argument("--fr-timeout", type=float, default=900.0, help="seconds before fr_trace is killed")
     ap.add_argument("--fr-mem-gb", type=float, default=12.0, help="memory at which fr_trace is killed")
+    ap.add_argument("--fr-max-ranks", type=int, default=512,
+                    help="run fr_trace only on jobs of at most this many ranks (default 512)")
+    ap.add_argument("--with-65k", action="store_true",
+                    help=f"also {SIZE_65K:,} ranks, when 4x the 16k peak fits in the available memory")
     ap.add_argument("--no-store", action="store_true", help="skip the Parquet store re-open")
     ap.add_argument("--unpickle-floor", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -381,11 +473,11 @@ def main(argv: list[str] | None = None) -> int:
         sizes.append(SIZE_16K)
     args.cache.mkdir(parents=True, exist_ok=True)
 
-    fr_py = None
+    fr_pys: list[tuple[str, str]] = []
     fr_skip = "skipped (--no-fr-trace)" if args.no_fr_trace else None
     if not args.no_fr_trace:
-        fr_py = fr_trace_python(args.fr_python)
-        if fr_py is None:
+        fr_pys = fr_trace_pythons(args.fr_python)
+        if not fr_pys:
             fr_skip = "skipped: torch is not installed (make bench installs it into .venv-torch)"
     note(f"machine: {machine()}")
     startup = measure(hangscope_cmd() + ["--help"])
@@ -416,11 +508,11 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 note(f"  export failed: {export.stderr.strip()[-300:]}")
         rows.append(row)
-        if fr_py:
+        if fr_pys and ranks <= args.fr_max_ranks:
             note(f"{ranks} ranks: fr_trace")
-            fr = run_fr_trace(fr_py, jobdir, args.fr_timeout, args.fr_mem_gb * 1024)
-            row["fr"] = fr
-            if fr.status != "ok":
+            row["frs"] = run_fr_traces(fr_pys, jobdir, args)
+            fr = row["fr"] = fastest(row["frs"])
+            if fr is not None and fr.status != "ok":
                 # Pipeline send/recv stop fr_trace (or it ran out of limits): measure both tools
                 # again on a collectives-only job of the same size.
                 cdir = ensure_job(args.cache, ranks, args.entries, seed=args.seed, jobs=jobs,
@@ -429,11 +521,37 @@ def main(argv: list[str] | None = None) -> int:
                 ctp, cpp, cdp = topology(ranks, collectives_only=True)
                 note(f"{ranks} ranks, collectives only: hangscope and fr_trace")
                 chs = run_hangscope(cdir, jobs, cexp)
+                cfrs = run_fr_traces(fr_pys, cdir, args)
+                note(f"{ranks} ranks, collectives only: unpickle floor")
                 rows.append({
                     "ranks": ranks, "job": f"tp{ctp} pp{cpp} dp{cdp} (coll. only)",
                     "entries": int(chs.extra.get("entries", ranks * args.entries)), "hs": chs,
-                    "expected": cexp, "fr": run_fr_trace(fr_py, cdir, args.fr_timeout, args.fr_mem_gb * 1024),
+                    "expected": cexp, "frs": cfrs, "fr": fastest(cfrs),
+                    "floor1": run_floor(cdir, 1), "floorn": run_floor(cdir, jobs),
                 })
+
+    note_65k = "not run (pass --with-16k --with-65k)"
+    r16 = _row(rows, SIZE_16K)
+    if args.with_65k:
+        avail = mem_available_mb()
+        if r16 is None or not finished(r16["hs"]):
+            note_65k = "not run: no 16,384-rank figure to scale from (add --with-16k)"
+        elif 4 * r16["hs"].peak_mb > 0.8 * avail:
+            note_65k = (f"not run: 4 x the 16k peak ({4 * r16['hs'].peak_mb / 1024:.1f} GB) does not fit in "
+                        f"80% of the available memory ({avail / 1024:.1f} GB)")
+        else:
+            jobdir = ensure_job(args.cache, SIZE_65K, args.entries, seed=args.seed, jobs=jobs)
+            expected = json.loads((jobdir / "EXPECTED.json").read_text())["culprits"]
+            hs = run_hangscope(jobdir, jobs, expected)
+            tp, pp, dp = topology(SIZE_65K)
+            rows.append({"ranks": SIZE_65K, "job": f"tp{tp} pp{pp} dp{dp}", "hs": hs, "expected": expected,
+                         "entries": int(hs.extra.get("entries", SIZE_65K * args.entries))})
+            note_65k = f"{hs.wall:.1f} s, {hs.peak_mb / 1024:.1f} GB, culprit {'ok' if hs.extra.get('culprit_ok') else 'WRONG'}"
+    elif r16 is not None and finished(r16["hs"]):
+        avail = mem_available_mb()
+        fits = 4 * r16["hs"].peak_mb <= 0.8 * avail
+        note_65k = (f"not run (--with-65k); 4 x the 16k peak is {4 * r16['hs'].peak_mb / 1024:.1f} GB against "
+                    f"{avail / 1024:.1f} GB available: it would {'fit' if fits else 'not fit'}")
 
     print(f"hangscope scale benchmark: {args.entries:,} entries per rank, stack frames on, one "
           f"stalled rank; {jobs} parser processes")
@@ -448,13 +566,20 @@ def main(argv: list[str] | None = None) -> int:
     print("us/entry: wall time per entry.")
     print(f"unpickle 1p / {jobs}p s: plain pickle.load of every dump file in one process / in {jobs}")
     print("  processes (the floor; interpreter start not counted). hs/floor: hangscope wall / floor.")
-    print(f"fr_trace s: `python -m {FR_MODULE} DIR -p {PREFIX}`, torch 2.13,")
+    print(f"fr_trace s: the faster of `python -m {FR_MODULE} DIR -p {PREFIX}` under each torch found")
+    print(f"  ({', '.join(f'torch {v}: {_rel(py)}' for v, py in fr_pys) or 'none'}; fr X.Y s: each version; run on jobs of at most {args.fr_max_ranks:,} ranks),")
     print(f"  killed past {args.fr_timeout:.0f} s or {args.fr_mem_gb:.0f} GB. fr/hs: fr_trace wall / hangscope wall.")
     print("Every tool reads the files from the page cache (each is read once before each run).")
     print("store s / MB: `hangscope analyze STORE` on the Parquet store `hangscope export` wrote")
     print("  for the job (normalized tables, no dump parsing).")
     if fr_skip:
         print(f"fr_trace: {fr_skip}")
+    print()
+    print("targets:")
+    tab = targets(rows, jobs, note_65k)
+    w = max(len(t) for t, _, _ in tab)
+    for t, measured, verdict in tab:
+        print(f"  {t.ljust(w)}  {measured}  {verdict}".rstrip())
     if any(r.get("fr") and r["fr"].status.startswith("stopped") for r in rows):
         print("fr_trace 'stopped early': it stops matching after --mismatch_cap (10) mismatches in a")
         print("  group; it counts the pipeline send/recv pairs as mismatches, hence the collectives-only")

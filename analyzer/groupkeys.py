@@ -1,0 +1,114 @@
+"""Integer group keys for the matching: rows grouped by (code, value) pairs in O(rows).
+
+Matching groups millions of entries by (group, sequence number) and (group, rank). Sorting
+or hashing that many keys costs far more than counting them: here each major code (a
+group's category code) gets its own range of ids, as wide as the values it holds span, and
+the ids actually used are numbered densely with one boolean array and a running sum. Only
+when those spans add up to much more than the rows (sparse values) is a sort used instead.
+Either way the ids come out in sorted (major, minor) order, as a sorted group-by numbers
+its groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Pairs", "first_of", "group_ids", "pairs", "reduce_max", "reduce_min"]
+
+#: Ranged ids are used while the spans stay under this many times the rows (plus a margin).
+_SPAN_FACTOR = 4
+_LIMIT = 1 << 60
+
+
+@dataclass(frozen=True, eq=False)
+class Pairs:
+    """The distinct (major, minor) pairs of some rows: ``ids`` numbers each row's pair (in
+    sorted pair order), ``n`` is the number of pairs; :meth:`find` looks pairs up."""
+
+    ids: np.ndarray
+    n: int
+    major: np.ndarray
+    """Per pair id, its major value."""
+    minor: np.ndarray
+    """Per pair id, its minor value."""
+
+    def find(self, major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+        """The id of each (major, minor) pair asked for, -1 where no row has it."""
+        if not self.n or not len(major):
+            return np.full(len(major), -1, dtype=np.int64)
+        index = pd.MultiIndex.from_arrays([self.major, self.minor])
+        query = pd.MultiIndex.from_arrays([np.asarray(major, np.int64), np.asarray(minor, np.int64)])
+        return np.asarray(index.get_indexer(query), dtype=np.int64)
+
+
+def pairs(major: np.ndarray, minor: np.ndarray) -> Pairs:
+    """The distinct (major, minor) pairs of the rows, see :func:`group_ids`."""
+    ids, n = group_ids(major, minor)
+    first = first_of(ids, n)
+    return Pairs(ids=ids, n=n, major=np.asarray(major, np.int64)[first],
+                 minor=np.asarray(minor, np.int64)[first])
+
+
+def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ids of the rows' (major, minor) pairs, numbered in sorted pair order.
+
+    ``major`` holds non-negative ints (category codes), ``minor`` any ints. Returns
+    (id of each row, number of distinct pairs).
+    """
+    major = np.asarray(major, dtype=np.int64)
+    minor = np.asarray(minor, dtype=np.int64)
+    n = len(major)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    if int(major.min()) < 0:
+        raise ValueError("group_ids: major codes must be non-negative")
+    n_major = int(major.max()) + 1
+    lo = np.full(n_major, _LIMIT, dtype=np.int64)
+    hi = np.full(n_major, -_LIMIT, dtype=np.int64)
+    np.minimum.at(lo, major, minor)
+    np.maximum.at(hi, major, minor)
+    present = lo <= hi
+    if present.any() and (int(lo[present].min()) > -_LIMIT // 2 and int(hi[present].max()) < _LIMIT // 2):
+        span = np.where(present, hi - lo + 1, 0)
+        total = int(span.sum())
+        if total <= _SPAN_FACTOR * n + 1024:
+            offset = np.cumsum(span) - span
+            raw = offset[major] + (minor - lo[major])
+            used = np.zeros(total, dtype=bool)
+            used[raw] = True
+            dense = np.cumsum(used, dtype=np.int64) - 1
+            return dense[raw], int(dense[-1]) + 1
+    order = np.lexsort((minor, major))
+    a, b = major[order], minor[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = np.cumsum(new, dtype=np.int64) - 1
+    return ids, int(new.sum())
+
+
+def first_of(ids: np.ndarray, n_groups: int) -> np.ndarray:
+    """For each group, the position of its first row (in row order)."""
+    first = np.full(n_groups, len(ids), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
+    return first
+
+
+def reduce_max(ids: np.ndarray, n_groups: int, values: np.ndarray, empty: int = -1) -> np.ndarray:
+    """Per group, the largest of ``values`` (``empty`` for a group without rows)."""
+    out = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(out, ids, np.asarray(values, dtype=np.int64))
+    out[out == np.iinfo(np.int64).min] = empty
+    return out
+
+
+def reduce_min(ids: np.ndarray, n_groups: int, values: np.ndarray, empty: int = -1) -> np.ndarray:
+    """Per group, the smallest of ``values`` (``empty`` for a group without rows)."""
+    out = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(out, ids, np.asarray(values, dtype=np.int64))
+    out[out == np.iinfo(np.int64).max] = empty
+    return out

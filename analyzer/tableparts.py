@@ -1,0 +1,299 @@
+"""The parts of :func:`analyzer.tables.normalize`: one pass over the dumps (stacks, groups
+recorded, pg_id names), the world and the groups from the evidence, send/recv peers as global
+ranks, and the per-rank and pg_status rows."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyzer import schema
+from analyzer.errors import InputError
+from analyzer.loader import Loaded
+from analyzer.reader import MAX_RANK, ParsedDump, SameMembers
+
+__all__ = ["default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "world_of"]
+
+
+def _sort_key(name: str) -> tuple[int, int | str]:
+    return (0, int(name)) if name.isdigit() else (1, name)
+
+
+def map_pg_ids(
+    d: ParsedDump, known: dict[int, str], config_names: list[str]
+) -> dict[int, str]:
+    """Backend-local pg_id -> global name for one rank.
+
+    Entries give exact pairs. The ids of groups with no entry in the buffer (a rank that
+    recorded nothing, onlyActive dumps) are aligned with this rank's ``pg_config`` names:
+    both grow in group-creation order, so between two known pairs the unknown ids and
+    names correspond one to one when their counts agree.
+    """
+    mapping = dict(known)
+    ids = sorted(d.pg_status)
+    names = sorted((n for n in config_names if n.isdigit()), key=int)
+    if not ids or not names:
+        return mapping
+    anchors = [(-1, -1)]
+    for i, pid in enumerate(ids):
+        if pid in mapping and mapping[pid] in names:
+            anchors.append((i, names.index(mapping[pid])))
+    anchors.append((len(ids), len(names)))
+    for (i0, n0), (i1, n1) in itertools.pairwise(anchors):
+        gap_ids = ids[i0 + 1 : i1]
+        gap_names = names[n0 + 1 : n1]
+        if gap_ids and len(gap_ids) == len(gap_names):
+            for pid, name in zip(gap_ids, gap_names, strict=True):
+                mapping.setdefault(pid, name)
+    return mapping
+
+
+#: Ops whose output lists one shape per member of the group.
+_GATHER_OPS = ("all_gather", "allgather")
+
+
+def default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
+                        remaps: dict[str, list[np.ndarray]]) -> int:
+    """Members of the default group (the world) that its entries show: the number of
+    output shapes of an all_gather, and the peers of send/recv (global ranks there)."""
+    if "0" not in pg_names.categories:
+        return 0
+    code = pg_names.categories.get_loc("0")
+    size = 0
+    for i, d in enumerate(dumps):
+        if not d.n_entries:
+            continue
+        in_default = remaps["pg_name"][i][d.strings["pg_name"]] == code
+        peers = d.ints["peer_local"][in_default]
+        peers = peers[peers < MAX_RANK]
+        if len(peers):
+            size = max(size, int(peers.max()) + 1)
+        gather = [c for c, op in enumerate(d.vocab["op"]) if op in _GATHER_OPS]
+        if not gather:
+            continue
+        rows = in_default & np.isin(d.strings["op"], gather)
+        for out_code in np.unique(d.strings["output_sizes"][rows]).tolist():
+            text = d.vocab["output_sizes"][out_code]
+            if text.startswith("[["):
+                size = max(size, text.count("[") - 1)
+    return size
+
+
+def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, data: dict[str, object],
+          remaps: dict[str, list[np.ndarray]]) -> tuple[np.ndarray, dict[str, list[object]],
+                                                       dict[str, set[int]], dict[str, str],
+                                                       list[dict[int, str]], list[tuple[str, int, int, int]]]:
+    pg_names = data["pg_name"]
+    pg_descs = data["pg_desc"]
+    backend_cat = data["backend"]
+    assert isinstance(pg_names, pd.Categorical) and isinstance(pg_descs, pd.Categorical)
+    assert isinstance(backend_cat, pd.Categorical)
+    record_ids = data["record_id"]
+    assert isinstance(record_ids, np.ndarray)
+    # One pass over the dumps (a few small numpy calls each, never one per entry): stack
+    # ids, the groups each rank recorded in and each group's first description, the
+    # pg_id -> name pairs the entries show, and each rank's backend, record ids and time.
+    stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
+    stack_ids = np.full(n, -1, dtype=np.int32)
+    seen_members: dict[str, set[int]] = defaultdict(set)
+    seen_desc: dict[str, str] = {}
+    known_by_dump: list[dict[int, str]] = []
+    per_rank: list[tuple[str, int, int, int]] = []  # backend, first and last record, last time
+    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
+        known: dict[int, str] = {}
+        known_by_dump.append(known)
+        if not d.n_entries:
+            per_rank.append(("", -1, -1, 0))
+            continue
+        remap = np.array(
+            [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
+        )
+        local = np.asarray(d.ints["stack"])
+        seg = stack_ids[offset : offset + d.n_entries]
+        has = local >= 0
+        seg[has] = remap[local[has]]
+        # Groups: codes in this dump, each with its first entry (dumps are in entry order).
+        names = remaps["pg_name"][i][d.strings["pg_name"]]
+        present, first = np.unique(names, return_index=True)
+        descs = remaps["pg_desc"][i][d.strings["pg_desc"][first]]
+        for code, desc_code in zip(present.tolist(), descs.tolist()):
+            name = str(pg_names.categories[code])
+            seen_members[name].add(d.rank)
+            seen_desc.setdefault(name, str(pg_descs.categories[desc_code]))
+        # pg_id -> name: for each pg_id the name with the smallest category code.
+        pids = np.asarray(d.ints["pg_id"], dtype=np.int64)
+        order = np.lexsort((names, pids))
+        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
+        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist()):
+            known[int(pid)] = str(pg_names.categories[code])
+        # Most frequent backend; a tie goes to the first category.
+        tally = np.bincount(d.strings["backend"], minlength=len(d.vocab["backend"]))
+        top = remaps["backend"][i][tally == tally.max()].min()
+        record, created = record_ids[offset : offset + d.n_entries], d.ints["time_created_ns"]
+        per_rank.append((str(backend_cat.categories[top]), int(record.min()), int(record.max()),
+                         int(created.max())))
+    stacks_rows: dict[str, list[object]] = defaultdict(list)
+    for key, sid in stack_index.items():
+        for depth, (fname, filename, line) in enumerate(key):
+            stacks_rows["stack_id"].append(sid)
+            stacks_rows["depth"].append(depth)
+            stacks_rows["name"].append(fname)
+            stacks_rows["filename"].append(filename)
+            stacks_rows["line"].append(line)
+
+    return stack_ids, stacks_rows, seen_members, seen_desc, known_by_dump, per_rank
+
+
+def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, pg_names: pd.Categorical,
+           remaps: dict[str, list[np.ndarray]]) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
+    # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
+    # Votes per group name for (desc, members); equal member tuples are one object (same), so
+    # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
+    same = SameMembers()
+    tallies: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)
+    by_id: dict[int, tuple[int, ...]] = {}
+    unnamed_max = -1  # gloo's nameless pg_config entry: no group to trust, but a world bound
+    for d in dumps:
+        for name, (desc, members) in d.pg_config.items():
+            if name and members:
+                members = same(name, members)
+                by_id[id(members)] = members
+                tallies[name][(desc, id(members))] += 1
+            elif members:
+                unnamed_max = max(unnamed_max, max(members))
+    config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]] = {
+        name: [((desc, by_id[key]), count) for (desc, key), count in votes.most_common()]
+        for name, votes in tallies.items()
+    }  # most voted first; ties in order of first appearance, as Counter.most_common
+    # The world from evidence only: the dumped ranks, the member lists pg_config agrees on,
+    # and the members the default group's entries show (all_gather outputs, send/recv
+    # peers). A file that could not be read, or is no dump, never extends it.
+    top_dumped = max((d.rank for d in dumps), default=-1)
+    evident = max([top_dumped + 1, unnamed_max + 1]
+                  + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
+    if "0" not in config_votes:  # no member list of the default group: what do entries show?
+        evident = max(evident, default_group_size(dumps, pg_names, remaps))
+    if world_size is not None and world_size < top_dumped + 1:
+        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
+                         f"({top_dumped + 1})")
+    # Unreadable files named like the next ranks extend it, one contiguous rank at a time
+    # (a lone high number with no file between does not): those ranks are unknown.
+    unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
+    while evident in unreadable:
+        evident += 1
+    world = world_size or evident
+    return world, config_votes
+
+
+def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]],
+            seen_members: dict[str, set[int]], seen_desc: dict[str, str]) -> pd.DataFrame:
+
+    group_rows: dict[str, list[object]] = defaultdict(list)
+    all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
+    for name in all_names:
+        votes = config_votes.get(name)
+        recorded = seen_members.get(name, set())
+        if votes:
+            (desc, members), _ = votes[0]
+            source = "pg_config"
+            if not recorded <= set(members):
+                members = tuple(sorted(set(members) | recorded))
+                source = "entries"
+            desc = seen_desc.get(name) or desc
+        elif name == "0":
+            members, desc, source = tuple(range(world)), seen_desc.get(name, "default_pg"), "world"
+        else:
+            members, desc, source = tuple(sorted(recorded)), seen_desc.get(name, ""), "entries"
+        group_rows["pg_name"].append(name)
+        group_rows["pg_desc"].append(desc)
+        group_rows["ranks"].append(tuple(int(m) for m in members))
+        group_rows["size"].append(len(members))
+        group_rows["source"].append(source)
+    groups = schema.frame(schema.GROUPS, group_rows)
+
+    return groups
+
+
+def peers(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, pg_names: pd.Categorical,
+           members_of: dict[str, tuple[int, ...]], remaps: dict[str, list[np.ndarray]]) -> np.ndarray:
+    # Peers of send/recv: group-local ranks -> global ranks, through one flat array holding
+    # the members of every group, in the order of the pg_name categories.
+    peer = np.full(n, -1, dtype=np.int32)
+    lists = [members_of.get(str(name), ()) for name in pg_names.categories]
+    sizes = np.array([len(m) for m in lists], dtype=np.int64)
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
+    first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
+        if not d.n_entries:
+            continue
+        local = np.asarray(d.ints["peer_local"], dtype=np.int64)
+        rows = np.flatnonzero(local >= 0)
+        if len(rows):
+            codes = remaps["pg_name"][i][d.strings["pg_name"][rows]]
+            ok = local[rows] < sizes[codes]
+            peer[offset + rows[ok]] = flat[first_member[codes[ok]] + local[rows][ok]]
+
+    return peer
+
+
+def rank_rows(loaded: Loaded, dumps: Sequence[ParsedDump], world: int,
+               known_by_dump: list[dict[int, str]], per_rank: list[tuple[str, int, int, int]],
+               ) -> tuple[pd.DataFrame, dict[str, list[object]]]:
+    status_rows: dict[str, list[object]] = defaultdict(list)
+    rank_rows: dict[str, list[object]] = defaultdict(list)
+    by_rank = {d.rank: d for d in dumps}
+    merged: dict[int, list[int]] = defaultdict(list)  # rank -> its dumps (indices)
+    for i, d in enumerate(dumps):
+        known = known_by_dump[i]
+        for pid, name in d.dropped_pg_ids.items():
+            known.setdefault(pid, name)
+        mapping = map_pg_ids(d, known, list(d.pg_config))
+        for pid_key, (enq, started, completed) in sorted(d.pg_status.items()):
+            status_rows["rank"].append(d.rank)
+            status_rows["pg_id"].append(pid_key)
+            status_rows["pg_name"].append(mapping.get(pid_key, ""))
+            status_rows["last_enqueued"].append(enq)
+            status_rows["last_started"].append(started)
+            status_rows["last_completed"].append(completed)
+        merged[d.rank].append(i)
+    for rank, idx in merged.items():
+        # One row per rank; a rank with several buffers lists its files, its main backend
+        # (most entries) and its whole record range.
+        parts = [dumps[i] for i in idx]
+        facts = [per_rank[i] for i in idx]
+        main = max(range(len(idx)), key=lambda k: (parts[k].n_entries, -k))
+        with_entries = [f for f in facts if f[1] >= 0]
+        rank_rows["rank"].append(rank)
+        rank_rows["path"].append("; ".join(p.path for p in parts))
+        rank_rows["format"].append("+".join(dict.fromkeys(p.fmt for p in parts)))
+        rank_rows["version"].append("+".join(dict.fromkeys(p.version for p in parts)))
+        rank_rows["backend"].append(facts[main][0])
+        rank_rows["comm_lib_version"].append(next((p.comm_lib_version for p in parts if p.comm_lib_version), ""))
+        rank_rows["entries"].append(sum(p.n_entries for p in parts))
+        rank_rows["dumped"].append(True)
+        rank_rows["first_record_id"].append(min((f[1] for f in with_entries), default=-1))
+        rank_rows["last_record_id"].append(max((f[2] for f in with_entries), default=-1))
+        rank_rows["last_time_ns"].append(max(f[3] for f in facts))
+        rank_rows["reader"].append("+".join(dict.fromkeys(p.reader for p in parts)))
+    skipped_by_rank = {s.rank: s for s in loaded.skipped if 0 <= s.rank < world}
+    all_ranks = set(range(world)) | set(by_rank) | set(skipped_by_rank)
+    for r in sorted(all_ranks - set(by_rank)):
+        rank_rows["rank"].append(r)
+        rank_rows["path"].append(skipped_by_rank[r].path if r in skipped_by_rank else "")
+        rank_rows["format"].append("")
+        rank_rows["version"].append("")
+        rank_rows["backend"].append("")
+        rank_rows["comm_lib_version"].append("")
+        rank_rows["entries"].append(0)
+        rank_rows["dumped"].append(False)
+        rank_rows["first_record_id"].append(-1)
+        rank_rows["last_record_id"].append(-1)
+        rank_rows["last_time_ns"].append(0)
+        rank_rows["reader"].append("")
+    ranks = schema.frame(schema.RANKS, rank_rows).sort_values("rank", ignore_index=True)
+
+    return ranks, status_rows
