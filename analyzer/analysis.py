@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -208,9 +207,6 @@ def analyze(
     """
     if config is None:
         config = DEFAULT_CONFIG
-    elif config != DEFAULT_CONFIG:
-        warnings.warn("analyze(config=...): the analysis layers do not read an AnalysisConfig "
-                      "yet; the default thresholds and caps were applied", stacklevel=2)
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if world_size is not None and world_size < 1:
         raise InputError(f"world size {world_size}: a job has at least one rank")
@@ -225,16 +221,16 @@ def analyze(
             loaded, contexts = opened.loaded, opened.contexts
             world = (world_size or opened.world_option
                      or contexts.world_hint(d.rank for d in loaded.dumps))
-            tables = normalize(loaded, world_size=world)
+            tables = normalize(loaded, world_size=world, config=config)
         else:
             loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
                                 scheduler=scheduler, config=config)
             # Captured context files beside the dumps: where each rank is now, who is alive.
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
-            tables = normalize(loaded, world_size=world)
-        matching = match(tables)
-        wait_rows = waits(tables, matching)
+            tables = normalize(loaded, world_size=world, config=config)
+        matching = match(tables, config=config)
+        wait_rows = waits(tables, matching, config=config)
         graph = build_graph(tables, wait_rows)
         diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph,
                                             unsure=_unsure(loaded), config=config), contexts)

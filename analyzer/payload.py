@@ -191,6 +191,8 @@ def _member(archive: str, name: str) -> tuple[str, str, Refusal | None]:
 
 
 def _too_large(size: int, cap: int) -> str:
+    if cap < 1 << 20:  # a cap set below a megabyte (AnalysisConfig.max_dump_bytes) reads in bytes
+        return f"{size:,} bytes is over the {cap:,} bytes a dump may have"
     return f"{size / (1 << 20):,.0f} MB is over the {cap >> 20} MB a dump may have"
 
 

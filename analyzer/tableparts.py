@@ -14,7 +14,7 @@ import pandas as pd
 from analyzer import schema
 from analyzer.errors import InputError
 from analyzer.loader import Loaded
-from analyzer.reader import MAX_RANK, ParsedDump, SameMembers
+from analyzer.reader import ParsedDump, SameMembers
 
 __all__ = ["default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "world_of"]
 
@@ -57,9 +57,10 @@ _GATHER_OPS = ("all_gather", "allgather")
 
 
 def default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
-                        remaps: dict[str, list[np.ndarray]]) -> int:
+                        remaps: dict[str, list[np.ndarray]], max_rank: int) -> int:
     """Members of the default group (the world) that its entries show: the number of
-    output shapes of an all_gather, and the peers of send/recv (global ranks there)."""
+    output shapes of an all_gather, and the peers of send/recv (global ranks there, below
+    ``max_rank``)."""
     if "0" not in pg_names.categories:
         return 0
     code = pg_names.categories.get_loc("0")
@@ -69,7 +70,7 @@ def default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
             continue
         in_default = remaps["pg_name"][i][d.strings["pg_name"]] == code
         peers = d.ints["peer_local"][in_default]
-        peers = peers[peers < MAX_RANK]
+        peers = peers[peers < max_rank]
         if len(peers):
             size = max(size, int(peers.max()) + 1)
         gather = [c for c, op in enumerate(d.vocab["op"]) if op in _GATHER_OPS]
@@ -149,7 +150,8 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, data: dict[str
 
 
 def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, pg_names: pd.Categorical,
-           remaps: dict[str, list[np.ndarray]]) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
+             remaps: dict[str, list[np.ndarray]], max_rank: int,
+             ) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
     # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
@@ -176,7 +178,7 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
     evident = max([top_dumped + 1, unnamed_max + 1]
                   + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
-        evident = max(evident, default_group_size(dumps, pg_names, remaps))
+        evident = max(evident, default_group_size(dumps, pg_names, remaps, max_rank))
     if world_size is not None and world_size < top_dumped + 1:
         raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
                          f"({top_dumped + 1})")

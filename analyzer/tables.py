@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer import schema
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.loader import Loaded, Skipped
 from analyzer.multidump import per_rank as _per_rank_dumps
 from analyzer.multidump import process_order
@@ -112,13 +113,15 @@ def _without_hugepage_advice() -> Iterator[None]:
         _set_madvise_hugepage(previous)
 
 
-def normalize(loaded: Loaded, *, world_size: int | None = None) -> Tables:
-    """Build the normalized tables from what the loader read. Returns new frames."""
+def normalize(loaded: Loaded, *, world_size: int | None = None,
+              config: AnalysisConfig = DEFAULT_CONFIG) -> Tables:
+    """Build the normalized tables from what the loader read. Returns new frames.
+    ``config.max_rank`` bounds the peers that count towards the world."""
     with _without_hugepage_advice():
-        return _normalize(loaded, world_size)
+        return _normalize(loaded, world_size, config)
 
 
-def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
+def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig) -> Tables:
     # Several dumps of one rank (one buffer per backend) become one rank's entries.
     dumps, dropped = _per_rank_dumps(loaded.dumps)
     rank_count = Counter(d.rank for d in dumps)
@@ -148,7 +151,7 @@ def _normalize(loaded: Loaded, world_size: int | None) -> Tables:
 
     stack_ids, stacks_rows, seen_members, seen_desc, known_by_dump, per_rank = scan(
         dumps, starts, n, data, remaps)
-    world, config_votes = world_of(loaded, dumps, world_size, pg_names, remaps)
+    world, config_votes = world_of(loaded, dumps, world_size, pg_names, remaps, config.max_rank)
     groups = group_table(world, config_votes, seen_members, seen_desc)
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
     peer = peers(dumps, starts, n, pg_names, members_of, remaps)

@@ -13,6 +13,7 @@ import analyzer
 from analyzer.analysis import Analysis
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.diagnosis import Verdict
+from analyzer.errors import InputError
 from tests.conftest import FIXTURES, SAMPLES
 
 
@@ -106,8 +107,13 @@ def test_config_is_kept(deadlock: Analysis, healthy: Analysis) -> None:
     assert same.config == DEFAULT_CONFIG
 
 
-def test_a_config_the_layers_do_not_read_yet_warns() -> None:
-    config = AnalysisConfig(late_ratio=5)
-    with pytest.warns(UserWarning, match="do not read an AnalysisConfig yet"):
-        result = analyzer.analyze(SAMPLES / "healthy_w4", jobs=1, config=config)
-    assert result.config is config
+def test_a_config_reaches_the_loader() -> None:
+    # Every dump of the set is over the cap, so nothing is left to analyze. (The waits' and
+    # the suspect's thresholds are tested at their layers: tests/test_scale.py, test_diagnosis.py.)
+    small = AnalysisConfig(max_dump_bytes=1024)
+    with pytest.raises(InputError, match="bytes is over the 1,024 bytes a dump may have"):
+        analyzer.analyze(SAMPLES / "stall_w4", jobs=1, config=small)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a config is applied, not warned about
+        result = analyzer.analyze(SAMPLES / "stall_w4", jobs=1, config=AnalysisConfig(late_ratio=5))
+    assert result.config.late_ratio == 5 and result.culprit_ranks == (1,)
