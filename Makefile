@@ -35,6 +35,7 @@ demo: $(STAMP)
 	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
 
 test: $(STAMP) browser torch
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
 	$(BIN)/python -m pytest -q
 

@@ -24,7 +24,8 @@ from analyzer.errors import InputError
 from analyzer.graph import build_graph
 from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
-from analyzer.store import open_stores, read_store, store_inputs
+from analyzer.store import read_store, store_inputs
+from analyzer.storemerge import open_stores
 from analyzer.tables import Tables, normalize
 from analyzer.waits import waits
 

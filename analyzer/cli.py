@@ -19,19 +19,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analyzer.cliruns import (
+    EXIT_BAD_INPUT,
+    EXIT_FOUND,
+    EXIT_INTERNAL,
+    EXIT_OK,
+)
+from analyzer.cliruns import analyze_inputs as _analyze
+from analyzer.cliruns import escaped as _escaped
+from analyzer.cliruns import export_tables as _export_tables
+from analyzer.cliruns import fail as _fail
+from analyzer.cliruns import write as _write
 from analyzer.errors import AnalyzerError
 
 if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
-    import pandas as pd
 
-    from analyzer.analysis import Analysis
-    from analyzer.store import Exported
+    pass
 
-EXIT_OK = 0
-EXIT_FOUND = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
-EXIT_CLUSTER = 4
 _DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 
 app = typer.Typer(
@@ -92,63 +96,6 @@ def _main(
     """Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps."""
     if debug:
         _DEBUG["on"] = True
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"hangscope: error: {message}", err=True)
-    return typer.Exit(code=EXIT_BAD_INPUT)
-
-
-def _warn(message: str) -> None:
-    typer.echo(f"hangscope: warning: {message}", err=True)
-
-
-def _inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
-                  scheduler: str | None) -> str | None:
-    """The scheduler address to use (None: in-process); warns about options that do not
-    apply to stores (their dumps were parsed when they were exported)."""
-    from analyzer.cluster import scheduler_address
-    from analyzer.store import is_store
-
-    address = scheduler_address(scheduler)
-    if paths and all(is_store(p) for p in paths):
-        unused = [name for name, given in (("--prefix", prefix is not None),
-                                           ("--jobs", jobs is not None),
-                                           ("--scheduler", scheduler is not None)) if given]
-        if unused:
-            _warn(f"{', '.join(unused)} do(es) not apply to stores (already parsed): ignored")
-        return None
-    return address
-
-
-def _analyze(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
-             strict: bool = False, scheduler: str | None = None) -> Analysis:
-    from analyzer.analysis import analyze
-    from analyzer.cluster import ClusterError
-    from analyzer.escape import clean
-    from analyzer.loader import ProgressPrinter
-
-    if world is not None and world < 1:
-        raise _fail(f"--world-size {world}: a job has at least one rank")
-    if jobs is not None and jobs < 1:
-        raise _fail(f"--jobs {jobs}: give at least 1 parser process")
-    try:
-        address = _inputs_check(paths, prefix, jobs, scheduler)
-        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                         progress=ProgressPrinter(not quiet), scheduler=address)
-    except ClusterError as exc:
-        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
-        raise typer.Exit(code=EXIT_CLUSTER) from None
-    except AnalyzerError as exc:
-        raise _fail(clean(str(exc))) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
-    if strict and result.loaded is not None:
-        different = [d for d in result.loaded.duplicates if not d.identical]
-        if different:
-            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
-            raise _fail(f"--strict: {different[0].note}{more}")
-    return result
 
 
 @app.command()
@@ -255,39 +202,6 @@ def export(
     typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
                f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
                f"{t.stacks['stack_id'].nunique():,} distinct stacks")
-
-
-def _export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
-                   quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
-    """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
-    from analyzer.cluster import ClusterError
-    from analyzer.escape import clean
-    from analyzer.loader import ProgressPrinter
-    from analyzer.store import prepare_export, store_inputs
-
-    if world is not None and world < 1:
-        raise _fail(f"--world-size {world}: a job has at least one rank")
-    if jobs is not None and jobs < 1:
-        raise _fail(f"--jobs {jobs}: give at least 1 parser process")
-    try:
-        address = _inputs_check(paths, prefix, jobs, scheduler)
-        if store_inputs(list(paths)) == "tables":
-            return None
-        made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
-                              progress=ProgressPrinter(not quiet), scheduler=address)
-    except ClusterError as exc:
-        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
-        raise typer.Exit(code=EXIT_CLUSTER) from None
-    except AnalyzerError as exc:
-        raise _fail(clean(str(exc))) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
-    if strict:
-        different = [d for d in made.loaded.duplicates if not d.identical]
-        if different:
-            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
-            raise _fail(f"--strict: {different[0].note}{more}")
-    return made
 
 
 class GraphFormat(StrEnum):
@@ -413,47 +327,6 @@ def capture(
         else:
             typer.echo(f"sent SIGUSR1 to {pid}")
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
-
-
-def _escaped(frame: pd.DataFrame) -> pd.DataFrame:
-    """String and categorical columns with control characters escaped (CSV and text)."""
-    import pandas as pd
-
-    from analyzer.escape import clean
-
-    out = frame.copy()
-    for col in out.columns:
-        values = out[col]
-        if isinstance(values.dtype, pd.CategoricalDtype):
-            cats = [clean(str(c)) for c in values.cat.categories]
-            if len(set(cats)) == len(cats):
-                out[col] = values.cat.rename_categories(cats)
-            else:
-                out[col] = values.astype(str).map(clean)
-        elif values.dtype == object:
-            out[col] = values.map(lambda v: clean(v) if isinstance(v, str) else v)
-    return out
-
-
-def _write(text: str, output: Path | None) -> None:
-    """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
-    the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
-    character is written as a backslash escape instead of failing."""
-    if output is None:
-        try:
-            try:
-                sys.stdout.write(text)
-            except UnicodeEncodeError:
-                encoding = getattr(sys.stdout, "encoding", None) or "ascii"
-                sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
-            sys.stdout.flush()
-        except BrokenPipeError:
-            pass
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
 def main() -> None:

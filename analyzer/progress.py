@@ -102,6 +102,24 @@ def _member_facts(entries: pd.DataFrame, k: EntryKeys) -> _MemberFacts:
         last_is_p2p=entries["is_p2p"].to_numpy(bool)[last_row])
 
 
+def _active_members(tables: Tables, k: EntryKeys, status: pd.DataFrame,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every member of every group some rank recorded or counted, in group order then member
+    order: per group its size and category code; per member its group name, desc and rank."""
+    categories = tables.entries["pg_name"].cat.categories
+    in_entries = {str(categories[c]) for c in np.unique(k.member.major).tolist() if c < len(categories)}
+    active_groups = in_entries | {str(g) for g in status.index.get_level_values(0).unique()}
+    groups = tables.groups
+    chosen = groups[groups["pg_name"].isin(active_groups)]
+    sizes = chosen["ranks"].map(len).to_numpy()
+    names = np.repeat(chosen["pg_name"].to_numpy(dtype=object), sizes)
+    descs = np.repeat(chosen["pg_desc"].to_numpy(dtype=object), sizes)
+    ranks = np.fromiter(itertools.chain.from_iterable(chosen["ranks"]), dtype=np.int64,
+                        count=int(sizes.sum()))
+    chosen_codes = categories.get_indexer(pd.Index(chosen["pg_name"].to_numpy(dtype=object)))
+    return sizes, names, descs, ranks, chosen_codes
+
+
 def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.DataFrame:
     """Per (group, member): recorded window and enqueue/complete progress in collectives.
 
@@ -114,24 +132,13 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     One row per member of every group some rank recorded or counted, in group order, built
     column-wise: each per-(group, rank) fact is looked up for all members at once.
     """
-    entries, groups = tables.entries, tables.groups
+    entries = tables.entries
     facts = _member_facts(entries, k)
-    categories = entries["pg_name"].cat.categories
-    in_entries = {str(categories[c]) for c in np.unique(k.member.major).tolist() if c < len(categories)}
     status = tables.status[tables.status["pg_name"] != ""]
     status = status.drop_duplicates(["pg_name", "rank"], keep="last")  # as a dict would keep
     status = status.set_index(["pg_name", "rank"])
-    active_groups = in_entries | {str(g) for g in status.index.get_level_values(0).unique()}
-
-    # Every member of every active group, in group order then member order.
-    chosen = groups[groups["pg_name"].isin(active_groups)]
-    sizes = chosen["ranks"].map(len).to_numpy()
-    names = np.repeat(chosen["pg_name"].to_numpy(dtype=object), sizes)
-    descs = np.repeat(chosen["pg_desc"].to_numpy(dtype=object), sizes)
-    ranks = np.fromiter(itertools.chain.from_iterable(chosen["ranks"]), dtype=np.int64,
-                        count=int(sizes.sum()))
+    sizes, names, descs, ranks, chosen_codes = _active_members(tables, k, status)
     keys = pd.MultiIndex.from_arrays([names, ranks])
-    chosen_codes = categories.get_indexer(pd.Index(chosen["pg_name"].to_numpy(dtype=object)))
     q_code = np.repeat(chosen_codes, sizes)
     pos = np.where(q_code >= 0, k.member.find(np.maximum(q_code, 0), ranks), -1)
     has_entries = pos >= 0

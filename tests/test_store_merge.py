@@ -20,7 +20,8 @@ import pytest
 from analyzer.analysis import Analysis, analyze
 from analyzer.discovery import rank_from_name
 from analyzer.render.jsondoc import to_json
-from analyzer.store import MARKER, open_stores, write_store
+from analyzer.store import MARKER, write_store
+from analyzer.storemerge import open_stores
 from tests.conftest import FIXTURES, SAMPLES, entry
 from tools.simulate import simulate_job
 

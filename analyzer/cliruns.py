@@ -1,0 +1,161 @@
+"""What the commands of :mod:`analyzer.cli` share: the exit codes, and the steps that turn
+the library's typed errors into one-line messages and exit codes (analyze the inputs, load
+them for export, write the output)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from analyzer.errors import AnalyzerError
+
+if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
+    import pandas as pd
+
+    from analyzer.analysis import Analysis
+    from analyzer.storemerge import Exported
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_CLUSTER = 4
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"hangscope: error: {message}", err=True)
+    return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"hangscope: warning: {message}", err=True)
+
+
+def inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
+                  scheduler: str | None) -> str | None:
+    """The scheduler address to use (None: in-process); warns about options that do not
+    apply to stores (their dumps were parsed when they were exported)."""
+    from analyzer.cluster import scheduler_address
+    from analyzer.store import is_store
+
+    address = scheduler_address(scheduler)
+    if paths and all(is_store(p) for p in paths):
+        unused = [name for name, given in (("--prefix", prefix is not None),
+                                           ("--jobs", jobs is not None),
+                                           ("--scheduler", scheduler is not None)) if given]
+        if unused:
+            warn(f"{', '.join(unused)} do(es) not apply to stores (already parsed): ignored")
+        return None
+    return address
+
+
+def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
+             strict: bool = False, scheduler: str | None = None) -> Analysis:
+    from analyzer.analysis import analyze
+    from analyzer.cluster import ClusterError
+    from analyzer.escape import clean
+    from analyzer.loader import ProgressPrinter
+
+    if world is not None and world < 1:
+        raise fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs {jobs}: give at least 1 parser process")
+    try:
+        address = inputs_check(paths, prefix, jobs, scheduler)
+        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
+                         progress=ProgressPrinter(not quiet), scheduler=address)
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
+    except AnalyzerError as exc:
+        raise fail(clean(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+    if strict and result.loaded is not None:
+        different = [d for d in result.loaded.duplicates if not d.identical]
+        if different:
+            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+            raise fail(f"--strict: {different[0].note}{more}")
+    return result
+
+
+def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
+                   quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
+    """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
+    from analyzer.cluster import ClusterError
+    from analyzer.escape import clean
+    from analyzer.loader import ProgressPrinter
+    from analyzer.store import store_inputs
+    from analyzer.storemerge import prepare_export
+
+    if world is not None and world < 1:
+        raise fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs {jobs}: give at least 1 parser process")
+    try:
+        address = inputs_check(paths, prefix, jobs, scheduler)
+        if store_inputs(list(paths)) == "tables":
+            return None
+        made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
+                              progress=ProgressPrinter(not quiet), scheduler=address)
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
+    except AnalyzerError as exc:
+        raise fail(clean(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+    if strict:
+        different = [d for d in made.loaded.duplicates if not d.identical]
+        if different:
+            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+            raise fail(f"--strict: {different[0].note}{more}")
+    return made
+
+
+def escaped(frame: pd.DataFrame) -> pd.DataFrame:
+    """String and categorical columns with control characters escaped (CSV and text)."""
+    import pandas as pd
+
+    from analyzer.escape import clean
+
+    out = frame.copy()
+    for col in out.columns:
+        values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = [clean(str(c)) for c in values.cat.categories]
+            if len(set(cats)) == len(cats):
+                out[col] = values.cat.rename_categories(cats)
+            else:
+                out[col] = values.astype(str).map(clean)
+        elif values.dtype == object:
+            out[col] = values.map(lambda v: clean(v) if isinstance(v, str) else v)
+    return out
+
+
+def write(text: str, output: Path | None) -> None:
+    """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
+    the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
+    character is written as a backslash escape instead of failing."""
+    if output is None:
+        try:
+            try:
+                sys.stdout.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+                sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CLUSTER", "EXIT_FOUND", "EXIT_INTERNAL", "EXIT_OK", "analyze_inputs",
+           "escaped", "export_tables", "fail", "inputs_check", "warn", "write"]

@@ -1,0 +1,364 @@
+"""Several stores (shards of one job) opened as one: the union of their parsed dumps, as
+the loader would have read the union of their files (:func:`open_stores`); and what
+``hangscope export`` writes from dumps or stores (:func:`prepare_export`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzer.context import Contexts, RankContext, ThreadStack
+from analyzer.discovery import RankFile
+from analyzer.errors import InputError
+from analyzer.loader import Duplicate, Ignored, Loaded, Progress, Skipped, resolve_ranks
+from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.store import (
+    CONTEXTS,
+    DUMPS,
+    INPUTS,
+    PARSED,
+    STORE_VERSION,
+    TABLES_ONLY_VERSION,
+    _read_meta,
+    _require_pyarrow,
+    store_inputs,
+)
+from analyzer.tables import Tables
+
+__all__ = ["HANG_SLACK_NS", "HANG_TIMEOUTS", "Exported", "Opened", "open_stores", "prepare_export"]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Several stores (or one) as the loader's result: their dumps, notes and contexts."""
+
+    loaded: Loaded
+    contexts: Contexts
+    #: The world size given when the stores were exported (None: worked out from the dumps).
+    world_option: int | None
+    #: Per store: its folder and the ranks it holds.
+    stores: tuple[tuple[str, str], ...]
+
+
+def _ints(values: list[Any]) -> tuple[int, ...]:
+    """A JSON list of member ranks as a tuple, refused unless every value is an int."""
+    if not set(map(type, values)) <= {int}:
+        raise ValueError("a member rank that is not an integer")
+    return tuple(values)
+
+
+def _check_codes(d: ParsedDump) -> None:
+    """Every code of a re-opened dump points into its vocabularies and stacks (a store is
+    a file like any other: it may have been damaged or made up)."""
+    if not d.n_entries:
+        return
+    for f in STRING_FIELDS:
+        codes = d.strings[f]
+        if int(codes.min()) < 0 or int(codes.max()) >= len(d.vocab[f]):
+            raise ValueError(f"{f} codes outside the dump's vocabulary")
+    stack = d.ints["stack"]
+    if int(stack.min()) < -1 or int(stack.max()) >= len(d.stacks):
+        raise ValueError("stack indexes outside the dump's stacks")
+
+
+def _read_dumps(folder: Path) -> list[ParsedDump]:
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pd.read_parquet(folder / "dumps.parquet")
+        table = pq.read_table(folder / "parsed.parquet")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder}: cannot read its parsed dumps ({exc})") from None
+    if list(meta.columns) != [c.name for c in DUMPS] or table.column_names != [c.name for c in PARSED]:
+        raise InputError(f"{folder}: dumps.parquet or parsed.parquet has other columns than "
+                         f"{STORE_VERSION} (written by another hangscope?)")
+    cols = {name: table.column(name).to_numpy() for name in table.column_names}
+    counts = meta["n_entries"].to_numpy(dtype=np.int64)
+    if int(counts.sum()) != table.num_rows:
+        raise InputError(f"{folder}: parsed.parquet has {table.num_rows} rows, dumps.parquet "
+                         f"counts {int(counts.sum())}")
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    out: list[ParsedDump] = []
+    try:
+        rows: list[Any] = list(meta.itertuples(index=False))
+        # Dumps of one job repeat their pg_config (member lists as long as the world), stacks
+        # and vocabularies: each distinct text is decoded once, its values shared.
+        configs: dict[str, dict[str, tuple[str, tuple[int, ...] | None]]] = {}
+        stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
+        vocabs: dict[str, dict[str, list[str]]] = {}
+        for i, row in enumerate(rows):
+            lo, hi = int(starts[i]), int(starts[i + 1])
+            if row.pg_config not in configs:
+                configs[row.pg_config] = {
+                    str(name): (str(desc), None if members is None else _ints(members))
+                    for name, (desc, members) in json.loads(row.pg_config).items()}
+            if row.stacks not in stack_lists:
+                stack_lists[row.stacks] = [tuple((str(n), str(fn), int(line)) for n, fn, line in key)
+                                           for key in json.loads(row.stacks)]
+            if row.vocab not in vocabs:
+                texts = json.loads(row.vocab)
+                vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
+            vocab = vocabs[row.vocab]
+            d = ParsedDump(
+                rank=int(row.rank), path=str(row.path), fmt=str(row.fmt), version=str(row.version),
+                comm_lib_version=str(row.comm_lib_version), n_entries=int(row.n_entries),
+                strings={f: cols[f][lo:hi] for f in STRING_FIELDS},
+                vocab={f: list(vocab[f]) for f in STRING_FIELDS},
+                ints={f: cols[f][lo:hi] for f in INT_FIELDS},
+                bools={f: cols[f][lo:hi] for f in BOOL_FIELDS},
+                floats={f: cols[f][lo:hi] for f in FLOAT_FIELDS},
+                stacks=list(stack_lists[row.stacks]),
+                pg_config=dict(configs[row.pg_config]),
+                pg_status={int(k): (int(v[0]), int(v[1]), int(v[2]))
+                           for k, v in json.loads(row.pg_status).items()},
+                warnings=[str(w) for w in json.loads(row.warnings)],
+                suspect=bool(row.suspect),
+                fingerprint=str(row.fingerprint),
+                dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
+                reader=str(row.reader),
+            )
+            _check_codes(d)
+            out.append(d)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def _read_json(folder: Path, name: str) -> dict[str, Any]:
+    try:
+        doc = json.loads((folder / name).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder / name}: cannot read ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{folder / name}: not a JSON object")
+    return doc
+
+
+def _contexts_of(doc: dict[str, Any]) -> Contexts:
+    by_rank: dict[int, RankContext] = {}
+    for c in doc.get("by_rank", []):
+        c = dict(c)
+        c["versions"] = dict(c.get("versions") or {})
+        c["dumps"] = tuple(c.get("dumps") or ())
+        c["threads"] = tuple(ThreadStack(t["name"], bool(t["main"]), tuple(t["frames"]))
+                             for t in c.get("threads") or ())
+        by_rank[int(c["rank"])] = RankContext(**c)
+    return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))
+
+
+def _content_digest(d: ParsedDump) -> str:
+    """A hash of what a parsed dump holds (two stores holding one rank: the same dump?)."""
+    h = hashlib.blake2b(digest_size=16)
+    for kind in ("ints", "bools", "floats", "strings"):
+        columns = getattr(d, kind)
+        for name in sorted(columns):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(np.asarray(columns[name], dtype=np.float64 if kind == "floats" else np.int64)).tobytes())
+    h.update(json.dumps([d.vocab, [list(map(list, s)) for s in d.stacks],
+                         {k: [v[0], v[1] and list(v[1])] for k, v in d.pg_config.items()},
+                         sorted(d.pg_status.items()), d.version, d.fmt]).encode())
+    return "content:" + h.hexdigest()
+
+
+def _config_majority(dumps: list[ParsedDump]) -> dict[str, tuple[int, ...]]:
+    """Per group name, the member list most of these dumps' pg_config give."""
+    votes: dict[str, dict[tuple[int, ...], int]] = defaultdict(lambda: defaultdict(int))
+    for d in dumps:
+        for name, (_, members) in d.pg_config.items():
+            if name and members:
+                votes[name][members] += 1
+    return {name: max(v.items(), key=lambda kv: kv[1])[0] for name, v in votes.items()}
+
+
+#: Stores whose newest entries are further apart than this many timeouts (and than
+#: HANG_SLACK_NS) are of different jobs: when a job hangs, the first op to time out makes
+#: every rank dump, so no rank enqueues anything more than about one timeout after another.
+HANG_TIMEOUTS = 2
+HANG_SLACK_NS = 10 * 10**9
+
+
+def _same_hang(folders: list[Path], per_store: list[list[ParsedDump]]) -> None:
+    """Refuse stores whose dumps cannot be of one hang (:data:`HANG_TIMEOUTS`)."""
+    newest: list[tuple[int, Path]] = []
+    timeout_ns = 0
+    for folder, dumps in zip(folders, per_store):
+        times = [int(np.max(d.ints["time_created_ns"])) for d in dumps if d.n_entries]
+        if times:
+            newest.append((max(times), folder))
+        for d in dumps:
+            if d.n_entries:
+                timeout_ns = max(timeout_ns, int(np.max(d.ints["timeout_ms"])) * 10**6)
+    if len(newest) < 2:
+        return
+    bound = max(HANG_TIMEOUTS * timeout_ns, HANG_SLACK_NS)
+    (early, first), (late, last) = min(newest), max(newest)
+    if late - early > bound:
+        raise InputError(f"stores of different jobs: the newest entries of {first} and {last} are "
+                         f"{(late - early) / 1e9:,.0f} s apart (one hang leaves them within "
+                         f"{bound / 1e9:,.0f} s: {HANG_TIMEOUTS} op timeouts)")
+
+
+def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
+    """The union of the dumps of several stores (shards of one job), as the loader would
+    have read the union of their files.
+
+    A rank held by two stores: the same dump is merged (noted as a copy), two different
+    dumps are resolved as the loader resolves two files of one rank (the newer kept, the
+    other reported as dropped; ``--strict`` refuses). Raises :class:`InputError` for a
+    store without its parsed dumps (format 1) among several, and for stores of different
+    jobs: exported with different ``--world-size``, or whose group configurations give one
+    group different members, or whose newest entries are too far apart in time for one
+    hang (:data:`HANG_TIMEOUTS`).
+    """
+    _require_pyarrow()
+    folders = [Path(p) for p in paths]
+    metas = [_read_meta(f) for f in folders]
+    per_store, world_option = _one_job(folders, metas)
+    dumps, new_duplicates = _union(per_store)
+    notes = _notes(folders)
+    duplicates = notes.duplicates
+    if len(folders) > 1:  # the orders the loader gives one set of files
+        notes.skipped.sort(key=lambda s: s.path)
+        notes.ignored.sort(key=lambda i: i.path)
+        notes.files.sort(key=lambda f: str(f.path))
+        duplicates = sorted(duplicates + new_duplicates, key=lambda d: d.rank)
+    if not dumps:
+        raise InputError(f"{', '.join(map(str, folders))}: the store(s) hold no readable dump")
+    loaded = Loaded(dumps=tuple(dumps), skipped=tuple(notes.skipped), files=tuple(notes.files),
+                    ignored=tuple(notes.ignored), duplicates=tuple(duplicates),
+                    unreadable_dirs=tuple(notes.unreadable))
+    return Opened(loaded=loaded, contexts=Contexts(by_rank=dict(sorted(notes.contexts.items())),
+                                                   skipped=tuple(notes.ctx_skipped)),
+                  world_option=world_option,
+                  stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)))
+
+
+def _one_job(folders: list[Path], metas: list[dict[str, Any]]) -> tuple[list[list[ParsedDump]], int | None]:
+    """Every store's parsed dumps, once they are shown to be of one job; and the
+    ``--world-size`` they were exported with (None: not given)."""
+    for folder, meta in zip(folders, metas):
+        if meta.get("format") != STORE_VERSION:
+            raise InputError(f"{folder}: a store of format {meta.get('format')!r} holds no parsed "
+                             "dumps and cannot be merged with others: export it again")
+    options = {int(m["world_option"]) for m in metas if m.get("world_option") is not None}
+    if len(options) > 1:
+        given = ", ".join(f"{f} --world-size {m['world_option']}" for f, m in zip(folders, metas)
+                          if m.get("world_option") is not None)
+        raise InputError(f"stores of different jobs: exported with different world sizes ({given})")
+    per_store = [_read_dumps(f) for f in folders]
+    majority: dict[str, tuple[Path, tuple[int, ...]]] = {}
+    for folder, dumps in zip(folders, per_store):
+        for name, members in _config_majority(dumps).items():
+            seen = majority.setdefault(name, (folder, members))
+            if seen[1] != members:
+                raise InputError(f"stores of different jobs: group {name!r} has {len(seen[1])} "
+                                 f"members in {seen[0]} and {len(members)} in {folder} "
+                                 "(other member lists)")
+    _same_hang(folders, per_store)
+    return per_store, next(iter(options), None)
+
+
+def _union(per_store: list[list[ParsedDump]]) -> tuple[list[ParsedDump], list[Duplicate]]:
+    """One dump per rank (and backend) from the stores' dumps, as the loader resolves files."""
+    holders: dict[int, set[int]] = defaultdict(set)
+    for n, dumps in enumerate(per_store):
+        for d in dumps:
+            holders[d.rank].add(n)
+    shared = {r for r, h in holders.items() if len(h) > 1}
+    all_dumps = [d for dumps in per_store for d in dumps]
+    for d in all_dumps:
+        if d.rank in shared:
+            d.fingerprint = _content_digest(d)
+    return resolve_ranks(all_dumps)
+
+
+@dataclass
+class _Notes:
+    """The loader's notes kept by the stores, together."""
+
+    skipped: list[Skipped] = field(default_factory=list)
+    ignored: list[Ignored] = field(default_factory=list)
+    duplicates: list[Duplicate] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    files: list[RankFile] = field(default_factory=list)
+    contexts: dict[int, RankContext] = field(default_factory=dict)
+    ctx_skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _notes(folders: list[Path]) -> _Notes:
+    """Skipped, ignored and duplicate files, unreadable folders, files and the newest context
+    of each rank, from every store."""
+    notes = _Notes()
+    skipped, ignored, duplicates = notes.skipped, notes.ignored, notes.duplicates
+    unreadable, files, by_rank, ctx_skipped = notes.unreadable, notes.files, notes.contexts, notes.ctx_skipped
+    for folder in folders:
+        doc = _read_json(folder, INPUTS)
+        try:
+            skipped += [Skipped(str(p), int(r), str(w)) for p, r, w in doc.get("skipped", [])]
+            ignored += [Ignored(str(p), str(w)) for p, w in doc.get("ignored", [])]
+            duplicates += [Duplicate(int(r), str(k), str(dr), bool(i)) for r, k, dr, i in doc.get("duplicates", [])]
+            unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
+            files += [RankFile(int(r), Path(p)) for r, p in doc.get("files", [])]
+            contexts = _contexts_of(_read_json(folder, CONTEXTS))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InputError(f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__})") from None
+        for rank, c in contexts.by_rank.items():
+            old = by_rank.get(rank)
+            if old is None or (c.time_ns or 0) > (old.time_ns or 0):
+                by_rank[rank] = c
+        ctx_skipped += contexts.skipped
+    return notes
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What ``hangscope export`` writes: the normalized tables and what they were built from."""
+
+    tables: Tables
+    loaded: Loaded
+    contexts: Contexts
+    world_option: int | None
+
+
+def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None = None,
+                   world_size: int | None = None, jobs: int | None = None,
+                   progress: Progress | None = None, scheduler: str | None = None) -> Exported:
+    """Load and normalize ``inputs`` (dumps, or stores to merge) for :func:`write_store`,
+    as :func:`analyzer.analysis.analyze` does, without matching or diagnosing: a shard of a
+    large job is no job to diagnose, and its store is written as it was given."""
+    import gc
+
+    from analyzer.context import find_contexts
+    from analyzer.loader import load_dumps
+    from analyzer.tables import normalize
+
+    kind = store_inputs(inputs)
+    if kind == "tables":
+        raise InputError(f"{os.fspath(inputs[0])}: a store of format {TABLES_ONLY_VERSION!r} holds "
+                         "no parsed dumps to export again: export the dumps")
+    enabled = gc.isenabled()
+    gc.disable()  # as the analysis does: millions of long-lived containers, no cycles
+    try:
+        if kind:
+            opened = open_stores(inputs)
+            loaded, contexts = opened.loaded, opened.contexts
+            option = world_size or opened.world_option
+        else:
+            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
+                                scheduler=scheduler)
+            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
+            option = world_size
+        world = option or contexts.world_hint(d.rank for d in loaded.dumps)
+        tables = normalize(loaded, world_size=world)
+    finally:
+        if enabled:
+            gc.enable()
+    return Exported(tables=tables, loaded=loaded, contexts=contexts, world_option=option)
