@@ -11,9 +11,8 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.graph import Roots, root_ranks
-from analyzer.matching import Matching
+from analyzer.matching import Matching, stuck_collectives
 from analyzer.tables import Tables
-from analyzer.waits import stuck_collectives
 
 __all__ = ["Facts"]
 
