@@ -100,7 +100,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "every member reduces the same input list; with NCCL's uneven reduce_scatter each "
         "member's output is its own slot, so outputs may differ (gloo records reduce_scatter as "
         "all_reduce entries instead, see above)",
-        "simulated op mix (tools/simulate.py --op-mix)"),
+        "sample_dumps/nccl2_opmix_healthy_w4, sample_dumps/nccl2_opmix_stall_w4 (uneven: simulated op mix, tools/simulate --op-mix)"),
     Expectation(
         ("_all_gather_base", "all_gather_into_tensor", "_reduce_scatter_base",
          "reduce_scatter_tensor", "all_gather_into_tensor_coalesced",
@@ -108,7 +108,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "both", "both", False,
         "the flat tensor forms split one buffer into equal chunks: every member records the same "
         "input and output shapes",
-        "simulated jobs (tools/simulate.py), ../shared/fixtures/nvrx-megatron-moe"),
+        "sample_dumps/nccl2_opmix_healthy_w4 (_all_gather_base, _reduce_scatter_base), ../shared/fixtures/nvrx-megatron-moe (coalesced forms: simulated jobs, tools/simulate)"),
     Expectation(
         ("barrier",), "both", "both", False,
         "no tensors in gloo (empty sides on every member), one element in NCCL: alike everywhere",

@@ -192,7 +192,7 @@ def test_nccl2_hook_sample_report(browser, tmp_path):
 def test_large_synthetic_job(browser, tmp_path):
     """A 128-rank x 2,000-entry simulated job: the report stays small and opens quickly."""
     if not (ROOT / "tools" / "simulate" / "__init__.py").exists():
-        pytest.skip("tools/simulate.py not present")
+        pytest.skip("tools/simulate not present")
     out = tmp_path / "sim"
     subprocess.run([sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", "4", "--pp", "4",
                     "--dp", "8", "--fault", "stall", "--rank", "37", "--timing"],
