@@ -5,6 +5,8 @@ them for export, write the output)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
     import pandas as pd
 
     from analyzer.analysis import Analysis
+    from analyzer.loader import Loaded
     from analyzer.storemerge import Exported
 
 EXIT_OK = 0
@@ -52,21 +55,22 @@ def inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
     return address
 
 
-def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
-             strict: bool = False, scheduler: str | None = None) -> Analysis:
-    from analyzer.analysis import analyze
-    from analyzer.cluster import ClusterError
-    from analyzer.escape import clean
-    from analyzer.loader import ProgressPrinter
-
+def _check_counts(world: int | None, jobs: int | None) -> None:
     if world is not None and world < 1:
         raise fail(f"--world-size {world}: a job has at least one rank")
     if jobs is not None and jobs < 1:
         raise fail(f"--jobs {jobs}: give at least 1 parser process")
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """The library's typed errors as one line and their exit code: the cluster's 4, bad
+    input's 2; Ctrl-C 130."""
+    from analyzer.cluster import ClusterError
+    from analyzer.escape import clean
+
     try:
-        address = inputs_check(paths, prefix, jobs, scheduler)
-        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                         progress=ProgressPrinter(not quiet), scheduler=address)
+        yield
     except ClusterError as exc:
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise typer.Exit(code=EXIT_CLUSTER) from None
@@ -74,45 +78,47 @@ def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs
         raise fail(clean(str(exc))) from None
     except KeyboardInterrupt:
         raise typer.Exit(code=130) from None
+
+
+def _refuse_different_dumps(loaded: Loaded) -> None:
+    """``--strict``: exit 2 when two different dumps claimed one rank."""
+    different = [d for d in loaded.duplicates if not d.identical]
+    if different:
+        more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+        raise fail(f"--strict: {different[0].note}{more}")
+
+
+def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
+                   strict: bool = False, scheduler: str | None = None) -> Analysis:
+    from analyzer.analysis import analyze
+    from analyzer.loader import ProgressPrinter
+
+    _check_counts(world, jobs)
+    with _one_line_errors():
+        address = inputs_check(paths, prefix, jobs, scheduler)
+        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
+                         progress=ProgressPrinter(not quiet), scheduler=address)
     if strict and result.loaded is not None:
-        different = [d for d in result.loaded.duplicates if not d.identical]
-        if different:
-            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
-            raise fail(f"--strict: {different[0].note}{more}")
+        _refuse_different_dumps(result.loaded)
     return result
 
 
 def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
-                   quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
+                  quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
     """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
-    from analyzer.cluster import ClusterError
-    from analyzer.escape import clean
     from analyzer.loader import ProgressPrinter
     from analyzer.store import store_inputs
     from analyzer.storemerge import prepare_export
 
-    if world is not None and world < 1:
-        raise fail(f"--world-size {world}: a job has at least one rank")
-    if jobs is not None and jobs < 1:
-        raise fail(f"--jobs {jobs}: give at least 1 parser process")
-    try:
+    _check_counts(world, jobs)
+    with _one_line_errors():
         address = inputs_check(paths, prefix, jobs, scheduler)
         if store_inputs(list(paths)) == "tables":
             return None
         made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
                               progress=ProgressPrinter(not quiet), scheduler=address)
-    except ClusterError as exc:
-        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
-        raise typer.Exit(code=EXIT_CLUSTER) from None
-    except AnalyzerError as exc:
-        raise fail(clean(str(exc))) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
     if strict:
-        different = [d for d in made.loaded.duplicates if not d.identical]
-        if different:
-            more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
-            raise fail(f"--strict: {different[0].note}{more}")
+        _refuse_different_dumps(made.loaded)
     return made
 
 

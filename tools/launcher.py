@@ -181,3 +181,18 @@ def finish_healthy(side: Any, rank: int, world: int) -> None:
         while side.add("finished", 0) < world:
             time.sleep(0.05)
         side.set(TRIGGER_KEY, str(rank))
+
+
+def record_each(names: list[str], record_one: Callable[[str], object]) -> int:
+    """Record every scenario in ``names``; a failed one is reported on stderr and the others
+    are still recorded. Returns the exit code (1 when any failed)."""
+    failed = []
+    for name in names:
+        try:
+            record_one(name)
+        except RuntimeError as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        print(f"failed: {' '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0

@@ -789,19 +789,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(json.loads(args.worker))
         return 0
-    names = args.only or list(SCENARIOS)
     args.out.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for name in names:
-        try:
-            record(name, args.out, timeout_s=args.timeout,
-                   log_dir=(args.log_dir / name) if args.log_dir else None, suffix=args.suffix)
-        except RuntimeError as exc:
-            print(f"ERROR: {exc}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        print(f"failed: {' '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+    return launcher.record_each(args.only or list(SCENARIOS), lambda name: record(
+        name, args.out, timeout_s=args.timeout,
+        log_dir=(args.log_dir / name) if args.log_dir else None, suffix=args.suffix))
 
 
 if __name__ == "__main__":

@@ -384,17 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         _worker(json.loads(args.worker))
         return 0
-    failed = []
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.only or list(SCENARIOS):
-        try:
-            record(name, args.out, timeout_s=args.timeout)
-        except RuntimeError as exc:
-            print(f"ERROR: {exc}", file=sys.stderr)
-            failed.append(name)
-    if failed:
-        print(f"failed: {' '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+    return launcher.record_each(args.only or list(SCENARIOS),
+                                lambda name: record(name, args.out, timeout_s=args.timeout))
 
 
 if __name__ == "__main__":
