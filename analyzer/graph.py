@@ -97,6 +97,10 @@ def _odd_ones(g: nx.DiGraph, ranks: list[int]) -> list[int]:
     return [r for r in ranks if blocked_in[r] != major]
 
 
+#: The keys of a chain step, in the order of its JSON form.
+_CHAIN_KEYS = ("waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind")
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class ChainStep(Mapping[str, Any]):
     """One wait of a chain: ``waiter`` is blocked in ``op`` of group ``pg_name`` at ``seq``
@@ -117,13 +121,15 @@ class ChainStep(Mapping[str, Any]):
                 "pg_desc": self.pg_desc, "seq": self.seq, "op": self.op, "kind": self.kind}
 
     def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
+        if key not in _CHAIN_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
+        return iter(_CHAIN_KEYS)
 
     def __len__(self) -> int:
-        return 7
+        return len(_CHAIN_KEYS)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
