@@ -129,16 +129,19 @@ def distinct(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return position[inverse.reshape(-1)], [values[i] for i in first[order]]
 
 
+_WIDTHS = tuple((np.dtype(w), int(np.iinfo(w).min), int(np.iinfo(w).max))
+                for w in (np.int8, np.int16, np.int32))
+
+
 def narrow(values: np.ndarray) -> np.ndarray:
     """The same integers in the narrowest signed dtype holding them: parsed dumps travel
     between processes and wait in memory until normalized, so every byte counts."""
     if not len(values):
         return values
     lo, hi = int(values.min()), int(values.max())
-    for width in (np.int8, np.int16, np.int32):
-        info = np.iinfo(width)
-        if info.min <= lo and hi <= info.max:
-            return values.astype(width)
+    for width, low, high in _WIDTHS:
+        if low <= lo and hi <= high:
+            return values if values.dtype == width else values.astype(width)
     return values
 
 

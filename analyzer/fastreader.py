@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,37 +139,93 @@ class _Declined(Exception):
     """A value the Python reader would drop, count in ``warnings`` or bound (caps)."""
 
 
-def _objects(objects: list[Any]) -> dict[str, tuple[np.ndarray, list[Any]]]:
-    """The object fields as (each entry's index into the distinct values, those values)."""
-    return {key: (np.frombuffer(codes, dtype=np.int32).astype(np.intp), values)
-            for key, (codes, values) in zip(_FIELDS[12:], objects)}
+_Derive = Callable[[Any, AnalysisConfig], Any]
+_DECLINE = object()
 
 
-def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns,
-             config: AnalysisConfig) -> None:
+def _name(v: Any, config: AnalysisConfig) -> Any:
+    names, split, not_str, odd = val.check_names([v], config.max_rank)
+    return _DECLINE if not_str or odd else (names[0], split[0])
+
+
+def _group(v: Any, config: AnalysisConfig) -> Any:
+    parts = val.group_parts(v)
+    return _DECLINE if parts is None else parts
+
+
+def _list_text(key: str) -> _Derive:
+    def derive(v: Any, config: AnalysisConfig) -> Any:
+        texts, ok = val.check_lists([v], key, config)
+        return texts[0] if ok[0] else _DECLINE
+    return derive
+
+
+def _checked(check: Callable[[list[Any]], tuple[list[str], list[bool]]]) -> _Derive:
+    def derive(v: Any, config: AnalysisConfig) -> Any:
+        texts, ok = check([v])
+        return texts[0] if ok[0] else _DECLINE
+    return derive
+
+
+def _stack(v: Any, config: AnalysisConfig) -> Any:
+    key = val.stack_keys([v], config)[0]
+    return _DECLINE if key is None else key
+
+
+#: What the Python reader makes of one distinct value of each object field (``_DECLINE``:
+#: a value it would drop, count in ``warnings`` or bound).
+_DERIVE: dict[str, _Derive] = {
+    "profiling_name": _name, "process_group": _group,
+    **{key: _list_text(key) for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes")},
+    "state": _checked(val.check_state), "thread_name": _checked(val.check_thread),
+    "frames": _stack,
+}
+#: Per config and field: canonical bytes of a distinct value -> what ``_DERIVE`` made of it.
+#: Ranks share most values (names, sizes, dtypes, stacks), so most files meet none that is
+#: new. The cache holds results of pure functions of the exact bytes: it saves time, it
+#: cannot change what any file says. Bounded: a field's table is emptied when it is full.
+_SEEN: dict[tuple[AnalysisConfig, str], dict[bytes, Any]] = {}
+_SEEN_MAX_KEYS = 1 << 15
+_SEEN_MAX_BYTES = 32 << 20
+_seen_bytes: dict[tuple[AnalysisConfig, str], int] = {}
+
+
+def _derived(key: str, keys: list[bytes], config: AnalysisConfig) -> list[Any]:
+    """What each distinct value (by its canonical bytes) of field ``key`` reads as."""
+    table = _SEEN.setdefault((config, key), {})
+    derive = _DERIVE[key]
+    out = []
+    for k in keys:
+        got = table.get(k)
+        if got is None:
+            got = derive(_fastpickle.decode(k), config)
+            if len(table) >= _SEEN_MAX_KEYS or _seen_bytes.get((config, key), 0) > _SEEN_MAX_BYTES:
+                table.clear()
+                _seen_bytes[(config, key)] = 0
+            table[k] = got
+            _seen_bytes[(config, key)] = _seen_bytes.get((config, key), 0) + len(k)
+        if got is _DECLINE:
+            raise _Declined
+        out.append(got)
+    return out
+
+
+def _objects(objects: list[Any], config: AnalysisConfig) -> dict[str, tuple[np.ndarray, list[Any]]]:
+    """The object fields as (each entry's index into the distinct values, what they read as)."""
+    return {key: (np.frombuffer(codes, dtype=np.int32).astype(np.intp), _derived(key, keys, config))
+            for key, (codes, keys) in zip(_FIELDS[12:], objects)}
+
+
+def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns) -> None:
     """Names, groups, sizes, dtypes, state and thread name, each encoded in ``cols``."""
-    name_index, values = obj["profiling_name"]
-    names, split, not_str, odd = val.check_names(values, config.max_rank)
-    if not_str or odd:
-        raise _Declined
-    cols.encode_names(name_index, names, split)
-    index, values = obj["process_group"]
-    parts = [val.group_parts(pg) for pg in values]
-    if any(pg is None for pg in parts):
-        raise _Declined
-    cols.encode("pg_name", index, [pg[0] for pg in parts if pg is not None])
-    cols.encode("pg_desc", index, [pg[1] for pg in parts if pg is not None])
-    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes"):
-        index, values = obj[key]
-        texts, ok = val.check_lists(values, key, config)
-        if not all(ok):
-            raise _Declined
-        cols.encode(key, index, texts)
-    for key, check in (("state", val.check_state), ("thread_name", val.check_thread)):
-        index, values = obj[key]
-        texts, ok = check(values)
-        if not all(ok):
-            raise _Declined
+    index, named = obj["profiling_name"]
+    cols.encode_names(index, [n for n, _split in named], [split for _n, split in named])
+    index, parts = obj["process_group"]
+    cols.encode("pg_name", index, [pg[0] for pg in parts])
+    cols.encode("pg_desc", index, [pg[1] for pg in parts])
+    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state",
+                "thread_name"):
+        index, texts = obj[key]
         cols.encode(key, index, texts)
 
 
@@ -192,14 +249,11 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...],
     top, n, int_cols, bool_cols, float_col, objects = result
     if "version" not in top or not ({"entries", "pg_config", "pg_status"} & top.keys()):
         return "not a flight-recorder dump"
-    obj = _objects(objects)
     cols = Columns()
     try:
-        _strings(obj, cols, config)
-        index, values = obj["frames"]
-        keys = val.stack_keys(values, config)
-        if any(k is None for k in keys):
-            raise _Declined
+        obj = _objects(objects, config)
+        _strings(obj, cols)
+        index, keys = obj["frames"]
         per_distinct, stacks = val.stack_ids(keys)
         _ints(int_cols, cols, config)
     except _Declined:

@@ -39,24 +39,33 @@ def parse_ranks(text: Any) -> tuple[int, ...] | None:
         return None
 
 
-_MEMBERS_SEEN: dict[str, tuple[tuple[int, ...] | None]] = {}
+_MEMBERS_SEEN: dict[tuple[str, int], tuple[tuple[int, ...] | None]] = {}
 
 
-def _member_ranks(text: Any) -> tuple[int, ...] | None:
-    """:func:`parse_ranks`, remembering recent texts and returning the same tuple for them.
+def _member_ranks(text: Any, max_rank: int) -> tuple[int, ...] | None:
+    """Member ranks of a pg_config entry; None when they are not plausible ranks (below
+    ``max_rank``, at most ``max_rank`` of them). Texts are remembered, with the same tuple
+    returned for them.
 
     Every dump repeats the member list of each of its groups, and the default group lists
-    every rank: parsing it in each dump would cost world size squared, and shared tuples
-    are pickled once per batch of dumps sent back by a parser process.
+    every rank: parsing and checking it in each dump would cost world size squared, and
+    shared tuples are pickled once per batch of dumps sent back by a parser process.
     """
     if not isinstance(text, str):
-        return parse_ranks(text)
-    known = _MEMBERS_SEEN.get(text)
+        return _plausible(parse_ranks(text), max_rank)
+    known = _MEMBERS_SEEN.get((text, max_rank))
     if known is None:
         if len(_MEMBERS_SEEN) >= 256:
             _MEMBERS_SEEN.clear()
-        known = _MEMBERS_SEEN[text] = (parse_ranks(text),)
+        members = None if len(text) > 16 * max_rank else _plausible(parse_ranks(text), max_rank)
+        known = _MEMBERS_SEEN[(text, max_rank)] = (members,)
     return known[0]
+
+
+def _plausible(members: tuple[int, ...] | None, max_rank: int) -> tuple[int, ...] | None:
+    if members and (min(members) < 0 or max(members) >= max_rank or len(members) > max_rank):
+        return None
+    return members
 
 
 class SameMembers:
@@ -78,12 +87,7 @@ class SameMembers:
 
 def _members(value: Any, max_rank: int) -> tuple[int, ...] | None:
     """Member ranks of a pg_config entry; None when they are not plausible ranks."""
-    if isinstance(value, str) and len(value) > 16 * max_rank:
-        return None
-    members = _member_ranks(value)
-    if members and (min(members) < 0 or max(members) >= max_rank or len(members) > max_rank):
-        return None
-    return members
+    return _member_ranks(value, max_rank)
 
 
 def _items(raw: dict[str, Any], key: str, why: Reasons) -> list[tuple[Any, Any]]:

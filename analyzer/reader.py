@@ -141,8 +141,9 @@ class Columns:
         ints = {key: col.narrow(self.ints[key]) for key in INT_FIELDS}
         strings = {key: col.narrow(codes) for key, codes in self.strings.items()}
         ops = self.vocab["op"]
-        sendrecv = np.isin(strings["op"], [c for c, op in enumerate(ops) if op in ("send", "recv")])
-        coalesced = np.isin(strings["op"], [c for c, op in enumerate(ops) if "coalesced" in op])
+        op_codes = strings["op"]
+        sendrecv = np.array([op in ("send", "recv") for op in ops] or [False], dtype=bool)[op_codes]
+        coalesced = np.array(["coalesced" in op for op in ops] or [False], dtype=bool)[op_codes]
         return ParsedDump(
             rank=rank, path=path, fmt=fmt,
             version=val.version_text(top.get("version", "")),

@@ -365,3 +365,49 @@ def test_the_configs_caps_reach_the_compiled_reader(tmp_path: Path) -> None:
     native = fastreader.parse_native(0, p)
     assert isinstance(native, ParsedDump)
     assert_same_dump(native, parse_dump(0, p))
+
+
+def test_distinct_values_come_back_as_canonical_bytes_that_decode_exactly() -> None:
+    from analyzer import _fastpickle  # type: ignore[attr-defined]
+
+    frames = [{"name": "step", "filename": "train.py", "line": 7}, {"name": "é", "line": -1}]
+    first = entry(1, frames=frames, sizes=[[4, 8]])
+    second = entry(2, frames=copy.deepcopy(frames), sizes=[[4, 8]])
+    second["input_dtypes"] = ("Float",)
+    second["duration_ms"] = 1.5
+    result = _fastpickle.parse(pickle.dumps(dump([first, second]), protocol=4))
+    assert not isinstance(result, str)
+    objects = dict(zip(fastreader._FIELDS[12:], result[5]))
+    codes, keys = objects["frames"]
+    assert np.frombuffer(codes, dtype=np.int32).tolist() == [0, 0]  # equal stacks: one value
+    assert_same(_fastpickle.decode(keys[0]), frames)
+    assert_same(_fastpickle.decode(objects["input_sizes"][1][0]), [[4, 8]])
+    assert_same([_fastpickle.decode(k) for k in objects["input_dtypes"][1]], [["Float"], ("Float",)])
+    # 1, 1.0 and True are different values: different bytes, and each decodes as itself.
+    states = []
+    for value in (1, 1.0, True):
+        one = entry(1)
+        one["state"] = value
+        got = _fastpickle.parse(pickle.dumps(dump([one])))
+        states.append(dict(zip(fastreader._FIELDS[12:], got[5]))["state"][1][0])
+    assert len(set(states)) == 3
+    assert [type(_fastpickle.decode(k)) for k in states] == [int, float, bool]
+    for bad in (b"", b"s\x05\x00\x00\x00ab", b"l\xff\xff\xff\xff", b"x", keys[0] + b"N",
+                b"s\x01\x00\x00\x00\xff", b"d\x01\x00\x00\x00N"):
+        with pytest.raises(ValueError):
+            _fastpickle.decode(bad)
+
+
+def test_values_remembered_across_files_never_cross_configs(tmp_path: Path) -> None:
+    # The compiled reader remembers what each distinct value read as, per config: a file read
+    # under the defaults first must not let a tighter config's caps be skipped, nor the
+    # other way round.
+    frames = [{"name": f"f{i}", "filename": "x.py", "line": i} for i in range(6)]
+    p = write_pickle(tmp_path / "nccl_trace_rank_0", dump([entry(1, frames=frames), entry(2, frames=frames)]))
+    tight = AnalysisConfig(max_frames=3)
+    for _ in range(2):
+        native = fastreader.parse_native(0, p)
+        assert isinstance(native, ParsedDump)
+        assert_same_dump(native, parse_dump(0, p))
+        assert fastreader.parse_native(0, p, config=tight) == "a value the Python reader drops or counts"
+        assert fastreader.read_dump(0, p, config=tight).reader == "python"

@@ -404,6 +404,7 @@ static int node_equal(fp_doc *doc, const fp_node *a, const fp_node *b, int depth
 
 /* The code of ``v`` in object column ``k``: its index among the distinct values so far. */
 static int64_t intern(fp_doc *doc, fp_cols *c, int k, fp_node *v) {
+    if (c->last_node[k] == v) return c->last_code[k];
     uint64_t h;
     if (!node_hash(v, 0, &h)) return -1;
     if (c->n_distinct[k] * 2 >= c->table_cap[k]) {
@@ -424,7 +425,11 @@ static int64_t intern(fp_doc *doc, fp_cols *c, int k, fp_node *v) {
     while (c->table[k][j] != UINT32_MAX) {
         uint32_t code = c->table[k][j];
         int r = node_equal(doc, c->distinct[k][code], v, 0);
-        if (r == 1) return code;
+        if (r == 1) {
+            c->last_node[k] = v;
+            c->last_code[k] = (int32_t)code;
+            return code;
+        }
         if (r < 0) return -1;
         j = (j + 1) & mask;
     }
@@ -440,6 +445,8 @@ static int64_t intern(fp_doc *doc, fp_cols *c, int k, fp_node *v) {
     size_t code = c->n_distinct[k]++;
     c->distinct[k][code] = v;
     c->table[k][j] = (uint32_t)code;
+    c->last_node[k] = v;
+    c->last_code[k] = (int32_t)code;
     return (int64_t)code;
 }
 
@@ -508,6 +515,61 @@ int fp_columns(fp_doc *doc, fp_cols *c) {
         }
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- canonical bytes */
+
+static int buf_put(fp_buf *b, const void *src, size_t n) {
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->len < n) {
+            if (cap > ((size_t)1 << 40)) return 0;
+            cap *= 2;
+        }
+        uint8_t *g = realloc(b->p, cap);
+        if (!g) return 0;
+        b->p = g;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 1;
+}
+
+static int buf_u32(fp_buf *b, uint32_t v) {
+    uint8_t le4[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    return buf_put(b, le4, 4);
+}
+
+int fp_serialize(fp_doc *doc, const fp_node *n, int depth, fp_buf *b) {
+    if (depth > FP_MAX_DEPTH || !fp_spend(doc, 1)) return 0;
+    static const char tags[] = {'N', 'F', 'T', 'i', 'f', 's', 'l', 't', 'd'};
+    if (n->tag > FP_DICT) return 0;
+    uint8_t tag = (uint8_t)tags[n->tag];
+    if (!buf_put(b, &tag, 1)) return 0;
+    switch (n->tag) {
+    case FP_INT: case FP_FLOAT: {
+        uint64_t bits;
+        memcpy(&bits, &n->u, sizeof bits);
+        uint8_t le8[8];
+        for (int i = 0; i < 8; i++) le8[i] = (uint8_t)(bits >> (8 * i));
+        return buf_put(b, le8, 8);
+    }
+    case FP_STR:
+        return buf_u32(b, n->len) && buf_put(b, n->u.s, n->len);
+    case FP_LIST: case FP_TUPLE: case FP_DICT:
+        if (!buf_u32(b, n->len)) return 0;
+        for (uint32_t i = 0; i < n->len; i++)
+            if (!fp_serialize(doc, n->u.items[i], depth + 1, b)) return 0;
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+void fp_buf_free(fp_buf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
 }
 
 void fp_cols_free(fp_cols *c) {

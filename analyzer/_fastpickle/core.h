@@ -83,8 +83,11 @@ typedef struct {
     int32_t *codes[FP_N_OBJECTS];
     fp_node **distinct[FP_N_OBJECTS];
     size_t n_distinct[FP_N_OBJECTS];
-    /* internal: one open-addressing table per object column */
+    /* internal: one open-addressing table per object column, and the node interned last
+     * (consecutive entries often share one memoized value) */
     uint32_t *table[FP_N_OBJECTS];
+    const fp_node *last_node[FP_N_OBJECTS];
+    int32_t last_code[FP_N_OBJECTS];
     size_t table_cap[FP_N_OBJECTS];
     size_t distinct_cap[FP_N_OBJECTS];
 } fp_cols;
@@ -101,6 +104,21 @@ int fp_plain(fp_doc *doc, const fp_node *n, int depth);
 /* Spend ``steps`` of the budget; 0 when exhausted (the walk must decline). */
 int fp_spend(fp_doc *doc, size_t steps);
 void fp_cols_free(fp_cols *cols);
+
+/* A growing byte buffer. */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} fp_buf;
+/* Append the canonical bytes of plain value ``n`` to ``b``: a tag byte ('N' None, 'T' True,
+ * 'F' False, 'i' int64, 'f' float64, 's' str, 'l' list, 't' tuple, 'd' dict), then for
+ * int/float 8 little-endian bytes, for str a 4-byte length and the UTF-8 bytes, for
+ * containers a 4-byte item count (dict: 2 x pairs) and the items. Two values have equal
+ * bytes exactly when they are the same Python value of the same types (dicts in order), as
+ * node_equal compares them. Spends the budget like a walk; 0 when too deep, costly or out
+ * of memory. */
+int fp_serialize(fp_doc *doc, const fp_node *n, int depth, fp_buf *b);
+void fp_buf_free(fp_buf *b);
 void fp_doc_free(fp_doc *doc);
 
 #define FP_MAX_DEPTH 32

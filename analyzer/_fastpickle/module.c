@@ -7,8 +7,13 @@
  *   ints    : tuple of bytearrays of int64, in core.h's column order (None/missing -> default)
  *   bools   : tuple of 2 bytearrays of uint8 (is_p2p, retired)
  *   floats  : bytearray of float64 (duration_ms, NaN when None/missing)
- *   objects : tuple of (codes bytearray of int32, list of distinct values in order of first
- *             use) per object field. Only the distinct values become Python objects.
+ *   objects : tuple of (codes bytearray of int32, list of the distinct values' canonical
+ *             bytes in order of first use) per object field (core.h's fp_serialize). No
+ *             entry value becomes a Python object here: decode(key) makes one of a key
+ *             whose value the caller has not met before.
+ *
+ * decode(key) -> the plain value (None, bool, int, float, str, list, tuple, dict) of
+ * canonical bytes, or raises ValueError when they are not such bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -57,7 +62,7 @@ static PyObject *column(const void *data, size_t n, size_t width) {
     return PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)(n * width));
 }
 
-static PyObject *build(fp_doc *doc, fp_cols *c) {
+static PyObject *build(fp_doc *doc, fp_cols *c, fp_buf *key) {
     PyObject *top = PyDict_New(), *ints = PyTuple_New(FP_N_INTS), *bools = PyTuple_New(2);
     PyObject *objects = PyTuple_New(FP_N_OBJECTS), *floats = NULL, *out = NULL;
     if (!top || !ints || !bools || !objects) goto fail;
@@ -88,7 +93,9 @@ static PyObject *build(fp_doc *doc, fp_cols *c) {
         PyObject *values = PyList_New((Py_ssize_t)c->n_distinct[k]);
         if (!codes || !values) { Py_XDECREF(codes); Py_XDECREF(values); goto fail; }
         for (size_t i = 0; i < c->n_distinct[k]; i++) {
-            PyObject *v = to_py(doc, c->distinct[k][i], 0);
+            key->len = 0;
+            PyObject *v = fp_serialize(doc, c->distinct[k][i], 0, key)
+                ? PyBytes_FromStringAndSize((const char *)key->p, (Py_ssize_t)key->len) : NULL;
             if (!v) { Py_DECREF(codes); Py_DECREF(values); goto fail; }
             PyList_SET_ITEM(values, (Py_ssize_t)i, v);
         }
@@ -118,7 +125,9 @@ static PyObject *parse(PyObject *self, PyObject *arg) {
     Py_END_ALLOW_THREADS
     PyObject *out;
     if (rc == 0) {
-        out = build(&doc, &cols);
+        fp_buf key = {NULL, 0, 0};
+        out = build(&doc, &cols, &key);
+        fp_buf_free(&key);
         if (!out) {
             /* Too deep, cyclic or too costly to convert (or out of memory): the Python reader
              * decides on this file. */
@@ -133,6 +142,85 @@ static PyObject *parse(PyObject *self, PyObject *arg) {
     fp_cols_free(&cols);
     fp_doc_free(&doc);
     PyBuffer_Release(&view);
+    return out;
+}
+
+/* ---------------------------------------------------------------- decode */
+
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+} reader;
+
+static int take(reader *r, size_t n, const uint8_t **out) {
+    if (r->len - r->pos < n) return 0;
+    *out = r->p + r->pos;
+    r->pos += n;
+    return 1;
+}
+
+static PyObject *from_key(reader *r, int depth) {
+    const uint8_t *at;
+    if (depth > FP_MAX_DEPTH || !take(r, 1, &at)) return NULL;
+    uint8_t tag = at[0];
+    if (tag == 'N') Py_RETURN_NONE;
+    if (tag == 'T') Py_RETURN_TRUE;
+    if (tag == 'F') Py_RETURN_FALSE;
+    if (tag == 'i' || tag == 'f') {
+        if (!take(r, 8, &at)) return NULL;
+        uint64_t bits = 0;
+        for (int i = 7; i >= 0; i--) bits = (bits << 8) | at[i];
+        if (tag == 'i') return PyLong_FromLongLong((long long)(int64_t)bits);
+        double f;
+        memcpy(&f, &bits, sizeof f);
+        return PyFloat_FromDouble(f);
+    }
+    if (!take(r, 4, &at)) return NULL;
+    uint32_t n = (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
+    if (tag == 's') {
+        if (!take(r, n, &at)) return NULL;
+        return PyUnicode_DecodeUTF8((const char *)at, (Py_ssize_t)n, "strict");
+    }
+    if (tag != 'l' && tag != 't' && tag != 'd') return NULL;
+    if (n > r->len - r->pos) return NULL;  /* every item takes a byte at least */
+    if (tag == 'd') {
+        if (n % 2) return NULL;
+        PyObject *out = PyDict_New();
+        if (!out) return NULL;
+        for (uint32_t i = 0; i < n; i += 2) {
+            PyObject *k = from_key(r, depth + 1);
+            PyObject *v = k ? from_key(r, depth + 1) : NULL;
+            if (!v || PyDict_SetItem(out, k, v) < 0) {
+                Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(k); Py_DECREF(v);
+        }
+        return out;
+    }
+    PyObject *out = tag == 'l' ? PyList_New(n) : PyTuple_New(n);
+    if (!out) return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        PyObject *item = from_key(r, depth + 1);
+        if (!item) { Py_DECREF(out); return NULL; }
+        if (tag == 'l') PyList_SET_ITEM(out, i, item);
+        else PyTuple_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+static PyObject *decode(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    reader r = {view.buf, (size_t)view.len, 0};
+    PyObject *out = from_key(&r, 0);
+    if (out && r.pos != r.len) Py_CLEAR(out);
+    PyBuffer_Release(&view);
+    if (!out) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "not the canonical bytes of a plain value");
+    }
     return out;
 }
 
@@ -151,6 +239,7 @@ static PyObject *field_names(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"parse", parse, METH_O, "parse(data) -> columns tuple, or a str saying why it declined"},
     {"field_names", field_names, METH_NOARGS, "entry keys in column order"},
+    {"decode", decode, METH_O, "decode(key) -> the plain value of a distinct value's canonical bytes"},
     {NULL, NULL, 0, NULL},
 };
 
