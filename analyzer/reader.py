@@ -11,6 +11,7 @@ with :mod:`analyzer.values`), within the caps of an :class:`~analyzer.config.Ana
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,55 @@ class ParsedDump:
     dropped_pg_ids: dict[int, str] = field(default_factory=dict)
     #: Which reader read it: "python" (this module) or "native" (:mod:`analyzer.fastreader`).
     reader: str = "python"
+
+    # Between processes, member lists travel as the bytes of an int32 array (the default
+    # group's lists every rank: 16,384 ints per dump at 16k ranks), and equal lists come
+    # back as one tuple.
+    def __getstate__(self) -> tuple[Any, ...]:
+        state = [getattr(self, f.name) for f in dataclasses.fields(self)]
+        state[_PG_CONFIG] = {name: (desc, _packed(members))
+                             for name, (desc, members) in self.pg_config.items()}
+        return tuple(state)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for f, value in zip(dataclasses.fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
+        self.pg_config = {name: (desc, _unpacked(members))
+                          for name, (desc, members) in self.pg_config.items()}
+
+
+_PG_CONFIG = [f.name for f in dataclasses.fields(ParsedDump)].index("pg_config")
+_UNPACKED: dict[bytes, tuple[int, ...]] = {}
+
+
+_PACKED: dict[int, tuple[tuple[int, ...], bytes]] = {}
+
+
+def _packed(members: tuple[int, ...] | None) -> bytes | tuple[int, ...] | None:
+    if not members or len(members) < 64:
+        return members
+    known = _PACKED.get(id(members))  # the tuple is kept with its bytes: its id stays its own
+    if known is not None and known[0] is members:
+        return known[1]
+    try:
+        packed = np.asarray(members, dtype=np.int32).tobytes()
+    except OverflowError:  # pragma: no cover - ranks are bounded by max_rank
+        return members
+    if len(_PACKED) >= 256:
+        _PACKED.clear()
+    _PACKED[id(members)] = (members, packed)
+    return packed
+
+
+def _unpacked(members: bytes | tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if not isinstance(members, bytes):
+        return members
+    known = _UNPACKED.get(members)
+    if known is None:
+        if len(_UNPACKED) >= 256:
+            _UNPACKED.clear()
+        known = _UNPACKED[members] = tuple(np.frombuffer(members, dtype=np.int32).tolist())
+    return known
 
 
 def int_columns(config: AnalysisConfig) -> dict[str, tuple[str, int, int, int, bool]]:

@@ -15,7 +15,9 @@ const char *const fp_field_names[FP_N_FIELDS] = {
 /* What the Python reader puts where a value is None or missing. */
 const int64_t fp_int_defaults[FP_N_INTS] = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
 
-#define CHUNK_NODES 4096
+/* 2,000 nodes (64 KB) per chunk: under malloc's mmap threshold, so chunks are reused from
+ * one parse to the next instead of being mapped and faulted in afresh. */
+#define CHUNK_NODES 2000
 struct fp_chunk {
     fp_chunk *next;
     size_t used;
@@ -40,9 +42,13 @@ static fp_node *new_node(fp_doc *doc, uint8_t tag) {
         doc->chunks = c;
     }
     fp_node *n = &c->nodes[c->used++];
-    memset(n, 0, sizeof *n);
     n->tag = tag;
+    n->hashed = 0;
     n->field = -2;
+    n->len = 0;
+    n->cap = 0;
+    n->hash = 0;
+    n->u.items = NULL;
     return n;
 }
 
@@ -90,9 +96,16 @@ static int valid_utf8(const uint8_t *s, size_t n) {
 }
 
 static uint64_t le(const uint8_t *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    switch (n) {  /* the widths opcodes use, unrolled */
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case 4: return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+    default: {
+        uint64_t v = 0;
+        for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+        return v;
+    }
+    }
 }
 
 int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
