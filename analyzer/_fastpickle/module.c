@@ -20,6 +20,32 @@
 
 #include "core.h"
 
+/* Long strings of the top-level dict (the default group's member list in pg_config names
+ * every rank: 100 KB at 16k ranks) repeat from one dump to the next: the last few are kept,
+ * with their bytes, and an equal string is the same str object again (its hash computed
+ * once). Used with the GIL held only. */
+#define LONG_STR 4096
+#define LONG_SLOTS 8
+static struct { char *bytes; size_t len; PyObject *str; } long_strs[LONG_SLOTS];
+static unsigned long_next;
+
+static PyObject *long_str(const char *s, size_t len) {
+    for (unsigned i = 0; i < LONG_SLOTS; i++)
+        if (long_strs[i].str && long_strs[i].len == len && memcmp(long_strs[i].bytes, s, len) == 0)
+            return Py_NewRef(long_strs[i].str);
+    PyObject *str = PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "strict");
+    char *copy = str ? malloc(len) : NULL;
+    if (!copy) return str;
+    memcpy(copy, s, len);
+    unsigned slot = long_next++ % LONG_SLOTS;
+    free(long_strs[slot].bytes);
+    Py_XDECREF(long_strs[slot].str);
+    long_strs[slot].bytes = copy;
+    long_strs[slot].len = len;
+    long_strs[slot].str = Py_NewRef(str);
+    return str;
+}
+
 static PyObject *to_py(fp_doc *doc, const fp_node *n, int depth) {
     if (depth > FP_MAX_DEPTH || !fp_spend(doc, 1)) return NULL;
     switch (n->tag) {
@@ -28,7 +54,9 @@ static PyObject *to_py(fp_doc *doc, const fp_node *n, int depth) {
     case FP_FALSE: Py_RETURN_FALSE;
     case FP_INT: return PyLong_FromLongLong(n->u.i);
     case FP_FLOAT: return PyFloat_FromDouble(n->u.f);
-    case FP_STR: return PyUnicode_DecodeUTF8(n->u.s, (Py_ssize_t)n->len, "strict");
+    case FP_STR:
+        if (n->len >= LONG_STR) return long_str(n->u.s, n->len);
+        return PyUnicode_DecodeUTF8(n->u.s, (Py_ssize_t)n->len, "strict");
     case FP_LIST: case FP_TUPLE: {
         PyObject *out = n->tag == FP_LIST ? PyList_New(n->len) : PyTuple_New(n->len);
         if (!out) return NULL;
