@@ -133,12 +133,13 @@ _WIDTHS = tuple((np.dtype(w), int(np.iinfo(w).min), int(np.iinfo(w).max))
                 for w in (np.int8, np.int16, np.int32))
 
 
-def narrow(values: np.ndarray) -> np.ndarray:
+def narrow(values: np.ndarray, bounds: tuple[int, int] | None = None) -> np.ndarray:
     """The same integers in the narrowest signed dtype holding them: parsed dumps travel
-    between processes and wait in memory until normalized, so every byte counts."""
+    between processes and wait in memory until normalized, so every byte counts.
+    ``bounds``: the smallest and largest value, when the caller knows them."""
     if not len(values):
         return values
-    lo, hi = int(values.min()), int(values.max())
+    lo, hi = bounds if bounds is not None else (int(values.min()), int(values.max()))
     for width, low, high in _WIDTHS:
         if low <= lo and hi <= high:
             return values if values.dtype == width else values.astype(width)

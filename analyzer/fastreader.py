@@ -229,14 +229,19 @@ def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns) -> Non
         cols.encode(key, index, texts)
 
 
-def _ints(int_cols: list[bytes], cols: Columns, config: AnalysisConfig) -> None:
-    """The integer columns, every value within its range."""
-    by_key = dict(zip(_FIELDS[:9], int_cols))
+def _ints(int_cols: list[bytes], bounds: list[tuple[int, int]], cols: Columns,
+          config: AnalysisConfig) -> None:
+    """The integer columns, every value within its range (the core gives each column's
+    smallest and largest value)."""
+    by_key = dict(zip(_FIELDS[:9], zip(int_cols, bounds)))
     for name, (key, _default, lo, hi, _entry) in int_columns(config).items():
-        values = np.frombuffer(by_key[key], dtype=np.int64)
-        if len(values) and (int(values.min()) < lo or int(values.max()) >= hi):
+        data, (smallest, largest) = by_key[key]
+        values = np.frombuffer(data, dtype=np.int64)
+        if len(values) and (smallest < lo or largest >= hi):
             raise _Declined
         cols.ints[name] = values
+        if len(values):
+            cols.bounds[name] = (smallest, largest)
 
 
 def _assemble(rank: int, path: str, result: tuple[Any, ...],
@@ -246,7 +251,7 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...],
     Only a dump the Python reader reads without dropping or counting anything is assembled
     here; any value it would drop, count in ``warnings`` or bound (caps) declines the dump.
     """
-    top, n, int_cols, bool_cols, float_col, objects = result
+    top, n, int_cols, bool_cols, float_col, objects, bounds = result
     if "version" not in top or not ({"entries", "pg_config", "pg_status"} & top.keys()):
         return "not a flight-recorder dump"
     cols = Columns()
@@ -255,7 +260,7 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...],
         _strings(obj, cols)
         index, keys = obj["frames"]
         per_distinct, stacks = val.stack_ids(keys)
-        _ints(int_cols, cols, config)
+        _ints(int_cols, bounds, cols, config)
     except _Declined:
         return _DROPS
     cols.ints["stack"] = per_distinct[index]

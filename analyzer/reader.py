@@ -168,6 +168,8 @@ class Columns:
     strings: dict[str, np.ndarray] = field(default_factory=dict)
     vocab: dict[str, list[str]] = field(default_factory=dict)
     ints: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The smallest and largest value of integer columns, where known (saves two passes).
+    bounds: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def encode(self, name: str, index: np.ndarray, texts: list[str]) -> None:
         """``name`` of each entry is ``texts[index]``; store it as codes into a vocabulary."""
@@ -188,8 +190,10 @@ class Columns:
         """The parsed dump: integers narrowed, the flags derived from the op names.
         ``flags`` is (is_p2p, retired, duration_ms) as the entries give them."""
         is_p2p, retired, duration = flags
-        ints = {key: col.narrow(self.ints[key]) for key in INT_FIELDS}
-        strings = {key: col.narrow(codes) for key, codes in self.strings.items()}
+        ints = {key: col.narrow(self.ints[key], self.bounds.get(key)) for key in INT_FIELDS}
+        # Codes index their vocabulary: they lie in [0, its length).
+        strings = {key: col.narrow(codes, (0, max(len(self.vocab[key]) - 1, 0)))
+                   for key, codes in self.strings.items()}
         ops = self.vocab["op"]
         op_codes = strings["op"]
         sendrecv = np.array([op in ("send", "recv") for op in ops] or [False], dtype=bool)[op_codes]

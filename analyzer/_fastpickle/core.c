@@ -505,9 +505,13 @@ int fp_columns(fp_doc *doc, fp_cols *c) {
         }
         for (int f = 0; f < FP_N_INTS; f++) {
             fp_node *v = slot[f];
-            if (!v || v->tag == FP_NONE) c->ints[f][e] = fp_int_defaults[f];
-            else if (v->tag == FP_INT) c->ints[f][e] = v->u.i;
+            int64_t x;
+            if (!v || v->tag == FP_NONE) x = fp_int_defaults[f];
+            else if (v->tag == FP_INT) x = v->u.i;
             else return decline(doc, "int field of another type", 0);
+            c->ints[f][e] = x;
+            if (e == 0 || x < c->lo[f]) c->lo[f] = x;
+            if (e == 0 || x > c->hi[f]) c->hi[f] = x;
         }
         for (int b = 0; b < 2; b++) {
             fp_node *v = slot[FP_IS_P2P + b];

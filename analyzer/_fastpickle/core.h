@@ -78,6 +78,7 @@ typedef struct {
 typedef struct {
     size_t n;                       /* entries */
     int64_t *ints[FP_N_INTS];
+    int64_t lo[FP_N_INTS], hi[FP_N_INTS];  /* smallest and largest value of each (n > 0) */
     uint8_t *bools[2];
     double *floats;
     int32_t *codes[FP_N_OBJECTS];

@@ -1,12 +1,14 @@
 /* analyzer._fastpickle: the Python face of the compiled reader's core (core.c).
  *
  * parse(data) -> tuple on success, or a str saying why the file was declined:
- *   (top, n, ints, bools, floats, objects)
+ *   (top, n, ints, bools, floats, objects, bounds)
  *   top     : the top-level dict, "entries" mapped to None (small: version, pg_config...)
  *   n       : number of entries
  *   ints    : tuple of bytearrays of int64, in core.h's column order (None/missing -> default)
  *   bools   : tuple of 2 bytearrays of uint8 (is_p2p, retired)
  *   floats  : bytearray of float64 (duration_ms, NaN when None/missing)
+ *   bounds  : tuple of (smallest, largest) per int column, in the order of ints ((0, -1)
+ *             without entries)
  *   objects : tuple of (codes bytearray of int32, list of the distinct values' canonical
  *             bytes in order of first use) per object field (core.h's fp_serialize). No
  *             entry value becomes a Python object here: decode(key) makes one of a key
@@ -131,7 +133,15 @@ static PyObject *build(fp_doc *doc, fp_cols *c, fp_buf *key) {
         if (!pair) goto fail;
         PyTuple_SET_ITEM(objects, k, pair);
     }
-    out = Py_BuildValue("(NnNNNN)", top, (Py_ssize_t)c->n, ints, bools, floats, objects);
+    PyObject *bounds = PyTuple_New(FP_N_INTS);
+    if (!bounds) goto fail;
+    for (int k = 0; k < FP_N_INTS; k++) {
+        PyObject *pair = c->n ? Py_BuildValue("(LL)", (long long)c->lo[k], (long long)c->hi[k])
+                              : Py_BuildValue("(ii)", 0, -1);
+        if (!pair) { Py_DECREF(bounds); goto fail; }
+        PyTuple_SET_ITEM(bounds, k, pair);
+    }
+    out = Py_BuildValue("(NnNNNNN)", top, (Py_ssize_t)c->n, ints, bools, floats, objects, bounds);
     return out;
 fail:
     Py_XDECREF(top); Py_XDECREF(ints); Py_XDECREF(bools); Py_XDECREF(floats); Py_XDECREF(objects);
