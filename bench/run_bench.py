@@ -204,11 +204,13 @@ def warm_cache(target: Path) -> None:
                     pass
 
 
-def run_hangscope(target: Path, jobs: int, expected: list[int] | None) -> Run:
+def run_hangscope(target: Path, jobs: int, expected: list[int] | None,
+                  scheduler: str | None = None) -> Run:
     out_json = Path(os.environ.get("TMPDIR", "/tmp")) / f"hangscope-bench-{os.getpid()}.json"
     warm_cache(target)
+    where = ["--scheduler", scheduler] if scheduler else ["--jobs", str(jobs)]
     run = measure(hangscope_cmd() + ["analyze", str(target), "-q", "-f", "json", "-o", str(out_json),
-                                     "--jobs", str(jobs)])
+                                     *where])
     if run.status == "ok" and out_json.exists():
         doc = json.loads(out_json.read_text())
         run.extra = {"culprits": doc["culprit_ranks"], "entries": doc["entries"],
@@ -440,6 +442,37 @@ def machine() -> str:
             f"load average {load}")
 
 
+def run_on_dask(target: Path, expected: list[int], workers: int) -> tuple[Run | None, float, str]:
+    """``hangscope analyze --scheduler`` on a fresh ``LocalCluster`` of ``workers`` worker
+    processes (one thread each, loopback): (the run, the cluster's start-up seconds, why it
+    did not run)."""
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        return None, 0.0, "skipped: dask.distributed is not installed (pip install 'hangscope[dask]')"
+    t = time.perf_counter()
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, host="127.0.0.1") as cluster:
+        start = time.perf_counter() - t
+        run = run_hangscope(target, workers, expected, scheduler=cluster.scheduler_address)
+    return run, start, ""
+
+
+def dask_line(row: dict[str, Any], workers: int) -> str:
+    """The Dask run of ``row`` beside its default run, in one line."""
+    run, start, why = row["dask"]
+    if run is None:
+        return f"{row['ranks']:,} ranks through a Dask LocalCluster: {why}"
+    hs = row["hs"]
+    if run.status != "ok":
+        return f"{row['ranks']:,} ranks through a Dask LocalCluster: {run.status}: {run.stderr.strip()[-200:]}"
+    named = "named the injected culprit" if run.extra.get("culprit_ok") else "did NOT name the injected culprit"
+    return (f"{row['ranks']:,} ranks through a Dask LocalCluster of {workers} worker processes (1 thread "
+            f"each, on the same cores): {run.wall:.1f} s, client {run.peak_mb / 1024:.2f} GB, {named}; "
+            f"the default (in this process): {hs.wall:.1f} s, {hs.peak_mb / 1024:.2f} GB "
+            f"(Dask / default {run.wall / hs.wall:.2f}x; cluster start-up {start:.1f} s, not counted)")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -461,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--with-65k", action="store_true",
                     help=f"also {SIZE_65K:,} ranks, when 4x the 16k peak fits in the available memory")
     ap.add_argument("--no-store", action="store_true", help="skip the Parquet store re-open")
+    ap.add_argument("--no-dask", action="store_true",
+                    help="skip the run through a Dask LocalCluster (at --dask-at ranks)")
+    ap.add_argument("--dask-at", type=int, default=SIZE_16K,
+                    help=f"the job size also run through a Dask LocalCluster (default {SIZE_16K:,}, with --with-16k)")
+    ap.add_argument("--dask-workers", type=int, default=2, help="LocalCluster worker processes")
     ap.add_argument("--unpickle-floor", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -508,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 note(f"  export failed: {export.stderr.strip()[-300:]}")
         rows.append(row)
+        if ranks == args.dask_at and not args.no_dask:
+            note(f"{ranks} ranks: hangscope through a Dask LocalCluster")
+            row["dask"] = run_on_dask(jobdir, expected, args.dask_workers)
         if fr_pys and ranks <= args.fr_max_ranks:
             note(f"{ranks} ranks: fr_trace")
             row["frs"] = run_fr_traces(fr_pys, jobdir, args)
@@ -574,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  for the job (normalized tables, no dump parsing).")
     if fr_skip:
         print(f"fr_trace: {fr_skip}")
+    for r in rows:
+        if "dask" in r:
+            print(dask_line(r, args.dask_workers))
     print()
     print("targets:")
     tab = targets(rows, jobs, note_65k)
@@ -600,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
         if r.get("store_bytes"):
             print(f"store of {r['ranks']:,} ranks: {r['store_bytes'] / 2**20:,.1f} MB on disk")
     failed = [r for r in rows if r["hs"].status != "ok"]
+    failed += [r for r in rows if "dask" in r and r["dask"][0] is not None
+               and (r["dask"][0].status != "ok" or not r["dask"][0].extra.get("culprit_ok"))]
     return 1 if failed or wrong else 0
 
 

@@ -13,7 +13,7 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     run = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_bench.py"), "--sizes", "8", "--entries", "50",
-         "--no-fr-trace", "--cache", str(cache)],
+         "--no-fr-trace", "--cache", str(cache), "--dask-at", "8"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
@@ -27,6 +27,9 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     assert "ok (" in lines[header + 2], lines[header + 2]  # the injected culprit was named
     assert "culprit check FAILED" not in run.stdout
     assert "fr_trace: skipped (--no-fr-trace)" in run.stdout
+    # The same job through a Dask LocalCluster of 2 workers, beside the default.
+    dask = next(line for line in lines if line.startswith("8 ranks through a Dask LocalCluster"))
+    assert "of 2 worker processes" in dask and "named the injected culprit" in dask, dask
     # Which reader parsed the dumps (none declined by the compiled one, where it is built).
     from analyzer.fastreader import native_available
 
