@@ -141,6 +141,16 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
     while (pos < size) {
         size_t op_at = pos;
         uint8_t op = data[pos++];
+        /* BINGET is most of a dump's opcodes (every repeated key and shared value): first,
+         * out of the switch. Anything unusual about it falls through to the switch. */
+        if (op == 'h' && pos < size) {
+            size_t idx = data[pos];
+            if (idx < doc->memo_cap && doc->memo[idx] && sp < stack_cap) {
+                stack[sp++] = doc->memo[idx];
+                pos++;
+                continue;
+            }
+        }
         switch (op) {
         case 0x95: { /* FRAME: a length prefix, checked and otherwise ignored */
             NEED(8);
