@@ -4,9 +4,11 @@
 the columns of a :class:`~analyzer.reader.ParsedDump`, without a Python object per entry: it
 implements the opcodes a dump of plain data is made of (protocol 2 to 5, as PyTorch and
 Python write them) and nothing else, so no global, extension code, persistent id or buffer
-can even be expressed to it. Only the few distinct values of the object fields (names,
-sizes, dtypes, stacks) and the small top-level dicts become Python objects, and they go
-through the same functions as in :func:`analyzer.reader.parse_dump`.
+can even be expressed to it. The object fields (names, sizes, dtypes, stacks) come back as
+each entry's code into the distinct values, and each distinct value as its canonical bytes;
+a value not met before (in this process, under this config) is decoded and goes through the
+same functions as in :func:`analyzer.reader.parse_dump`, and what it reads as is remembered
+by those bytes. Only the small top-level dicts become Python objects on every file.
 
 :mod:`analyzer.reader` stays the reference. The compiled reader handles the well-formed
 dumps PyTorch writes (every field of the expected type) and *declines* anything else: an
