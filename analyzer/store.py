@@ -12,6 +12,7 @@ folders) as input and re-opens the incident without parsing the dumps again. Lay
     DIR/skipped.parquet        analyzer.schema.SKIPPED
     DIR/dumps.parquet          DUMPS: one row per parsed dump (its own vocabularies, pg_config...)
     DIR/parsed.parquet         PARSED: the parsed dumps' columns, as the reader returned them
+    DIR/members.json           the distinct member lists of the dumps' pg_config, once each
     DIR/inputs.json            the loader's notes: skipped, ignored and duplicate files
     DIR/contexts.json          captured context files (analyzer.capture), by rank
 
@@ -42,11 +43,18 @@ from analyzer.schema import Col
 from analyzer.tables import Tables
 
 MARKER = "hangscope-store.json"
-STORE_VERSION = "hangscope.store/2"
+STORE_VERSION = "hangscope.store/3"
+#: Parsed dumps with each pg_config's member lists inline (one copy per dump: the default
+#: group's lists the world, so a store of N ranks held N x N ranks): still read.
+INLINE_MEMBERS_VERSION = "hangscope.store/2"
+#: The formats that hold parsed dumps (mergeable, re-normalized when opened).
+PARSED_VERSIONS = (STORE_VERSION, INLINE_MEMBERS_VERSION)
 #: Stores of the first format hold the normalized tables only: re-opened alone, as they are.
 TABLES_ONLY_VERSION = "hangscope.store/1"
 INPUTS = "inputs.json"
 CONTEXTS = "contexts.json"
+#: The distinct member lists of every dump's pg_config, once each (format 3).
+MEMBERS = "members.json"
 _TABLES = {"entries": schema.ENTRIES, "groups": schema.GROUPS, "ranks": schema.RANKS,
            "status": schema.STATUS, "stacks": schema.STACKS, "skipped": schema.SKIPPED}
 
@@ -62,7 +70,7 @@ DUMPS: tuple[Col, ...] = (
     Col("suspect", "bool", "entries or values were dropped while parsing"),
     Col("fingerprint", "string", "hash of the dump's bytes, when the loader took one"),
     Col("warnings", "string", "JSON list: what the parse dropped"),
-    Col("pg_config", "string", "JSON object: group name -> [desc, member ranks or null]"),
+    Col("pg_config", "string", "JSON object: group name -> [desc, index into members.json or null]"),
     Col("pg_status", "string", "JSON object: pg_id -> [last enqueued, started, completed]"),
     Col("dropped_pg_ids", "string", "JSON object: pg_id -> group name of dropped entries"),
     Col("vocab", "string", "JSON object: string column -> the dump's distinct values"),
@@ -144,12 +152,33 @@ def ranges(ranks: list[int]) -> str:
     return ",".join(out)
 
 
+class _MemberLists:
+    """The distinct member lists of the dumps' pg_config, numbered in order of first use
+    (dumps share one tuple per distinct list: looked up by identity first)."""
+
+    def __init__(self) -> None:
+        self.lists: list[tuple[int, ...]] = []
+        self._by_id: dict[int, tuple[tuple[int, ...], int]] = {}
+        self._by_value: dict[tuple[int, ...], int] = {}
+
+    def index_of(self, members: tuple[int, ...]) -> int:
+        known = self._by_id.get(id(members))
+        if known is not None and known[0] is members:
+            return known[1]
+        index = self._by_value.setdefault(members, len(self.lists))
+        if index == len(self.lists):
+            self.lists.append(members)
+        self._by_id[id(members)] = (members, index)
+        return index
+
+
 def _write_parsed(loaded: Loaded, folder: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     dumps = loaded.dumps
     rows: dict[str, list[Any]] = defaultdict(list)
+    lists = _MemberLists()
     for i, d in enumerate(dumps):
         rows["dump"].append(i)
         rows["rank"].append(d.rank)
@@ -163,13 +192,14 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
         rows["fingerprint"].append(d.fingerprint)
         rows["warnings"].append(json.dumps(list(d.warnings)))
         rows["pg_config"].append(json.dumps(
-            {name: [desc, None if members is None else list(members)]
+            {name: [desc, None if members is None else lists.index_of(members)]
              for name, (desc, members) in d.pg_config.items()}))
         rows["pg_status"].append(json.dumps({str(k): list(v) for k, v in d.pg_status.items()}))
         rows["dropped_pg_ids"].append(json.dumps({str(k): v for k, v in d.dropped_pg_ids.items()}))
         rows["vocab"].append(json.dumps({f: list(d.vocab[f]) for f in STRING_FIELDS}))
         rows["stacks"].append(json.dumps([[list(frame) for frame in key] for key in d.stacks]))
     schema.frame(DUMPS, rows).to_parquet(folder / "dumps.parquet", index=False)
+    (folder / MEMBERS).write_text(json.dumps({"members": [list(m) for m in lists.lists]}) + "\n")
     counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
     columns: dict[str, np.ndarray] = {
         "dump": np.repeat(np.arange(len(dumps), dtype=np.int32), counts)}
@@ -212,7 +242,7 @@ def _read_meta(folder: Path) -> dict[str, Any]:
         meta = json.loads((folder / MARKER).read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{folder}: not a hangscope store ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") not in (STORE_VERSION, TABLES_ONLY_VERSION):
+    if not isinstance(meta, dict) or meta.get("format") not in (*PARSED_VERSIONS, TABLES_ONLY_VERSION):
         got = meta.get("format") if isinstance(meta, dict) else None
         raise InputError(f"{folder}: store format {got!r}, expected {STORE_VERSION!r}")
     return meta
@@ -220,7 +250,7 @@ def _read_meta(folder: Path) -> dict[str, Any]:
 
 def has_parsed_dumps(path: str | os.PathLike[str]) -> bool:
     """True for a store that holds its parsed dumps (mergeable, re-normalized when opened)."""
-    return _read_meta(Path(path)).get("format") == STORE_VERSION
+    return _read_meta(Path(path)).get("format") in PARSED_VERSIONS
 
 
 def store_inputs(inputs: list[str | os.PathLike[str]]) -> str:
@@ -270,8 +300,11 @@ def read_store(path: str | os.PathLike[str], *, world_size: int | None = None) -
 
 __all__ = [
     "DUMPS",
+    "INLINE_MEMBERS_VERSION",
     "MARKER",
+    "MEMBERS",
     "PARSED",
+    "PARSED_VERSIONS",
     "STORE_VERSION",
     "TABLES_ONLY_VERSION",
     "has_parsed_dumps",

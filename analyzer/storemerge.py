@@ -23,8 +23,11 @@ from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS
 from analyzer.store import (
     CONTEXTS,
     DUMPS,
+    INLINE_MEMBERS_VERSION,
     INPUTS,
+    MEMBERS,
     PARSED,
+    PARSED_VERSIONS,
     STORE_VERSION,
     TABLES_ONLY_VERSION,
     _read_meta,
@@ -69,7 +72,31 @@ def _check_codes(d: ParsedDump) -> None:
         raise ValueError("stack indexes outside the dump's stacks")
 
 
-def _read_dumps(folder: Path) -> list[ParsedDump]:
+def _member_lists(folder: Path, fmt: str) -> list[tuple[int, ...]] | None:
+    """The store's distinct member lists (format 3), each checked once; None for format 2,
+    whose pg_config holds its lists inline."""
+    if fmt == INLINE_MEMBERS_VERSION:
+        return None
+    try:
+        doc = json.loads((folder / MEMBERS).read_text())
+        return [_ints(m) for m in doc["members"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{folder}: cannot read {MEMBERS} ({type(exc).__name__}: {exc})") from None
+
+
+def _members_of(value: Any, lists: list[tuple[int, ...]] | None) -> tuple[int, ...] | None:
+    """A pg_config entry's members: an index into the store's lists (format 3) or the list
+    itself (format 2)."""
+    if value is None:
+        return None
+    if lists is None:
+        return _ints(value)
+    if type(value) is not int or not 0 <= value < len(lists):
+        raise ValueError("a member list index outside members.json")
+    return lists[value]
+
+
+def _read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
     import pyarrow.parquet as pq
 
     try:
@@ -79,7 +106,8 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
         raise InputError(f"{folder}: cannot read its parsed dumps ({exc})") from None
     if list(meta.columns) != [c.name for c in DUMPS] or table.column_names != [c.name for c in PARSED]:
         raise InputError(f"{folder}: dumps.parquet or parsed.parquet has other columns than "
-                         f"{STORE_VERSION} (written by another hangscope?)")
+                         f"{fmt} (written by another hangscope?)")
+    lists = _member_lists(folder, fmt)
     cols = {name: table.column(name).to_numpy() for name in table.column_names}
     counts = meta["n_entries"].to_numpy(dtype=np.int64)
     if int(counts.sum()) != table.num_rows:
@@ -98,7 +126,7 @@ def _read_dumps(folder: Path) -> list[ParsedDump]:
             lo, hi = int(starts[i]), int(starts[i + 1])
             if row.pg_config not in configs:
                 configs[row.pg_config] = {
-                    str(name): (str(desc), None if members is None else _ints(members))
+                    str(name): (str(desc), _members_of(members, lists))
                     for name, (desc, members) in json.loads(row.pg_config).items()}
             if row.stacks not in stack_lists:
                 stack_lists[row.stacks] = [tuple((str(n), str(fn), int(line)) for n, fn, line in key)
@@ -170,12 +198,21 @@ def _content_digest(d: ParsedDump) -> str:
 
 def _config_majority(dumps: list[ParsedDump]) -> dict[str, tuple[int, ...]]:
     """Per group name, the member list most of these dumps' pg_config give."""
-    votes: dict[str, dict[tuple[int, ...], int]] = defaultdict(lambda: defaultdict(int))
+    # Dumps share one tuple per distinct list: counted by identity, then merged by value
+    # (hashing a world-long tuple per dump would cost world size squared).
+    by_id: dict[str, dict[int, tuple[tuple[int, ...], int]]] = defaultdict(dict)
     for d in dumps:
         for name, (_, members) in d.pg_config.items():
             if name and members:
-                votes[name][members] += 1
-    return {name: max(v.items(), key=lambda kv: kv[1])[0] for name, v in votes.items()}
+                seen = by_id[name].get(id(members))
+                by_id[name][id(members)] = (members, (seen[1] if seen else 0) + 1)
+    out: dict[str, tuple[int, ...]] = {}
+    for name, counted in by_id.items():
+        votes: dict[tuple[int, ...], int] = defaultdict(int)
+        for members, n in counted.values():
+            votes[members] += n
+        out[name] = max(votes.items(), key=lambda kv: kv[1])[0]
+    return out
 
 
 #: Stores whose newest entries are further apart than this many timeouts (and than
@@ -245,7 +282,7 @@ def _one_job(folders: list[Path], metas: list[dict[str, Any]]) -> tuple[list[lis
     """Every store's parsed dumps, once they are shown to be of one job; and the
     ``--world-size`` they were exported with (None: not given)."""
     for folder, meta in zip(folders, metas):
-        if meta.get("format") != STORE_VERSION:
+        if meta.get("format") not in PARSED_VERSIONS:
             raise InputError(f"{folder}: a store of format {meta.get('format')!r} holds no parsed "
                              "dumps and cannot be merged with others: export it again")
     options = {int(m["world_option"]) for m in metas if m.get("world_option") is not None}
@@ -253,7 +290,7 @@ def _one_job(folders: list[Path], metas: list[dict[str, Any]]) -> tuple[list[lis
         given = ", ".join(f"{f} --world-size {m['world_option']}" for f, m in zip(folders, metas)
                           if m.get("world_option") is not None)
         raise InputError(f"stores of different jobs: exported with different world sizes ({given})")
-    per_store = [_read_dumps(f) for f in folders]
+    per_store = [_read_dumps(f, str(m["format"])) for f, m in zip(folders, metas)]
     majority: dict[str, tuple[Path, tuple[int, ...]]] = {}
     for folder, dumps in zip(folders, per_store):
         for name, members in _config_majority(dumps).items():

@@ -100,7 +100,7 @@ def test_a_shard_store_records_its_ranks_and_the_world_it_saw(tmp_path: Path) ->
     first, second = shards(job, 2, contiguous=True)
     store = export(first, tmp_path / "a")
     meta = json.loads((store / MARKER).read_text())
-    assert meta["format"] == "hangscope.store/2"
+    assert meta["format"] == "hangscope.store/3"
     assert meta["ranks"] == "0-3"
     alone = analyze(store)
     assert alone.tables.dumped_ranks == [0, 1, 2, 3]
@@ -252,3 +252,47 @@ def test_a_damaged_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (store / "dumps.parquet").write_bytes(b"not parquet")
     run = _cli("analyze", str(store))
     assert run.returncode == 2 and "cannot read its parsed dumps" in run.stderr
+
+
+def _as_format_2(store: Path) -> None:
+    """Rewrite a store as the previous format wrote it: member lists inline in every dump's
+    pg_config, no members.json."""
+    import pandas as pd
+
+    lists = json.loads((store / "members.json").read_text())["members"]
+    dumps = pd.read_parquet(store / "dumps.parquet")
+    dumps["pg_config"] = [json.dumps({name: [desc, None if i is None else lists[i]]
+                                      for name, (desc, i) in json.loads(text).items()})
+                          for text in dumps["pg_config"]]
+    dumps.to_parquet(store / "dumps.parquet", index=False)
+    (store / "members.json").unlink()
+    meta = json.loads((store / MARKER).read_text())
+    meta["format"] = "hangscope.store/2"
+    (store / MARKER).write_text(json.dumps(meta))
+
+
+def test_member_lists_are_stored_once_and_format_2_stores_still_open(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    simulate_job(job, tp=2, pp=2, dp=2, fault="stall", buffer_size=50, seed=3)
+    raw = analyze(job, jobs=1)
+    first, second = shards(job, 2, contiguous=True)
+    a, b = export(first, tmp_path / "a"), export(second, tmp_path / "b")
+    lists = json.loads((a / "members.json").read_text())["members"]
+    assert len(lists) == len({tuple(m) for m in lists})  # each distinct list once
+    assert list(range(8)) in lists  # the default group's
+    assert_same(analyze([a, b]), raw)
+    _as_format_2(a)
+    assert_same(analyze([a, b]), raw)  # an old store merges with a new one
+    assert_same(analyze(a), analyze(first, jobs=1))
+
+
+def test_a_damaged_member_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
+    (store / "members.json").write_text('{"members": [[0, "x"]]}')
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2, run.stderr
+    assert "cannot read members.json (ValueError: a member rank that is not an integer)" in run.stderr
+    (store / "members.json").write_text('{"members": []}')
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2 and "a member list index outside members.json" in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1

@@ -64,6 +64,7 @@ def simulate_job(
     batch_p2p: bool = False,
     op_mix: bool = False,
     dialect: str = "nccl",
+    write_ranks: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Simulate the job, write one dump per live rank into ``out_dir``, return EXPECTED.
 
@@ -87,7 +88,9 @@ def simulate_job(
     and sizes differ per rank by design), ``jobs`` (writer processes), ``dialect``
     (:data:`DIALECTS`: ``nccl2`` writes torch 2.15's hook form, :func:`to_hook_form`, as
     ``nccl2_trace_rank_<r>``, and only ranks with an op that never finished write a file,
-    as nccl2's abort callback does; a healthy job's dump is an on-demand one of every rank).
+    as nccl2's abort callback does; a healthy job's dump is an on-demand one of every rank),
+    ``write_ranks`` ((lo, hi): write only the dumps of ranks lo <= r < hi, one node's shard of
+    the job; EXPECTED.json still describes the whole job).
     """
     _check(dialect, fault, fmt, buffer_size)
     out_dir = Path(out_dir)
@@ -100,7 +103,7 @@ def simulate_job(
                fault=fault, fault_rank=fault_rank, microbatches=M, timing=timing, fmt=fmt,
                buffer_size=buffer_size, with_frames=with_frames, seed=seed, jobs=jobs,
                entries_per_rank=entries_per_rank, inflight=max(2, inflight),
-               timeout_ms=timeout_ms, dialect=dialect)
+               timeout_ms=timeout_ms, dialect=dialect, write_ranks=write_ranks)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small objects, no cycles: the collector would only rescan them
     try:
@@ -159,6 +162,7 @@ class _Run:
     inflight: int
     timeout_ms: int
     dialect: str
+    write_ranks: tuple[int, int] | None = None
 
 
 def _stuck_keys(topo: Topology, progs_f: list[list[Op]], plan: FaultPlan) -> set:
@@ -240,7 +244,8 @@ def _simulate(run: _Run) -> dict[str, Any]:
         with_frames=run.with_frames and run.fmt == "pickle", seed=seed, dump_times=dump_times,
         timeout_ms=run.timeout_ms, period=period, t0=t0, out_dir=run.out_dir, fmt=run.fmt,
     )
-    _write(job, live, run.jobs)
+    shard = run.write_ranks
+    _write(job, live if shard is None else [r for r in live if shard[0] <= r < shard[1]], run.jobs)
     details: dict[str, Any] = {"iterations": iterations + 1, "microbatches": run.microbatches}
     details.update(_target_details(run, plan, fault_rank, iterations))
     expected = {
@@ -332,14 +337,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dialect", default="nccl", choices=DIALECTS,
                     help="nccl (legacy recorder), nccl2 (torch 2.15 hook form) or mixed")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--write-ranks", metavar="LO:HI", default=None,
+                    help="write only the dumps of ranks LO <= r < HI (one node's shard of the job)")
     args = ap.parse_args(argv)
+    shard = None
+    if args.write_ranks:
+        lo, _, hi = args.write_ranks.partition(":")
+        shard = (int(lo), int(hi))
     t = time.perf_counter()
     expected = simulate_job(
         args.out, tp=args.tp, pp=args.pp, dp=args.dp, fault=args.fault, fault_rank=args.rank,
         timing=args.timing, fmt="json" if args.json else "pickle", buffer_size=args.buffer_size,
         with_frames=not args.no_frames, seed=args.seed, jobs=args.jobs,
         entries_per_rank=args.entries_per_rank, microbatches=args.microbatches,
-        batch_p2p=args.batch_p2p, op_mix=args.op_mix, dialect=args.dialect,
+        batch_p2p=args.batch_p2p, op_mix=args.op_mix, dialect=args.dialect, write_ranks=shard,
     )
     elapsed = time.perf_counter() - t
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
