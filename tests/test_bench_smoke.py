@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,19 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     (job,) = [p for p in cache.iterdir() if not p.name.endswith(".store")]
     assert job.name == "r8-tp2-pp2-dp2-e50-stall-seed0-frames"
     assert (job / "EXPECTED.json").is_file()
+
+
+def test_a_job_simulated_and_exported_shard_by_shard_merges_and_names_the_culprit(tmp_path: Path) -> None:
+    # The route of the 65,536-rank run: each shard's dumps simulated alone, exported, deleted.
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run_bench import ensure_shard_stores, run_hangscope
+
+    stores, expected = ensure_shard_stores(tmp_path, 16, 50, seed=1, jobs=1, shards=2)
+    assert [p.name for p in sorted(tmp_path.iterdir())] == sorted(
+        [s.name for s in stores] + ["r16-tp2-pp2-dp4-e50-stall-seed1-frames.EXPECTED.json"])
+    assert json.loads((stores[1] / "hangscope-store.json").read_text())["ranks"] == "8-15"
+    run = run_hangscope(stores, 1, expected)
+    assert run.status == "ok" and run.extra["culprit_ok"], (run.stderr, run.extra)
+    assert run.extra["entries"] == 16 * 50
+    again, _ = ensure_shard_stores(tmp_path, 16, 50, seed=1, jobs=1, shards=2)  # cached
+    assert again == stores
