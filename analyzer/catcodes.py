@@ -32,8 +32,15 @@ def in_labels(values: pd.Series, labels: Iterable[str], rows: np.ndarray | None 
     """``values.isin(labels)`` (at ``rows``) as a boolean array, decided once per category:
     a missing value is in no list."""
     cats = values.cat.categories
-    per_category = np.append(np.asarray(cats.isin(list(labels)), dtype=bool), False)
+    hits = np.flatnonzero(np.asarray(cats.isin(list(labels)), dtype=bool))
     codes = codes_at(values, rows)
+    if len(hits) <= 4:  # a comparison per category asked for, no gather
+        out = np.zeros(len(codes), dtype=bool)
+        for c in hits.tolist():
+            out |= codes == c
+        return out
+    per_category = np.zeros(len(cats) + 1, dtype=bool)
+    per_category[hits] = True
     return per_category[np.where(codes < 0, len(cats), codes)]
 
 

@@ -221,7 +221,7 @@ def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
         out[r] = _from_content(backend, facts.get(r, {}))
     seen = _backends_seen(e["backend"]) if len(e) else frozenset()
     return Dialects(by_rank=out, backends=seen,
-                    unrecorded_groups=unrecorded_groups(tables, out, held))
+                    unrecorded_groups=unrecorded_groups(tables, out, held, keys))
 
 
 __all__ = [

@@ -21,16 +21,34 @@ _EMPTY = ("[]", "", "None")
 
 
 def _ranks_where(rank: np.ndarray, mask: np.ndarray) -> list[int]:
-    """The ranks of the rows in ``mask``, without sorting every row (a bincount)."""
+    """The ranks of the rows in ``mask``, without sorting every row (a bincount; where the
+    rows come rank after rank, as normalize writes them, one reduction per rank block)."""
+    if len(rank) > 1 and bool((rank[1:] >= rank[:-1]).all()):
+        starts = np.flatnonzero(rank[1:] != rank[:-1]) + 1
+        starts = np.concatenate([[0], starts])
+        return rank[starts[np.logical_or.reduceat(mask, starts)]].astype(np.int64).tolist()
     rk = rank[mask]
     if not len(rk):
         return []
     return np.flatnonzero(np.bincount(rk.astype(np.int64))).tolist()
 
 
-def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray) -> list[tuple[int, str]]:
+def _single_backend(e: pd.DataFrame) -> str | None:
+    """The one backend every row carries, or None (several, or a row without one)."""
+    backend = e["backend"]
+    if len(backend.cat.categories) != 1 or not len(e):
+        return None
+    return str(backend.cat.categories[0]) if int(backend.cat.codes.min()) >= 0 else None
+
+
+def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray, present: np.ndarray | None = None,
+                   ) -> list[tuple[int, str]]:
     """(key code, backend) of every pair the rows carry: one bincount over (key, backend)
-    codes, no sort of the rows."""
+    codes, no sort of the rows. ``present``: the distinct key codes (>= 0) of the rows, when
+    known; with a single backend they are the answer."""
+    single = _single_backend(e) if present is not None else None
+    if single is not None and present is not None:
+        return [(int(k), single) for k in present.tolist()]
     backend = e["backend"]
     b_codes = backend.cat.codes.to_numpy().astype(np.int64)
     nb = max(1, len(backend.cat.categories))
@@ -44,19 +62,27 @@ def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray) -> list[tuple[int, str]
     return out
 
 
-def rank_backends(e: pd.DataFrame) -> dict[int, set[str]]:
+def rank_backends(e: pd.DataFrame, keys: EntryKeys | None = None) -> dict[int, set[str]]:
     """For each rank: the backends its rows carry (its loaded buffers)."""
+    present = None
+    if keys is not None:
+        ranks = np.unique(keys.member.minor)
+        present = ranks[ranks >= 0]
     out: dict[int, set[str]] = {}
-    for k, b in _backend_pairs(e, e["rank"].to_numpy().astype(np.int64)):
+    for k, b in _backend_pairs(e, e["rank"].to_numpy().astype(np.int64), present):
         out.setdefault(k, set()).add(b)
     return out
 
 
-def group_backends(e: pd.DataFrame) -> dict[str, set[str]]:
+def group_backends(e: pd.DataFrame, keys: EntryKeys | None = None) -> dict[str, set[str]]:
     """For each group (the categorical ``pg_name``): the backends its rows carry."""
     labels = [str(c) for c in e["pg_name"].cat.categories]
+    present = None
+    if keys is not None:
+        codes = np.unique(keys.member.major)
+        present = codes[codes < keys.named]
     out: dict[str, set[str]] = {}
-    for k, b in _backend_pairs(e, e["pg_name"].cat.codes.to_numpy().astype(np.int64)):
+    for k, b in _backend_pairs(e, e["pg_name"].cat.codes.to_numpy().astype(np.int64), present):
         out.setdefault(labels[k], set()).add(b)
     return out
 
@@ -91,16 +117,17 @@ def rank_facts(tables: Tables, ranks: list[int], keys: EntryKeys | None = None,
     facts: dict[int, dict[str, Any]] = {r: {} for r in ranks}
     if not len(e):
         return facts, None
+    keys = keys if keys is not None else entry_keys(e)
     rank = e["rank"].to_numpy()
     for r in _ranks_where(rank, in_labels(e["state"], ["completed", "started"])):
         facts.setdefault(int(r), {})["completed"] = True
     for r in _ranks_where(rank, ~e["retired"].to_numpy(bool)):
         facts.setdefault(int(r), {})["open"] = True
     _p2p_shapes(e, facts)
-    held = rank_backends(e)
+    held = rank_backends(e, keys)
     for r, bs in held.items():
         facts.setdefault(int(r), {})["buffers"] = set(bs)
-    for r, vote in _counter_votes(tables, keys if keys is not None else entry_keys(e)).items():
+    for r, vote in _counter_votes(tables, keys).items():
         facts.setdefault(r, {})["counter"] = vote
     return facts, held
 
@@ -150,7 +177,8 @@ def _per_backend_buffer(backend: str) -> bool:
 
 
 def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
-                      held: dict[int, set[str]] | None = None) -> dict[str, dict[str, Any]]:
+                      held: dict[int, set[str]] | None = None,
+                      keys: EntryKeys | None = None) -> dict[str, dict[str, Any]]:
     """Groups some evidence names but no loaded dump recorded, per group: the backend its
     entries carry elsewhere, the members whose dumps hold no buffer of that backend, and the
     evidence. A backend keeps one buffer per process and a file holds one buffer, so a
@@ -168,7 +196,7 @@ def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
         status_ranks.setdefault(g, set()).add(int(r))
     dumped = set(tables.dumped_ranks)
     members = tables.members()
-    for g, backends in group_backends(e).items():
+    for g, backends in group_backends(e, keys).items():
         # Only hook-recorded backends keep a buffer per backend name in one process.
         if not any(_per_backend_buffer(b) for b in backends):
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyzer.groupkeys import Pairs, first_of, group_ids, pairs
+from analyzer.groupkeys import Pairs, as_int64, first_of, group_ids, pairs
 
 __all__ = ["EntryKeys", "entry_keys"]
 
@@ -44,6 +44,10 @@ class EntryKeys:
     """Per member id: its oldest collective seq (-1: no collective)."""
     coll_hi: np.ndarray
     """Per member id: its newest collective seq (-1: no collective)."""
+    c_member: np.ndarray
+    """Member id of each collective row."""
+    c_seq: np.ndarray
+    """Sequence number of each collective row."""
     named: int
     """Number of group categories: a member whose major code is this one has no group name."""
 
@@ -76,7 +80,8 @@ def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.
         span = np.where(present, hi - lo + 1, 0)
         total = int(span.sum())
         if total <= _SPAN_FACTOR * n + 1024:
-            raw = (np.cumsum(span) - span)[mid] + (seq - lo[mid])
+            raw = (np.cumsum(span) - span - lo)[mid]  # each member's offset, less its lowest
+            raw += seq
             used = np.zeros(total, dtype=bool)
             used[raw] = True
             if int(np.count_nonzero(used)) == n:
@@ -97,11 +102,9 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     code = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
     if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
         code = np.where(code < 0, named, code)
-    rank = entries["rank"].to_numpy()
-    member = pairs(code, rank)
+    member = pairs(code, entries["rank"].to_numpy())
     coll = np.flatnonzero(~entries["is_p2p"].to_numpy(bool))
-    seq = entries["seq"].to_numpy().astype(np.int64, copy=False)
-    c_seq = seq[coll]
+    c_seq = as_int64(entries["seq"].to_numpy()[coll])
     cid, n_cid = group_ids(code[coll], c_seq)
     c_mid = member.ids[coll]
     lo = np.full(member.n, _BIG, dtype=np.int64)
@@ -110,8 +113,9 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     np.maximum.at(hi, c_mid, c_seq)
     keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
     none = lo > hi
-    record = entries["record_id"].to_numpy().astype(np.int64, copy=False)
+    record = as_int64(entries["record_id"].to_numpy())
     return EntryKeys(code=code, member=member, coll=coll, cid=cid, n_cid=n_cid,
                      first=first_of(cid, n_cid), keep=keep,
                      last_row=_newest_rows(member.ids, member.n, record),
-                     coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi), named=named)
+                     coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi),
+                     c_member=c_mid, c_seq=c_seq, named=named)

@@ -21,7 +21,6 @@ reduction over all rows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,11 +196,6 @@ def stale_completers(progress: pd.DataFrame, observed: frozenset[int] | None = N
     return laggers
 
 
-#: From this many entries on, the send/recv matching runs in a second thread beside the
-#: collectives' (both spend most of their time in numpy and pyarrow, which release the GIL).
-THREAD_MIN_ENTRIES = 1_000_000
-
-
 def _p2p_tables(tables: Tables, dialects: Dialects) -> tuple[pd.DataFrame, pd.DataFrame]:
     p2p = match_p2p(tables, dialects)
     return (schema.conform(p2p, schema.P2P, "p2p"),
@@ -211,32 +205,26 @@ def _p2p_tables(tables: Tables, dialects: Dialects) -> tuple[pd.DataFrame, pd.Da
 def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matching:
     """Match every collective and send/recv across ranks.
 
-    On large jobs the send/recv side (:func:`match_p2p`) runs in a second thread while the
-    collectives are matched; both read the same entries and write nothing shared."""
+    The entries' integer keys (:func:`entry_keys`) serve the collectives' side and are let
+    go before the send/recv table, the largest result, is built in the memory they held."""
     entries = tables.entries
     keys = entry_keys(entries)
     dialects = read_dialects(tables, keys)
-    pool = ThreadPoolExecutor(max_workers=1) if len(entries) >= THREAD_MIN_ENTRIES else None
-    try:
-        p2p_side = pool.submit(_p2p_tables, tables, dialects) if pool is not None else None
-        progress = member_progress(tables, keys, dialects)
-        # monitored_barrier is send/recv only where the backend records none of them and
-        # counts op_ids (gloo): there its sequence gaps are no unrecorded work.
-        members = tables.members()
-        unseen_p2p = _groups_without_p2p_records(members, dialects)
-        barrier_gaps = monitored_barrier_gaps(entries, members, unseen_p2p) if unseen_p2p else {}
-        if barrier_gaps:
-            progress = _discount_monitored_barriers(progress, entries, members, barrier_gaps)
-        progress = schema.conform(progress, schema.PROGRESS, "progress")
-        collectives = schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
-                                     "collectives")
-        mismatches = schema.conform(collective_mismatches(entries, keys.coll, keys.cid, keys.first),
-                                    schema.MISMATCHES, "mismatches")
-        del keys
-        p2p, p2p_mm = p2p_side.result() if p2p_side is not None else _p2p_tables(tables, dialects)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    progress = member_progress(tables, keys, dialects)
+    # monitored_barrier is send/recv only where the backend records none of them and counts
+    # op_ids (gloo): there its sequence gaps are no unrecorded work.
+    members = tables.members()
+    unseen_p2p = _groups_without_p2p_records(members, dialects)
+    barrier_gaps = monitored_barrier_gaps(entries, members, unseen_p2p) if unseen_p2p else {}
+    if barrier_gaps:
+        progress = _discount_monitored_barriers(progress, entries, members, barrier_gaps)
+    progress = schema.conform(progress, schema.PROGRESS, "progress")
+    collectives = schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
+                                 "collectives")
+    mismatches = schema.conform(collective_mismatches(entries, keys.coll, keys.cid, keys.first),
+                                schema.MISMATCHES, "mismatches")
+    del keys
+    p2p, p2p_mm = _p2p_tables(tables, dialects)
     return Matching(
         progress=progress, collectives=collectives, mismatches=mismatches, p2p=p2p,
         p2p_mismatches=p2p_mm, dialects=dialects,
@@ -304,7 +292,7 @@ def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -
     open_rows = np.flatnonzero(codes != cats.index("completed")) if "completed" in cats else np.arange(len(e))
     if not len(open_rows):
         return {}
-    rank = e["rank"].to_numpy().astype(np.int64)[open_rows]
+    rank = e["rank"].to_numpy()[open_rows].astype(np.int64)
     record = e["record_id"].to_numpy()[open_rows]
     width = int(rank.max()) + 1
     oldest = reduce_min(rank, width, record)

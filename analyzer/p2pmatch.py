@@ -86,7 +86,7 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     rows = np.flatnonzero(mask)
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in P2P_COLUMNS})
-    index = e.index[rows]
+    index = pd.RangeIndex(len(rows))
     rank = e["rank"].to_numpy()[rows]
     peer = e["peer"].to_numpy()[rows]
     is_send = op_codes[rows] == send

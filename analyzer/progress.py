@@ -50,12 +50,12 @@ class _MemberFacts:
 
 def _member_facts(entries: pd.DataFrame, k: EntryKeys) -> _MemberFacts:
     m = k.member
-    seq = entries["seq"].to_numpy()
-    completed = k.coll[codes_at(entries["state"], k.coll) == code_of(entries["state"], "completed")]
+    completed = codes_at(entries["state"], k.coll) == code_of(entries["state"], "completed")
     return _MemberFacts(
-        hi=reduce_max(m.ids, m.n, seq), op_hi=reduce_max(m.ids, m.n, entries["op_id"].to_numpy()),
+        hi=reduce_max(m.ids, m.n, entries["seq"].to_numpy()),
+        op_hi=reduce_max(m.ids, m.n, entries["op_id"].to_numpy()),
         coll_lo=k.coll_lo, coll_hi=k.coll_hi,
-        completed_hi=reduce_max(m.ids[completed], m.n, seq[completed]),
+        completed_hi=reduce_max(k.c_member[completed], m.n, k.c_seq[completed]),
         last_is_p2p=entries["is_p2p"].to_numpy(bool)[k.last_row])
 
 

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
+from analyzer.catcodes import code_of, codes_at
 from analyzer.kinds import PeerState, WaitKind
 from analyzer.matching import Matching
 from analyzer.tables import Tables
@@ -117,7 +119,9 @@ def _pending_heads(tables: Tables, matching: Matching, heads: dict[int, tuple[bo
                    ) -> tuple[list[_Pending], list[_PendingP2P]]:
     """Unfinished collectives and paired send/recv that are their rank's earliest open op."""
     e = tables.entries
-    pend = e.loc[(e["state"] != "completed") & ~e["is_p2p"], ["rank", "pg_name", "pg_desc", "seq", "op"]]
+    state = e["state"]
+    open_coll = np.flatnonzero((codes_at(state) != code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool))
+    pend = e[["rank", "pg_name", "pg_desc", "seq", "op"]].iloc[open_coll]
     pend = pend.drop_duplicates(["rank", "pg_name", "seq"])
     pend_rows = [(int(r), str(gn), str(d), int(q), str(op)) for r, gn, d, q, op in zip(
         pend["rank"].tolist(), pend["pg_name"], pend["pg_desc"], pend["seq"].tolist(), pend["op"])
