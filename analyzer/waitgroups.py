@@ -87,8 +87,14 @@ def _completed_ranks(tables: Tables, levels: set[tuple[str, int]]) -> dict[tuple
     seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
     state = e["state"]
     seq = e["seq"].to_numpy()
-    rows = np.flatnonzero(np.isin(seq, seqs) & (codes_at(state) == code_of(state, "completed"))
-                          & ~e["is_p2p"].to_numpy(bool))
+    if len(seqs) <= 8:  # a comparison per seq asked for
+        at_seq = np.zeros(len(seq), dtype=bool)
+        for n in seqs.tolist():
+            at_seq |= seq == n
+    else:
+        at_seq = np.isin(seq, seqs)
+    rows = np.flatnonzero(at_seq)
+    rows = rows[(codes_at(state, rows) == code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)[rows]]
     seq = seq[rows]
     # Only the rows of a (group, seq) asked for, by group code: text for those alone.
     cats = e["pg_name"].cat.categories
