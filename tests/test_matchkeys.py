@@ -1,4 +1,4 @@
-"""The code-level helpers of the matching agree with the pandas definitions they replace:
+"""The code-level functions of the matching agree with the pandas definitions they replace:
 category tests and text by codes, the entry keys, per-rank reductions, and the waits'
 pending collectives, also on entries in shuffled order."""
 
