@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer.dialect_facts import rank_facts, unrecorded_groups
+from analyzer.entrykeys import EntryKeys
 from analyzer.prefixes import (
     EVERY_RANK,
     HOOK,
@@ -186,14 +187,25 @@ def _from_content(backend: str, f: dict[str, Any]) -> Dialect:
     return replace(d, evidence=tuple(why))
 
 
-def read_dialects(tables: Tables) -> Dialects:
+def _backends_seen(backend: pd.Series) -> frozenset[str]:
+    """``{str(b) for b in backend.unique()}`` from the codes: the categories some row has,
+    and ``nan`` when a row has none."""
+    codes = backend.cat.codes.to_numpy().astype(np.int64) + 1
+    present = np.bincount(codes, minlength=len(backend.cat.categories) + 1) > 0
+    cats = backend.cat.categories
+    seen = {str(cats[i]) for i in np.flatnonzero(present[1:]).tolist()}
+    return frozenset(seen | ({str(np.nan)} if present[0] else set()))
+
+
+def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
     """Each dumped rank's dialect: the prefix default of its backend, confirmed or overridden
-    by its entries (states, send/recv shapes) and its counters against its op ids."""
+    by its entries (states, send/recv shapes) and its counters against its op ids. ``keys``
+    are the entries' integer keys when the caller has them."""
     ranks = tables.ranks[tables.ranks["dumped"]]
     e = tables.entries
     backend_of = {int(r): str(b) for r, b in zip(ranks["rank"], ranks["backend"])}
     # Per rank: states, shapes of send/recv, and per group the last entry against pg_status.
-    facts, held = rank_facts(tables, list(backend_of))
+    facts, held = rank_facts(tables, list(backend_of), keys)
     majority = ""
     if any(backend_of.values()):
         counts = ranks[ranks["backend"] != ""]["backend"].value_counts()
@@ -207,9 +219,9 @@ def read_dialects(tables: Tables) -> Dialects:
                 f"no entries: read as the job's majority backend {majority or 'unknown'}",))
             continue
         out[r] = _from_content(backend, facts.get(r, {}))
-    seen = frozenset(str(b) for b in e["backend"].unique()) if len(e) else frozenset()
+    seen = _backends_seen(e["backend"]) if len(e) else frozenset()
     return Dialects(by_rank=out, backends=seen,
-                    unrecorded_groups=unrecorded_groups(tables, out, held))
+                    unrecorded_groups=unrecorded_groups(tables, out, held, keys))
 
 
 __all__ = [

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analyzer.catcodes import code_of, codes_at, in_labels
+from analyzer.entrykeys import EntryKeys, entry_keys
 from analyzer.prefixes import Dialect, default_for
 from analyzer.tables import Tables
 
@@ -18,17 +20,35 @@ __all__ = ["group_backends", "rank_backends", "rank_facts", "unrecorded_groups"]
 _EMPTY = ("[]", "", "None")
 
 
-def _ranks_where(e: pd.DataFrame, mask: np.ndarray) -> list[int]:
-    """The ranks of the rows in ``mask``, without sorting every row (a bincount)."""
-    rk = e["rank"].to_numpy()[mask]
+def _ranks_where(rank: np.ndarray, mask: np.ndarray) -> list[int]:
+    """The ranks of the rows in ``mask``, without sorting every row (a bincount; where the
+    rows come rank after rank, as normalize writes them, one reduction per rank block)."""
+    if len(rank) > 1 and bool((rank[1:] >= rank[:-1]).all()):
+        starts = np.flatnonzero(rank[1:] != rank[:-1]) + 1
+        starts = np.concatenate([[0], starts])
+        return rank[starts[np.logical_or.reduceat(mask, starts)]].astype(np.int64).tolist()
+    rk = rank[mask]
     if not len(rk):
         return []
     return np.flatnonzero(np.bincount(rk.astype(np.int64))).tolist()
 
 
-def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray) -> list[tuple[int, str]]:
+def _single_backend(e: pd.DataFrame) -> str | None:
+    """The one backend every row carries, or None (several, or a row without one)."""
+    backend = e["backend"]
+    if len(backend.cat.categories) != 1 or not len(e):
+        return None
+    return str(backend.cat.categories[0]) if int(backend.cat.codes.min()) >= 0 else None
+
+
+def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray, present: np.ndarray | None = None,
+                   ) -> list[tuple[int, str]]:
     """(key code, backend) of every pair the rows carry: one bincount over (key, backend)
-    codes, no sort of the rows."""
+    codes, no sort of the rows. ``present``: the distinct key codes (>= 0) of the rows, when
+    known; with a single backend they are the answer."""
+    single = _single_backend(e) if present is not None else None
+    if single is not None and present is not None:
+        return [(int(k), single) for k in present.tolist()]
     backend = e["backend"]
     b_codes = backend.cat.codes.to_numpy().astype(np.int64)
     nb = max(1, len(backend.cat.categories))
@@ -42,19 +62,27 @@ def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray) -> list[tuple[int, str]
     return out
 
 
-def rank_backends(e: pd.DataFrame) -> dict[int, set[str]]:
+def rank_backends(e: pd.DataFrame, keys: EntryKeys | None = None) -> dict[int, set[str]]:
     """For each rank: the backends its rows carry (its loaded buffers)."""
+    present = None
+    if keys is not None:
+        ranks = np.unique(keys.member.minor)
+        present = ranks[ranks >= 0]
     out: dict[int, set[str]] = {}
-    for k, b in _backend_pairs(e, e["rank"].to_numpy().astype(np.int64)):
+    for k, b in _backend_pairs(e, e["rank"].to_numpy().astype(np.int64), present):
         out.setdefault(k, set()).add(b)
     return out
 
 
-def group_backends(e: pd.DataFrame) -> dict[str, set[str]]:
+def group_backends(e: pd.DataFrame, keys: EntryKeys | None = None) -> dict[str, set[str]]:
     """For each group (the categorical ``pg_name``): the backends its rows carry."""
     labels = [str(c) for c in e["pg_name"].cat.categories]
+    present = None
+    if keys is not None:
+        codes = np.unique(keys.member.major)
+        present = codes[codes < keys.named]
     out: dict[str, set[str]] = {}
-    for k, b in _backend_pairs(e, e["pg_name"].cat.codes.to_numpy().astype(np.int64)):
+    for k, b in _backend_pairs(e, e["pg_name"].cat.codes.to_numpy().astype(np.int64), present):
         out.setdefault(labels[k], set()).add(b)
     return out
 
@@ -62,72 +90,83 @@ def group_backends(e: pd.DataFrame) -> dict[str, set[str]]:
 def _p2p_shapes(e: pd.DataFrame, facts: dict[int, dict[str, Any]]) -> None:
     """Which ranks' send/recv entries are one-sided (a send with only inputs, a recv with
     only outputs) and which carry both sides."""
-    p = e.loc[e["is_p2p"].to_numpy(bool), ["rank", "op", "input_sizes", "output_sizes"]]
-    if not len(p):
+    rows = np.flatnonzero(e["is_p2p"].to_numpy(bool))
+    if not len(rows):
         return
-    send = (p["op"] == "send").to_numpy()
-    recv = (p["op"] == "recv").to_numpy()
-    inp_empty = p["input_sizes"].isin(_EMPTY).to_numpy()
-    out_empty = p["output_sizes"].isin(_EMPTY).to_numpy()
+    op = codes_at(e["op"], rows)
+    send = op == code_of(e["op"], "send")
+    recv = op == code_of(e["op"], "recv")
+    inp_empty = in_labels(e["input_sizes"], _EMPTY, rows)
+    out_empty = in_labels(e["output_sizes"], _EMPTY, rows)
     one = (send & ~inp_empty & out_empty) | (recv & inp_empty & ~out_empty)
     two = ~inp_empty & ~out_empty
-    rk = p["rank"].to_numpy()
-    for r in np.unique(rk[one]):
+    rk = e["rank"].to_numpy()[rows]
+    for r in _ranks_where(rk, one):
         facts.setdefault(int(r), {})["one_sided"] = True
-    for r in np.unique(rk[two]):
+    for r in _ranks_where(rk, two):
         facts.setdefault(int(r), {})["two_sided"] = True
 
 
-def rank_facts(tables: Tables, ranks: list[int]) -> tuple[dict[int, dict[str, Any]],
-                                                          dict[int, set[str]] | None]:
+def rank_facts(tables: Tables, ranks: list[int], keys: EntryKeys | None = None,
+               ) -> tuple[dict[int, dict[str, Any]], dict[int, set[str]] | None]:
     """Per rank: whether entries completed (``completed``), are still open (``open``), are
     one- or two-sided send/recv, which buffers it holds (``buffers``) and what its pg_status
-    counters count (``counter``); and the backends of each rank (None without entries)."""
+    counters count (``counter``); and the backends of each rank (None without entries).
+    ``keys`` are the entries' integer keys when the caller has them."""
     e = tables.entries
     facts: dict[int, dict[str, Any]] = {r: {} for r in ranks}
     if not len(e):
         return facts, None
-    state = e["state"]
-    for r in _ranks_where(e, state.isin(["completed", "started"]).to_numpy()):
+    keys = keys if keys is not None else entry_keys(e)
+    rank = e["rank"].to_numpy()
+    for r in _ranks_where(rank, in_labels(e["state"], ["completed", "started"])):
         facts.setdefault(int(r), {})["completed"] = True
-    for r in _ranks_where(e, ~e["retired"].to_numpy(bool)):
+    for r in _ranks_where(rank, ~e["retired"].to_numpy(bool)):
         facts.setdefault(int(r), {})["open"] = True
     _p2p_shapes(e, facts)
-    held = rank_backends(e)
-    for rank, bs in held.items():
-        facts.setdefault(int(rank), {})["buffers"] = set(bs)
-    for rank, vote in _counter_votes(tables).items():
-        facts.setdefault(rank, {})["counter"] = vote
+    held = rank_backends(e, keys)
+    for r, bs in held.items():
+        facts.setdefault(int(r), {})["buffers"] = set(bs)
+    for r, vote in _counter_votes(tables, keys).items():
+        facts.setdefault(r, {})["counter"] = vote
     return facts, held
 
 
-def _counter_votes(tables: Tables) -> dict[int, str]:
+def _counter_votes(tables: Tables, k: EntryKeys) -> dict[int, str]:
     """Per rank, what its pg_status counters count, where its entries tell: ``op_id`` when
     every telling group's counter equals its last entry's op_id, ``seq`` when it equals its
-    sequence number (p2p sequence number after a send/recv); nothing when they agree."""
+    sequence number (p2p sequence number after a send/recv); nothing when they agree.
+
+    Each (group, rank)'s last entry is its newest (:attr:`EntryKeys.last_row`), read only
+    for the members a pg_status counter names."""
     e = tables.entries
     st = tables.status[tables.status["pg_name"] != ""]
     if e.empty or st.empty:
         return {}
-    last = e.loc[e.groupby(["rank", "pg_name"], observed=True)["record_id"].idxmax(),
-                 ["rank", "pg_name", "seq", "p2p_seq", "op_id", "is_p2p"]]
-    last = last.assign(pg_name=last["pg_name"].astype(str))
     st = st.drop_duplicates(["pg_name", "rank"], keep="last")
-    m = last.merge(st[["rank", "pg_name", "last_enqueued"]], on=["rank", "pg_name"])
-    if m.empty:
+    code = e["pg_name"].cat.categories.get_indexer(pd.Index(st["pg_name"].to_numpy(dtype=object), dtype=object))
+    s_rank = st["rank"].to_numpy(np.int64)
+    pair = np.where(code >= 0, k.member.find(np.maximum(code, 0), s_rank), -1)
+    found = pair >= 0
+    if not found.any():
         return {}
-    seq_val = np.where(m["is_p2p"].to_numpy(bool), m["p2p_seq"].to_numpy(), m["seq"].to_numpy())
-    c = m["last_enqueued"].to_numpy()
-    is_op = (c == m["op_id"].to_numpy()) & (c != seq_val)
-    is_seq = (c == seq_val) & (c != m["op_id"].to_numpy())
+    rows = k.last_row[pair[found]]
+    is_p2p = e["is_p2p"].to_numpy(bool)[rows]
+    seq_val = np.where(is_p2p, e["p2p_seq"].to_numpy()[rows], e["seq"].to_numpy()[rows])
+    op_id = e["op_id"].to_numpy()[rows]
+    c = st["last_enqueued"].to_numpy()[found]
+    is_op = (c == op_id) & (c != seq_val)
+    is_seq = (c == seq_val) & (c != op_id)
+    r = s_rank[found]
+    width = int(r.max()) + 1
+    n_op = np.bincount(r, weights=is_op, minlength=width)
+    n_seq = np.bincount(r, weights=is_seq, minlength=width)
     votes: dict[int, str] = {}
-    frame = pd.DataFrame({"rank": m["rank"].to_numpy(), "op": is_op, "seq": is_seq})
-    agg = frame.groupby("rank").agg(op=("op", "sum"), seq=("seq", "sum"))
-    for r, n_op, n_seq in zip(agg.index, agg["op"], agg["seq"]):
-        if n_op and not n_seq:
-            votes[int(r)] = "op_id"
-        elif n_seq and not n_op:
-            votes[int(r)] = "seq"
+    for rank in np.unique(r).tolist():
+        if n_op[rank] and not n_seq[rank]:
+            votes[int(rank)] = "op_id"
+        elif n_seq[rank] and not n_op[rank]:
+            votes[int(rank)] = "seq"
     return votes
 
 
@@ -138,7 +177,8 @@ def _per_backend_buffer(backend: str) -> bool:
 
 
 def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
-                      held: dict[int, set[str]] | None = None) -> dict[str, dict[str, Any]]:
+                      held: dict[int, set[str]] | None = None,
+                      keys: EntryKeys | None = None) -> dict[str, dict[str, Any]]:
     """Groups some evidence names but no loaded dump recorded, per group: the backend its
     entries carry elsewhere, the members whose dumps hold no buffer of that backend, and the
     evidence. A backend keeps one buffer per process and a file holds one buffer, so a
@@ -156,7 +196,7 @@ def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
         status_ranks.setdefault(g, set()).add(int(r))
     dumped = set(tables.dumped_ranks)
     members = tables.members()
-    for g, backends in group_backends(e).items():
+    for g, backends in group_backends(e, keys).items():
         # Only hook-recorded backends keep a buffer per backend name in one process.
         if not any(_per_backend_buffer(b) for b in backends):
             continue

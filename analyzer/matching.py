@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer import schema
+from analyzer.catcodes import code_of, codes_at, text_at
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.dialect import Dialects, read_dialects
 from analyzer.expectations import monitored_barrier_gaps
@@ -79,64 +80,81 @@ def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
     return np.where(q >= 0, end - start, 0)
 
 
-def _map_categories(values: pd.Series, mapping: Mapping[str, object] | pd.Series) -> pd.Series:
-    """``values.astype(str).map(mapping)`` for a categorical without missing values, mapping
-    each category once instead of every row."""
-    codes = values.cat.codes.to_numpy()
-    assert (codes >= 0).all()
-    per_category = pd.Series(values.cat.categories.astype(str)).map(mapping).to_numpy()
-    return pd.Series(per_category[codes], index=values.index)
+def _per_category(values: pd.Series, mapping: Mapping[str, object] | pd.Series) -> np.ndarray:
+    """``mapping`` read once per category of ``values`` (by its text): an array to index
+    with the codes (NaN where the mapping has no entry)."""
+    return pd.Series(values.cat.categories.astype(str)).map(mapping).to_numpy()
 
 
 _COLLECTIVE_COLUMNS = ["pg_name", "pg_desc", "seq", "op", "input_sizes", "input_dtypes", "n_members",
                        "n_recorded", "n_joined", "n_completed", "n_started", "first_created_ns",
                        "last_created_ns", "last_started_ns", "state"]
 
+#: Values of ``state`` by code.
+_STATES = pd.Index([MatchState.FULLY_MATCHED.value, MatchState.IN_FLIGHT.value,
+                    MatchState.NOT_JOINED.value], dtype="str")
+
 
 def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, tables: Tables) -> pd.DataFrame:
     """One row per (group, seq), in group then seq order, with counts of recorded, joined and
-    completed members (a member's coalesced entries of one seq count once)."""
+    completed members (a member's coalesced entries of one seq count once).
+
+    Every count is a bincount over the (group, seq) ids; the text columns are the categories
+    taken at the first entry of each (group, seq), and the per-group facts (size, members
+    of unknown progress, joined members) are read once per group and mapped by its code."""
     if not len(k.coll):
         return pd.DataFrame({c: [] for c in _COLLECTIVE_COLUMNS})
-    rows = k.coll[k.keep]
-    cid, n = k.cid[k.keep], k.n_cid
+    all_kept = k.all_kept
+    rows = k.coll if all_kept else k.coll[k.keep]
+    cid, n = (k.cid, k.n_cid) if all_kept else (k.cid[k.keep], k.n_cid)
     lead = k.coll[k.first]  # the first entry of each (group, seq)
-    state = entries["state"]
-    s_codes = state.cat.codes.to_numpy()[rows]
-    cats = list(state.cat.categories)
-    done = s_codes == (cats.index("completed") if "completed" in cats else -2)
-    begun = done | (s_codes == (cats.index("started") if "started" in cats else -2))
-
-    def first(col: str) -> pd.Series:
-        return entries[col].iloc[lead].reset_index(drop=True)
-
+    s_codes = codes_at(entries["state"], rows)
+    done = s_codes == code_of(entries["state"], "completed")
+    begun = done | (s_codes == code_of(entries["state"], "started"))
+    del s_codes
+    seq = entries["seq"].to_numpy()[lead].astype(np.int64, copy=False)
     created = entries["time_created_ns"].to_numpy()[rows]
-    out = pd.DataFrame({
-        "pg_name": first("pg_name"), "seq": entries["seq"].to_numpy()[lead],
-        "pg_desc": first("pg_desc"), "op": first("op"), "input_sizes": first("input_sizes"),
-        "input_dtypes": first("input_dtypes"), "n_recorded": np.bincount(cid, minlength=n),
-        "first_created_ns": reduce_min(cid, n, created), "last_created_ns": reduce_max(cid, n, created),
-        "last_started_ns": reduce_max(cid, n, entries["time_started_ns"].to_numpy()[rows]),
-    })
-    out["n_completed"] = np.bincount(cid[done], minlength=n).astype(np.int64)
-    out["n_started"] = np.bincount(cid[begun], minlength=n).astype(np.int64)
+    first_created, last_created = reduce_min(cid, n, created), reduce_max(cid, n, created)
+    del created
+    last_started = reduce_max(cid, n, entries["time_started_ns"].to_numpy()[rows])
+    n_completed = np.bincount(cid[done], minlength=n).astype(np.int64)
+    n_started = np.bincount(cid[begun], minlength=n).astype(np.int64)
+    del done, begun
+    # Per group (category code): its size, members of unknown progress, and the id used to
+    # count joined members; -1 / 0 where the group has no name.
+    name = entries["pg_name"]
+    g_code = codes_at(name, lead).astype(np.int64)
+    named = g_code >= 0
+    at = np.where(named, g_code, 0)
     sizes = dict(zip(tables.groups["pg_name"], tables.groups["size"], strict=True))
-    names = _as_str(out["pg_name"])
-    out["n_members"] = _map_categories(out["pg_name"], sizes).fillna(0).astype("int32")
+    unknown = progress.assign(u=progress["enqueued"] < 0).groupby("pg_name")["u"].sum()
+    if named.all():
+        n_members = pd.Series(_per_category(name, sizes)[at]).fillna(0).astype("int32").to_numpy()
+        unknown_members = pd.Series(_per_category(name, unknown)[at]).fillna(0).astype(int).to_numpy()
+        texts = _as_str(pd.Series(name.cat.categories.astype(str)))
+    else:  # a collective without a group name: read per row, as text
+        names = _as_str(name.iloc[lead])
+        n_members = names.map(sizes).fillna(0).astype("int32").to_numpy()
+        unknown_members = names.map(unknown).fillna(0).astype(int).to_numpy()
+        texts = names
+        at = np.arange(len(lead))
     # n_joined: members whose progress reaches seq, for every (group, seq) at once.
     known = progress[progress["enqueued"] >= 0]
     known_names = pd.Index(_as_str(known["pg_name"]).unique())
-    out["n_joined"] = _count_at_least(
+    n_joined = _count_at_least(
         known_names.get_indexer(_as_str(known["pg_name"])), known["enqueued"].to_numpy(),
-        known_names.get_indexer(names), out["seq"].to_numpy()).astype(np.int32)
-    out["state"] = np.where(out["n_completed"] >= out["n_members"], MatchState.FULLY_MATCHED.value,
-                            MatchState.IN_FLIGHT.value)
-    unknown = progress.assign(u=progress["enqueued"] < 0).groupby("pg_name")["u"].sum()
-    unknown_members = _map_categories(out["pg_name"], unknown).fillna(0).astype(int)
-    out.loc[out["n_joined"] + unknown_members < out["n_members"], "state"] = MatchState.NOT_JOINED.value
-    out = out[_COLLECTIVE_COLUMNS]
-    for col in ("pg_name", "pg_desc", "op", "input_sizes", "input_dtypes"):
-        out[col] = _as_str(out[col])
+        known_names.get_indexer(pd.Index(texts))[at], seq).astype(np.int32)
+    state = np.where(n_completed >= n_members, 0, 1)
+    state[n_joined + unknown_members < n_members] = 2
+    out = pd.DataFrame({
+        "pg_name": text_at(name, lead), "pg_desc": text_at(entries["pg_desc"], lead), "seq": seq,
+        "op": text_at(entries["op"], lead), "input_sizes": text_at(entries["input_sizes"], lead),
+        "input_dtypes": text_at(entries["input_dtypes"], lead), "n_members": n_members,
+        "n_recorded": np.bincount(cid, minlength=n), "n_joined": n_joined,
+        "n_completed": n_completed, "n_started": n_started, "first_created_ns": first_created,
+        "last_created_ns": last_created, "last_started_ns": last_started,
+        "state": pd.Series(_STATES.take(state)),
+    }, copy=False)
     return out
 
 
@@ -178,11 +196,20 @@ def stale_completers(progress: pd.DataFrame, observed: frozenset[int] | None = N
     return laggers
 
 
+def _p2p_tables(tables: Tables, dialects: Dialects) -> tuple[pd.DataFrame, pd.DataFrame]:
+    p2p = match_p2p(tables, dialects)
+    return (schema.conform(p2p, schema.P2P, "p2p"),
+            schema.conform(p2p_mismatches(p2p), schema.P2P_MISMATCHES, "p2p_mismatches"))
+
+
 def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matching:
-    """Match every collective and send/recv across ranks."""
+    """Match every collective and send/recv across ranks.
+
+    The entries' integer keys (:func:`entry_keys`) serve the collectives' side and are let
+    go before the send/recv table, the largest result, is built in the memory they held."""
     entries = tables.entries
     keys = entry_keys(entries)
-    dialects = read_dialects(tables)
+    dialects = read_dialects(tables, keys)
     progress = member_progress(tables, keys, dialects)
     # monitored_barrier is send/recv only where the backend records none of them and counts
     # op_ids (gloo): there its sequence gaps are no unrecorded work.
@@ -191,18 +218,16 @@ def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matchin
     barrier_gaps = monitored_barrier_gaps(entries, members, unseen_p2p) if unseen_p2p else {}
     if barrier_gaps:
         progress = _discount_monitored_barriers(progress, entries, members, barrier_gaps)
-    p2p = match_p2p(tables, dialects)
-    coll = entries[["pg_name", "pg_desc", "seq", "rank", "record_id", "op", "input_dtypes",
-                    "output_dtypes", "input_sizes", "output_sizes"]].iloc[keys.coll]
+    progress = schema.conform(progress, schema.PROGRESS, "progress")
+    collectives = schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
+                                 "collectives")
+    mismatches = schema.conform(collective_mismatches(entries, keys.coll, keys.cid, keys.first),
+                                schema.MISMATCHES, "mismatches")
+    del keys
+    p2p, p2p_mm = _p2p_tables(tables, dialects)
     return Matching(
-        progress=schema.conform(progress, schema.PROGRESS, "progress"),
-        collectives=schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
-                                   "collectives"),
-        mismatches=schema.conform(collective_mismatches(coll, keys.cid, keys.first), schema.MISMATCHES,
-                                  "mismatches"),
-        p2p=schema.conform(p2p, schema.P2P, "p2p"),
-        p2p_mismatches=schema.conform(p2p_mismatches(p2p), schema.P2P_MISMATCHES, "p2p_mismatches"),
-        dialects=dialects,
+        progress=progress, collectives=collectives, mismatches=mismatches, p2p=p2p,
+        p2p_mismatches=p2p_mm, dialects=dialects,
         stale_completers=({} if dialects.completion_unobserved
                           else stale_completers(progress, dialects.observed_ranks, config=config)),
         barrier_gaps=barrier_gaps,
@@ -267,7 +292,7 @@ def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -
     open_rows = np.flatnonzero(codes != cats.index("completed")) if "completed" in cats else np.arange(len(e))
     if not len(open_rows):
         return {}
-    rank = e["rank"].to_numpy().astype(np.int64)[open_rows]
+    rank = e["rank"].to_numpy()[open_rows].astype(np.int64)
     record = e["record_id"].to_numpy()[open_rows]
     width = int(rank.max()) + 1
     oldest = reduce_min(rank, width, record)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analyzer.catcodes import in_labels
 from analyzer.expectations import Expectation, expectation, sides, size_checked_ops
 from analyzer.kinds import MatchState
 
@@ -34,35 +35,41 @@ def _as_str(values: pd.Series) -> pd.Series:
     return values.astype(str)
 
 
-def _varying(coll: pd.DataFrame, gid: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Rows of the collectives whose op, dtypes or (for size-checked ops) sizes differ from
-    those of the first row of their (group, seq): a mask over the groups."""
-    lead = first[gid]
+_COLUMNS = ["pg_name", "pg_desc", "seq", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
+            "input_sizes", "output_sizes"]
+
+
+def _varying(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Collectives whose op, dtypes or (for size-checked ops) sizes differ from those of the
+    first row of their (group, seq): a mask over the groups. ``rows`` are the collectives'
+    positions among the entries; only their category codes are read."""
+    lead = rows[first][gid]  # per row, the entry position of its collective's first row
     varies = np.zeros(len(first), dtype=bool)
     for col in ("op", "input_dtypes", "output_dtypes"):
-        codes = coll[col].cat.codes.to_numpy()
-        varies[gid[codes != codes[lead]]] = True
-    checked = coll["op"].isin(SIZE_CHECKED_OPS).to_numpy()
+        codes = entries[col].cat.codes.to_numpy()
+        varies[gid[codes[rows] != codes[lead]]] = True
+    checked = in_labels(entries["op"], SIZE_CHECKED_OPS)
     for col in ("input_sizes", "output_sizes"):
-        codes = np.where(checked, coll[col].cat.codes.to_numpy().astype(np.int64), -1)
-        varies[gid[codes != codes[lead]]] = True
+        codes = np.where(checked, entries[col].cat.codes.to_numpy(), -1)
+        varies[gid[codes[rows] != codes[lead]]] = True
     return varies
 
 
-def collective_mismatches(coll: pd.DataFrame, gid: np.ndarray, first: np.ndarray) -> pd.DataFrame:
+def collective_mismatches(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray,
+                          first: np.ndarray) -> pd.DataFrame:
     """Rows whose op, dtype or size differs from the majority of their collective.
 
-    ``gid`` numbers each row's (group, seq) (:func:`analyzer.groupkeys.group_ids`) and
-    ``first`` is the first row of each."""
-    if coll.empty:
+    ``rows`` are the positions of the collectives among ``entries``, ``gid`` numbers each
+    one's (group, seq) (:func:`analyzer.groupkeys.group_ids`) and ``first`` is the first row
+    of each. Only the collectives whose signatures vary are read as text."""
+    if not len(rows):
         return pd.DataFrame({c: [] for c in MISMATCH_COLUMNS})
-    varies = _varying(coll, gid, first)
+    varies = _varying(entries, rows, gid, first)
     out: dict[str, list[object]] = {c: [] for c in MISMATCH_COLUMNS}
     if not varies.any():
         return pd.DataFrame(out)
-    sub = coll[varies[gid]][
-        ["pg_name", "pg_desc", "seq", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
-         "input_sizes", "output_sizes"]].copy()
+    coll = entries[_COLUMNS].iloc[rows]
+    sub = coll[varies[gid]].copy()
     for col in ("pg_name", "pg_desc", "op", "input_dtypes", "output_dtypes", "input_sizes",
                 "output_sizes"):
         sub[col] = _as_str(sub[col])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analyzer.catcodes import code_of, text_at
 from analyzer.dialect import Dialects
 from analyzer.kinds import MatchState, PeerState
 from analyzer.tables import Tables
@@ -27,20 +28,6 @@ P2P_MISMATCH_COLUMNS = [
 ]
 
 _BASE = P2P_COLUMNS[:12]
-
-
-def _code(values: pd.Series, label: str) -> int:
-    """The category code of ``label`` (-2, which no row has, when it is no category)."""
-    cats = values.cat.categories
-    return int(cats.get_indexer(pd.Index([label]))[0]) if label in cats else -2
-
-
-def _text(values: pd.Series, rows: np.ndarray, index: pd.Index) -> pd.Series:
-    """``values.astype(str)`` at ``rows``: the categories taken at the rows' codes."""
-    codes = values.cat.codes.to_numpy()[rows]
-    if (codes < 0).any():
-        return pd.Series(values.iloc[rows].astype(str).to_numpy(), index=index)
-    return pd.Series(values.cat.categories.take(codes), index=index)
 
 
 def _payload(e: pd.DataFrame, side: str, rows: np.ndarray, use_out: np.ndarray,
@@ -81,26 +68,26 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     """
     e = tables.entries
     op_codes = e["op"].cat.codes.to_numpy()
-    send, recv = _code(e["op"], "send"), _code(e["op"], "recv")
+    send, recv = code_of(e["op"], "send"), code_of(e["op"], "recv")
     mask = e["is_p2p"].to_numpy(bool) & ((op_codes == send) | (op_codes == recv)) & (e["peer"].to_numpy() >= 0)
     rows = np.flatnonzero(mask)
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in P2P_COLUMNS})
-    index = e.index[rows]
+    index = pd.RangeIndex(len(rows))
     rank = e["rank"].to_numpy()[rows]
     peer = e["peer"].to_numpy()[rows]
     is_send = op_codes[rows] == send
     one_sided = np.isin(rank, np.array(sorted(dialects.one_sided_ranks), dtype=np.int64))
     use_out = ~is_send & one_sided
     p = pd.DataFrame(copy=False, index=index, data={
-        "rank": rank, "pg_name": _text(e["pg_name"], rows, index),
-        "pg_desc": _text(e["pg_desc"], rows, index), "op": _text(e["op"], rows, index),
+        "rank": rank, "pg_name": text_at(e["pg_name"], rows, index),
+        "pg_desc": text_at(e["pg_desc"], rows, index), "op": text_at(e["op"], rows, index),
         "peer": peer, **{c: e[c].to_numpy()[rows] for c in ("p2p_seq", "seq", "record_id")},
-        "state": _text(e["state"], rows, index), "time_created_ns": e["time_created_ns"].to_numpy()[rows],
+        "state": text_at(e["state"], rows, index), "time_created_ns": e["time_created_ns"].to_numpy()[rows],
         "input_sizes": _payload(e, "sizes", rows, use_out, index),
         "input_dtypes": _payload(e, "dtypes", rows, use_out, index),
     })
-    done = e["state"].cat.codes.to_numpy()[rows] == _code(e["state"], "completed")
+    done = e["state"].cat.codes.to_numpy()[rows] == code_of(e["state"], "completed")
     peer_dumped = np.isin(peer, np.array(tables.dumped_ranks, dtype=np.int64))
     # peer_state as codes into _PEER_STATES, the pair columns as codes into their values.
     state = np.where(done, 0, np.where(peer_dumped, 1, 2)).astype(np.int8)

@@ -14,49 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyzer.catcodes import code_of, codes_at
 from analyzer.dialect import Dialects
-from analyzer.groupkeys import Pairs, first_of, group_ids, pairs, reduce_max, reduce_min
+from analyzer.entrykeys import EntryKeys, entry_keys
+from analyzer.groupkeys import reduce_max
 from analyzer.mismatch import _as_str
 from analyzer.tables import Tables
 
 __all__ = ["EntryKeys", "entry_keys", "member_progress"]
-
-
-@dataclass(frozen=True, eq=False)
-class EntryKeys:
-    """Integer keys of the entries, computed once for every step of the matching."""
-
-    code: np.ndarray
-    """Category code of each entry's group."""
-    member: Pairs
-    """(group code, rank) of every entry."""
-    coll: np.ndarray
-    """Positions of the collectives (not send/recv) among the entries."""
-    cid: np.ndarray
-    """(group code, seq) id of each collective row, in sorted order."""
-    n_cid: int
-    first: np.ndarray
-    """First collective row of each (group, seq)."""
-    keep: np.ndarray
-    """Collective rows that are the first of their (group, seq, rank) (coalesced: one per rank)."""
-
-
-def entry_keys(entries: pd.DataFrame) -> EntryKeys:
-    code = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
-    if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
-        code = np.where(code < 0, len(entries["pg_name"].cat.categories), code)
-    rank = entries["rank"].to_numpy()
-    member = pairs(code, rank)
-    coll = np.flatnonzero(~entries["is_p2p"].to_numpy(bool))
-    c_code, c_seq = code[coll], entries["seq"].to_numpy()[coll]
-    cid, n_cid = group_ids(c_code, c_seq)
-    per_rank, n_per_rank = group_ids(member.ids[coll], c_seq)
-    keep = np.ones(len(coll), dtype=bool)
-    if n_per_rank < len(coll):
-        keep[:] = False
-        keep[first_of(per_rank, n_per_rank)] = True
-    return EntryKeys(code=code, member=member, coll=coll, cid=cid, n_cid=n_cid,
-                 first=first_of(cid, n_cid), keep=keep)
 
 
 def _lookup(keys: pd.MultiIndex, table: pd.Series, default: object) -> tuple[np.ndarray, np.ndarray]:
@@ -85,21 +50,13 @@ class _MemberFacts:
 
 def _member_facts(entries: pd.DataFrame, k: EntryKeys) -> _MemberFacts:
     m = k.member
-    seq = entries["seq"].to_numpy()
-    record = entries["record_id"].to_numpy()
-    newest = reduce_max(m.ids, m.n, record)
-    at_newest = np.flatnonzero(record == newest[m.ids])
-    last_row = np.full(m.n, len(record), dtype=np.int64)
-    np.minimum.at(last_row, m.ids[at_newest], at_newest)  # the first row of the newest record id
-    c_ids, c_seq = m.ids[k.coll], seq[k.coll]
-    state = entries["state"]
-    completed = (state.cat.codes.to_numpy()[k.coll] == state.cat.categories.get_loc("completed")
-                 if "completed" in state.cat.categories else np.zeros(len(k.coll), dtype=bool))
+    completed = codes_at(entries["state"], k.coll) == code_of(entries["state"], "completed")
     return _MemberFacts(
-        hi=reduce_max(m.ids, m.n, seq), op_hi=reduce_max(m.ids, m.n, entries["op_id"].to_numpy()),
-        coll_lo=reduce_min(c_ids, m.n, c_seq), coll_hi=reduce_max(c_ids, m.n, c_seq),
-        completed_hi=reduce_max(c_ids[completed], m.n, c_seq[completed]),
-        last_is_p2p=entries["is_p2p"].to_numpy(bool)[last_row])
+        hi=reduce_max(m.ids, m.n, entries["seq"].to_numpy()),
+        op_hi=reduce_max(m.ids, m.n, entries["op_id"].to_numpy()),
+        coll_lo=k.coll_lo, coll_hi=k.coll_hi,
+        completed_hi=reduce_max(k.c_member[completed], m.n, k.c_seq[completed]),
+        last_is_p2p=entries["is_p2p"].to_numpy(bool)[k.last_row])
 
 
 def _active_members(tables: Tables, k: EntryKeys, status: pd.DataFrame,

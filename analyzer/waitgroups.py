@@ -9,40 +9,65 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyzer.catcodes import code_of, codes_at, text_at
+from analyzer.groupkeys import first_of, group_ids, reduce_max, reduce_min
 from analyzer.matching import Matching, blocked_in
 from analyzer.tables import Tables
 
 __all__ = ["Groups", "group_view", "pending_first", "waited_groups"]
 
 
+def _newest_per_rank(rank: np.ndarray, record: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows``, the first row of each rank's highest record id (as ``idxmax`` picks it)."""
+    if not len(rows):
+        return rows
+    r = rank[rows].astype(np.int64)
+    rec = record[rows]
+    newest = reduce_max(r, int(r.max()) + 1, rec)
+    at = np.flatnonzero(rec == newest[r])
+    first = np.full(int(r.max()) + 1, len(rows), dtype=np.int64)
+    np.minimum.at(first, r[at], at)
+    return rows[first[first < len(rows)]]
+
+
 def pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
-    """Per (group, rank): the first collective that rank may still be blocked in."""
-    e = tables.entries[["pg_name", "rank", "seq", "record_id", "is_p2p", "retired", "state"]]
-    coll = e[~e["is_p2p"]]
+    """Per (group, rank): the first collective that rank may still be blocked in.
+
+    Read from the entries' integer columns and category codes: only the rows a rank may be
+    blocked in are gathered, then one minimum per (group, rank)."""
+    e = tables.entries
+    is_p2p = e["is_p2p"].to_numpy(bool)
+    rank = e["rank"].to_numpy()
     unobserved = matching.dialects.unobserved_ranks
-    if matching.dialects.completion_unobserved:
-        # No completion reports (gloo, a hook over a backend without them): a rank is
-        # blocked in its newest entry, plus any op that did not retire.
-        last = e.loc[e.groupby("rank")["record_id"].idxmax()] if len(e) else e
-        last = last[~last["is_p2p"]]
-        open_ = coll[~coll["retired"]]
-        pend = pd.concat([last, open_])
-    elif unobserved:
-        # Mixed: each rank by its own dialect.
-        blind = e["rank"].isin(list(unobserved)).to_numpy()
-        mine = e[blind]
-        last = mine.loc[mine.groupby("rank")["record_id"].idxmax()] if len(mine) else mine
-        last = last[~last["is_p2p"]]
-        blind_coll = coll[coll["rank"].isin(list(unobserved))]
-        pend = pd.concat([coll[~coll["rank"].isin(list(unobserved)) & (coll["state"] != "completed")],
-                          last, blind_coll[~blind_coll["retired"]]])
+    if matching.dialects.completion_unobserved or unobserved:
+        record = e["record_id"].to_numpy()
+        retired = e["retired"].to_numpy(bool)
+        if matching.dialects.completion_unobserved:
+            # No completion reports (gloo, a hook over a backend without them): a rank is
+            # blocked in its newest entry, plus any op that did not retire.
+            blind = np.ones(len(e), dtype=bool)
+            open_coll = ~is_p2p & ~retired
+        else:
+            # Mixed: each rank by its own dialect.
+            blind = np.isin(rank, np.array(sorted(unobserved), dtype=np.int64))
+            not_done = codes_at(e["state"]) != code_of(e["state"], "completed")
+            open_coll = ~is_p2p & np.where(blind, ~retired, not_done)
+        last = _newest_per_rank(rank, record, np.flatnonzero(blind))
+        pend = np.concatenate([last[~is_p2p[last]], np.flatnonzero(open_coll)])
     else:
-        pend = coll[coll["state"] != "completed"]
-    if pend.empty:
+        pend = np.flatnonzero(~is_p2p & (codes_at(e["state"]) != code_of(e["state"], "completed")))
+    code = codes_at(e["pg_name"], pend).astype(np.int64)
+    pend = pend[code >= 0]
+    if not len(pend):
         return pd.DataFrame({"pg_name": [], "rank": [], "seq": []})
-    out = pend.groupby(["pg_name", "rank"], observed=True)["seq"].min().reset_index()
-    out["pg_name"] = out["pg_name"].astype(str)
-    return out
+    code = code[code >= 0]
+    ids, n = group_ids(code, rank[pend])
+    first = first_of(ids, n)
+    return pd.DataFrame({
+        "pg_name": text_at(e["pg_name"], pend[first]),
+        "rank": rank[pend[first]],
+        "seq": reduce_min(ids, n, e["seq"].to_numpy()[pend]),
+    })
 
 
 def _blocks(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[object]]:
@@ -60,12 +85,29 @@ def _completed_ranks(tables: Tables, levels: set[tuple[str, int]]) -> dict[tuple
     if not levels:
         return {}
     seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
-    done = e.loc[~e["is_p2p"] & (e["state"] == "completed") & np.isin(e["seq"].to_numpy(), seqs),
-                 ["pg_name", "seq", "rank"]]
+    state = e["state"]
+    seq = e["seq"].to_numpy()
+    if len(seqs) <= 8:  # a comparison per seq asked for
+        at_seq = np.zeros(len(seq), dtype=bool)
+        for n in seqs.tolist():
+            at_seq |= seq == n
+    else:
+        at_seq = np.isin(seq, seqs)
+    rows = np.flatnonzero(at_seq)
+    rows = rows[(codes_at(state, rows) == code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)[rows]]
+    seq = seq[rows]
+    # Only the rows of a (group, seq) asked for, by group code: text for those alone.
+    cats = e["pg_name"].cat.categories
+    names = sorted({g for g, _ in levels})
+    code_by_name = dict(zip(names, cats.get_indexer(pd.Index(names, dtype=object)).tolist(), strict=True))
+    wanted = {(code_by_name[g], n) for g, n in levels if code_by_name[g] >= 0}
+    g_code = codes_at(e["pg_name"], rows)
     out: dict[tuple[str, int], set[int]] = {}
-    for g, n, r in zip(done["pg_name"].astype(str), done["seq"].tolist(), done["rank"].tolist()):
-        if (g, n) in levels:
-            out.setdefault((g, n), set()).add(int(r))
+    hit = np.isin(g_code, np.array(sorted({c for c, _ in wanted}), dtype=np.int64))
+    rank = e["rank"].to_numpy()[rows]
+    for c, n, r in zip(g_code[hit].tolist(), seq[hit].tolist(), rank[hit].tolist(), strict=True):
+        if (c, n) in wanted:
+            out.setdefault((str(cats[c]), n), set()).add(int(r))
     return out
 
 

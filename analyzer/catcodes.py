@@ -1,0 +1,55 @@
+"""Categorical columns read by their integer codes: masks and text per category, not per row.
+
+The entries table keeps its text columns (group names, ops, states, shapes) as categoricals.
+A test over every row ("is the op a send?", "is the shape empty?") is decided once per
+category and read back through the codes; text is built only for the rows of a result, by
+taking the categories at those rows' codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["code_of", "codes_at", "in_labels", "text_at"]
+
+
+def code_of(values: pd.Series, label: str) -> int:
+    """The category code of ``label`` (-2, which no row has, when it is no category)."""
+    cats = values.cat.categories
+    return int(cats.get_indexer(pd.Index([label], dtype=cats.dtype))[0]) if label in cats else -2
+
+
+def codes_at(values: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
+    """The category codes of ``values`` (at ``rows``), -1 where a value is missing."""
+    codes = values.cat.codes.to_numpy()
+    return codes if rows is None else codes[rows]
+
+
+def in_labels(values: pd.Series, labels: Iterable[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """``values.isin(labels)`` (at ``rows``) as a boolean array, decided once per category:
+    a missing value is in no list."""
+    cats = values.cat.categories
+    hits = np.flatnonzero(np.asarray(cats.isin(list(labels)), dtype=bool))
+    codes = codes_at(values, rows)
+    if len(hits) <= 4:  # a comparison per category asked for, no gather
+        out = np.zeros(len(codes), dtype=bool)
+        for c in hits.tolist():
+            out |= codes == c
+        return out
+    per_category = np.zeros(len(cats) + 1, dtype=bool)
+    per_category[hits] = True
+    return per_category[np.where(codes < 0, len(cats), codes)]
+
+
+def text_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) -> pd.Series:
+    """``values.iloc[rows].astype(str)`` (with ``index``, else 0..n-1): the categories taken
+    at the rows' codes, so only the result's own text is built."""
+    codes = codes_at(values, rows)
+    index = index if index is not None else pd.RangeIndex(len(codes))
+    cats = values.cat.categories
+    if (codes < 0).any() or cats.dtype != "str":
+        return pd.Series(values.iloc[rows].astype(str).array, index=index, name=values.name)
+    return pd.Series(cats.take(codes), index=index, name=values.name)

@@ -1,0 +1,121 @@
+"""Integer keys of the entries, computed once for every step of the matching.
+
+Each entry gets its group's category code, its (group, rank) member id and, for collectives,
+its (group, seq) id (:mod:`analyzer.groupkeys`); what several steps read per member (its
+newest entry, the window of collective seqs it holds) is reduced once here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analyzer.groupkeys import Pairs, as_int64, first_of, group_ids, pairs
+
+__all__ = ["EntryKeys", "entry_keys"]
+
+_BIG = np.iinfo(np.int64).max
+_SPAN_FACTOR = 4
+
+
+@dataclass(frozen=True, eq=False)
+class EntryKeys:
+    """Integer keys of the entries, computed once for every step of the matching."""
+
+    code: np.ndarray
+    """Category code of each entry's group (a code of its own for a missing name)."""
+    member: Pairs
+    """(group code, rank) of every entry."""
+    coll: np.ndarray
+    """Positions of the collectives (not send/recv) among the entries."""
+    cid: np.ndarray
+    """(group code, seq) id of each collective row, in sorted order."""
+    n_cid: int
+    first: np.ndarray
+    """First collective row of each (group, seq)."""
+    keep: np.ndarray
+    """Collective rows that are the first of their (group, seq, rank) (coalesced: one per rank)."""
+    last_row: np.ndarray
+    """Per member id: the entry position of its newest entry (the first row of its highest
+    record id)."""
+    coll_lo: np.ndarray
+    """Per member id: its oldest collective seq (-1: no collective)."""
+    coll_hi: np.ndarray
+    """Per member id: its newest collective seq (-1: no collective)."""
+    c_member: np.ndarray
+    """Member id of each collective row."""
+    c_seq: np.ndarray
+    """Sequence number of each collective row."""
+    named: int
+    """Number of group categories: a member whose major code is this one has no group name."""
+
+    @property
+    def all_kept(self) -> bool:
+        """No rank recorded a (group, seq) twice (no coalesced entries)."""
+        return bool(self.keep.all())
+
+
+def _newest_rows(ids: np.ndarray, n: int, record: np.ndarray) -> np.ndarray:
+    """Per id: the first row of its highest record id."""
+    newest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(newest, ids, record)
+    at_newest = np.flatnonzero(record == newest[ids])
+    last_row = np.full(n, len(record), dtype=np.int64)
+    np.minimum.at(last_row, ids[at_newest], at_newest)
+    return last_row
+
+
+def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Rows that are the first of their (member, seq) pair. ``lo`` and ``hi`` are each
+    member's seq range (``lo > hi``: none). Distinct pairs are the common case (no coalesced
+    entries): one scatter into the members' seq ranges proves it without numbering pairs."""
+    n = len(mid)
+    keep = np.ones(n, dtype=bool)
+    if not n:
+        return keep
+    present = lo <= hi
+    if (int(lo[present].min()) > -(1 << 59) and int(hi[present].max()) < (1 << 59)):
+        span = np.where(present, hi - lo + 1, 0)
+        total = int(span.sum())
+        if total <= _SPAN_FACTOR * n + 1024:
+            raw = (np.cumsum(span) - span - lo)[mid]  # each member's offset, less its lowest
+            raw += seq
+            used = np.zeros(total, dtype=bool)
+            used[raw] = True
+            if int(np.count_nonzero(used)) == n:
+                return keep
+            dense = np.cumsum(used, dtype=np.int64) - 1
+            per_pair, n_pairs = dense[raw], int(dense[-1]) + 1
+        else:
+            per_pair, n_pairs = group_ids(mid, seq)
+    else:
+        per_pair, n_pairs = group_ids(mid, seq)
+    keep[:] = False
+    keep[first_of(per_pair, n_pairs)] = True
+    return keep
+
+
+def entry_keys(entries: pd.DataFrame) -> EntryKeys:
+    named = len(entries["pg_name"].cat.categories)
+    code = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
+    if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
+        code = np.where(code < 0, named, code)
+    member = pairs(code, entries["rank"].to_numpy())
+    coll = np.flatnonzero(~entries["is_p2p"].to_numpy(bool))
+    c_seq = as_int64(entries["seq"].to_numpy()[coll])
+    cid, n_cid = group_ids(code[coll], c_seq)
+    c_mid = member.ids[coll]
+    lo = np.full(member.n, _BIG, dtype=np.int64)
+    hi = np.full(member.n, -_BIG, dtype=np.int64)
+    np.minimum.at(lo, c_mid, c_seq)
+    np.maximum.at(hi, c_mid, c_seq)
+    keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
+    none = lo > hi
+    record = as_int64(entries["record_id"].to_numpy())
+    return EntryKeys(code=code, member=member, coll=coll, cid=cid, n_cid=n_cid,
+                     first=first_of(cid, n_cid), keep=keep,
+                     last_row=_newest_rows(member.ids, member.n, record),
+                     coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi),
+                     c_member=c_mid, c_seq=c_seq, named=named)

@@ -1,0 +1,139 @@
+"""The code-level functions of the matching agree with the pandas definitions they replace:
+category tests and text by codes, the entry keys, per-rank reductions, and the waits'
+pending collectives, also on entries in shuffled order."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyzer.catcodes import in_labels, text_at
+from analyzer.dialect_facts import _counter_votes, _ranks_where
+from analyzer.entrykeys import entry_keys
+from analyzer.groupkeys import as_int64, reduce_max
+from analyzer.loader import load_dumps
+from analyzer.matching import match
+from analyzer.tables import Tables, normalize
+from analyzer.waitgroups import pending_first
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
+
+
+def _categorical(values: list[str | None], n: int, seed: int) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), n)
+    return pd.Series(pd.Categorical([values[i] for i in picks]))
+
+
+@pytest.mark.parametrize("labels", [["b"], ["a", "c", "x"], ["a", "b", "c", "d", "e", "f"]])
+def test_in_labels_and_text_at_are_isin_and_astype(labels: list[str]) -> None:
+    s = _categorical(["a", "b", None, "c", "d", "e", "f", "g"], 500, seed=len(labels))
+    rows = np.arange(0, 500, 3)
+    assert (in_labels(s, labels) == s.isin(labels).to_numpy()).all()
+    assert (in_labels(s, labels, rows) == s.isin(labels).to_numpy()[rows]).all()
+    got = text_at(s, rows)
+    pd.testing.assert_series_equal(got, s.iloc[rows].astype(str).reset_index(drop=True), check_names=False)
+    full = _categorical(["a", "b", "c"], 100, seed=7)
+    pd.testing.assert_series_equal(text_at(full, np.arange(100)), full.astype(str), check_names=False)
+
+
+def _entries(n: int, seed: int, seq_scale: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "pg_name": _categorical(["0", "1", "2", None], n, seed),
+        "rank": rng.integers(0, 6, n).astype(np.int32),
+        "seq": rng.integers(0, 20, n).astype(np.int64) * seq_scale,
+        "record_id": rng.integers(0, 50, n).astype(np.int64),
+        "is_p2p": rng.random(n) < 0.3,
+    })
+
+
+@pytest.mark.parametrize("seq_scale", [1, 10**12])  # dense seqs, and spans too wide to count
+def test_entry_keys_match_the_group_by_definitions(seq_scale: int) -> None:
+    e = _entries(3000, seed=seq_scale % 97, seq_scale=seq_scale)
+    k = entry_keys(e)
+    name = e["pg_name"].astype(object).where(e["pg_name"].notna(), "<none>")
+    coll = e[~e["is_p2p"]]
+    assert (k.coll == np.flatnonzero(~e["is_p2p"].to_numpy())).all()
+    # keep: the first row of each (group, rank, seq) among the collectives.
+    first = ~pd.DataFrame({"g": name[coll.index], "r": coll["rank"], "s": coll["seq"]}).duplicated()
+    assert (k.keep == first.to_numpy()).all()
+    # Per member: its newest entry (first row of the highest record id) and seq window.
+    frame = pd.DataFrame({"g": name, "r": e["rank"], "rec": e["record_id"]})
+    newest = frame.groupby(["g", "r"])["rec"].idxmax()
+    major = np.asarray(k.member.major)
+    labels = [str(c) for c in e["pg_name"].cat.categories] + ["<none>"]
+    for pair in range(k.member.n):
+        key = (labels[int(major[pair])], int(k.member.minor[pair]))
+        assert k.last_row[pair] == newest[key]
+        seqs = coll["seq"][(name[coll.index] == key[0]) & (coll["rank"] == key[1])]
+        assert (k.coll_lo[pair], k.coll_hi[pair]) == ((seqs.min(), seqs.max()) if len(seqs) else (-1, -1))
+
+
+def test_ranks_where_in_rank_blocks_and_in_any_order() -> None:
+    rng = np.random.default_rng(3)
+    rank = np.sort(rng.integers(0, 40, 2000)).astype(np.int32)
+    mask = rng.random(2000) < 0.01
+    naive = sorted(set(rank[mask].tolist()))
+    assert _ranks_where(rank, mask) == naive
+    perm = rng.permutation(2000)
+    assert _ranks_where(rank[perm], mask[perm]) == naive
+
+
+def test_as_int64_undoes_the_pickled_dtype() -> None:
+    back = pickle.loads(pickle.dumps(np.arange(10, dtype=np.int64)))
+    assert as_int64(back).dtype is np.dtype(np.int64)
+    assert (reduce_max(np.zeros(10, dtype=np.int64), 1, back) == 9).all()
+
+
+def _tables(sample: str, shuffle: bool) -> Tables:
+    t = normalize(load_dumps([SAMPLES / sample], jobs=1))
+    if shuffle:
+        perm = np.random.default_rng(0).permutation(len(t.entries))
+        t = dataclasses.replace(t, entries=t.entries.iloc[perm].reset_index(drop=True))
+    return t
+
+
+def _naive_pending(t: Tables, completion_unobserved: bool) -> pd.DataFrame:
+    e = t.entries
+    coll = e[~e["is_p2p"]]
+    if completion_unobserved:
+        last = e.loc[e.groupby("rank")["record_id"].idxmax()]
+        pend = pd.concat([last[~last["is_p2p"]], coll[~coll["retired"]]])
+    else:
+        pend = coll[coll["state"] != "completed"]
+    out = pend.groupby(["pg_name", "rank"], observed=True)["seq"].min().reset_index()
+    out["pg_name"] = out["pg_name"].astype(str)
+    return out
+
+
+@pytest.mark.parametrize("sample", ["chain_tp_dp_w8", "nccl2_pp4_stall_w4_states", "crash_w4"])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_pending_and_counter_votes_match_the_group_by_definitions(sample: str, shuffle: bool) -> None:
+    if not (SAMPLES / sample).is_dir():
+        pytest.skip(f"{sample} not present")
+    t = _tables(sample, shuffle)
+    m = match(t)
+    got = pending_first(t, m)
+    want = _naive_pending(t, m.dialects.completion_unobserved)
+    if want.empty:
+        assert got.empty
+    else:
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    # Counter votes against a merge of each member's newest entry with its pg_status row.
+    e, st = t.entries, t.status[t.status["pg_name"] != ""].drop_duplicates(["pg_name", "rank"], keep="last")
+    last = e.loc[e.groupby(["rank", "pg_name"], observed=True)["record_id"].idxmax()]
+    merged = last.assign(pg_name=last["pg_name"].astype(str)).merge(
+        st[["rank", "pg_name", "last_enqueued"]], on=["rank", "pg_name"])
+    seq = np.where(merged["is_p2p"], merged["p2p_seq"], merged["seq"])
+    c, op_id = merged["last_enqueued"].to_numpy(), merged["op_id"].to_numpy()
+    votes = pd.DataFrame({"rank": merged["rank"], "op": (c == op_id) & (c != seq),
+                          "seq": (c == seq) & (c != op_id)}).groupby("rank").sum()
+    want_votes = {int(r): "op_id" if o else "seq" for r, o, s in zip(votes.index, votes["op"], votes["seq"])
+                  if bool(o) != bool(s)}
+    assert _counter_votes(t, entry_keys(e)) == want_votes
