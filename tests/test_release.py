@@ -10,9 +10,11 @@ from pathlib import Path
 import pandas.testing as pdt
 import pytest
 
+from analyzer.analysis import analyze
 from analyzer.errors import InputError
 from analyzer.loader import Loaded, load_dumps
 from analyzer.release import is_released
+from analyzer.render.jsondoc import to_json
 from analyzer.tables import Tables, normalize
 from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
 from tools.simulate import simulate_job
@@ -97,3 +99,13 @@ def test_released_dumps_keep_their_notes_and_refuse_a_second_normalize() -> None
     assert_same_tables(normalize(before), normalize(pickle.loads(pickle.dumps(before)),
                                                     release=True))
 
+
+def test_analyze_releases_and_reports_the_same() -> None:
+    folder = SAMPLES / "chain_tp_dp_w8"
+    result = analyze(folder, jobs=1)
+    assert result.loaded is not None
+    assert all(is_released(d) for d in result.loaded.dumps if d.n_entries)
+    kept = normalize(load_dumps([folder], jobs=1), world_size=result.tables.world_size)
+    assert_same_tables(result.tables, kept)
+    doc = to_json(result)
+    assert doc["entries"] == len(kept.entries) and doc["culprit_ranks"] == [3]
