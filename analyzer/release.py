@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from analyzer.reader import ParsedDump
 
-__all__ = ["COLUMN_KINDS", "drop_column", "is_released", "trim_heap"]
+__all__ = ["COLUMN_KINDS", "column_bytes", "drop_column", "is_released", "trim_heap"]
 
 #: The attributes of a :class:`ParsedDump` that hold per-entry columns.
 COLUMN_KINDS: tuple[str, ...] = ("strings", "ints", "bools", "floats")
@@ -32,6 +32,12 @@ def drop_column(dumps: Iterable[ParsedDump], kind: str, field: str) -> int:
         if column is not None:
             freed += column.nbytes
     return freed
+
+
+def column_bytes(dumps: Iterable[ParsedDump]) -> int:
+    """The bytes the dumps' entry columns hold."""
+    return sum(column.nbytes for d in dumps for kind in COLUMN_KINDS
+               for column in getattr(d, kind).values())
 
 
 def is_released(d: ParsedDump) -> bool:

@@ -28,7 +28,7 @@ from analyzer.reader import (
     STRING_FIELDS,
     ParsedDump,
 )
-from analyzer.release import drop_column, is_released, trim_heap
+from analyzer.release import column_bytes, drop_column, is_released, trim_heap
 from analyzer.tableparts import group_table, peers, rank_rows, scan, stack_column, world_of
 
 
@@ -66,20 +66,23 @@ ENTRY_INT_FIELDS: tuple[str, ...] = (
 
 class _Columns:
     """The entry columns of the normalized dumps, each built end to end. With ``release``,
-    each dump's part is freed as soon as it is copied (and the heap trimmed every
-    :attr:`TRIM_BYTES`), so the two copies of the entries never coexist whole."""
+    each dump's part is freed as soon as it is copied, and the heap trimmed each time a
+    :attr:`TRIM_SHARE` of the dumps' column bytes (at least :attr:`TRIM_BYTES`) is freed:
+    the two copies of the entries never coexist whole, and as each trim walks the whole
+    heap, their number does not grow with the dumps."""
 
-    #: Freed bytes that make the heap worth trimming (each trim walks the whole heap).
+    TRIM_SHARE = 1 / 16
     TRIM_BYTES = 16 << 20
 
     def __init__(self, dumps: Sequence[ParsedDump], every: Sequence[ParsedDump], release: bool) -> None:
         self.dumps, self.every, self.release = dumps, every, release
         self.n = sum(d.n_entries for d in dumps)
         self.untrimmed = 0
+        self.trim_at = max(self.TRIM_BYTES, int(column_bytes(every) * self.TRIM_SHARE)) if release else 0
 
     def _freed(self, nbytes: int, last: bool) -> None:
         self.untrimmed += nbytes
-        if self.untrimmed >= self.TRIM_BYTES or (last and self.untrimmed):
+        if self.untrimmed >= self.trim_at or (last and self.untrimmed):
             trim_heap()
             self.untrimmed = 0
 
