@@ -76,6 +76,8 @@ class _Columns:
 
     def __init__(self, dumps: Sequence[ParsedDump], every: Sequence[ParsedDump], release: bool) -> None:
         self.dumps, self.every, self.release = dumps, every, release
+        normalized = set(map(id, dumps))
+        self.others = [d for d in every if id(d) not in normalized]  # dropped duplicates
         self.n = sum(d.n_entries for d in dumps)
         self.untrimmed = 0
         self.trim_at = max(self.TRIM_BYTES, int(column_bytes(every) * self.TRIM_SHARE)) if release else 0
@@ -94,9 +96,15 @@ class _Columns:
                 self._freed(column.nbytes, False)
 
     def done(self, kind: str, field: str, *, last: bool = False) -> None:
-        """Column ``field`` of ``kind`` is copied: free it in every dump (``release``)."""
+        """Column ``field`` of ``kind`` is no longer needed: free it in every dump
+        (``release``)."""
         if self.release:
             self._freed(drop_column(self.every, kind, field), last)
+
+    def _copied_all(self, kind: str, field: str) -> None:
+        """Each normalized dump's part is freed: free the others' (dropped duplicates)."""
+        if self.release:
+            self._freed(drop_column(self.others, kind, field), False)
 
     def numbers(self, kind: str, field: str, dtype: type) -> np.ndarray:
         """One column of every dump as ``dtype`` (parts come in narrower widths)."""
@@ -107,18 +115,24 @@ class _Columns:
                 out[offset : offset + d.n_entries] = getattr(d, kind)[field]
                 offset += d.n_entries
             self.copied(d, kind, field)
-        self.done(kind, field)
+        self._copied_all(kind, field)
         return out
 
     def strings(self, field: str) -> pd.Categorical:
         """One string column of every dump as a categorical (categories in order of first
         use)."""
         categories: dict[str, int] = {}
-        remaps = [
-            np.fromiter((categories.setdefault(v, len(categories)) for v in d.vocab[field]),
-                        dtype=np.int32, count=len(d.vocab[field]))
-            for d in self.dumps
-        ]
+        # Dumps of one job mostly hold equal vocabularies: each distinct one is mapped once.
+        by_words: dict[tuple[str, ...], np.ndarray] = {}
+        remaps = []
+        for d in self.dumps:
+            words = tuple(d.vocab[field])
+            remap = by_words.get(words)
+            if remap is None:
+                remap = by_words[words] = np.fromiter(
+                    (categories.setdefault(v, len(categories)) for v in words),
+                    dtype=np.int32, count=len(words))
+            remaps.append(remap)
         # The code width pandas would pick, so that from_codes keeps the array as it is.
         width = next(t for t in (np.int8, np.int16, np.int32, np.int64)
                      if len(categories) < np.iinfo(t).max)
@@ -129,7 +143,7 @@ class _Columns:
                 codes[offset : offset + d.n_entries] = remap[d.strings[field]]
                 offset += d.n_entries
             self.copied(d, "strings", field)
-        self.done("strings", field)
+        self._copied_all("strings", field)
         return pd.Categorical.from_codes(codes, categories=list(categories), validate=False)  # type: ignore[call-overload]
 
 

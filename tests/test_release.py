@@ -4,6 +4,7 @@ the tables are the same as when they keep them."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 from pathlib import Path
 
@@ -109,3 +110,15 @@ def test_analyze_releases_and_reports_the_same() -> None:
     assert_same_tables(result.tables, kept)
     doc = to_json(result)
     assert doc["entries"] == len(kept.entries) and doc["culprit_ranks"] == [3]
+
+
+def test_a_dump_dropped_for_a_newer_one_of_its_rank_is_released_too() -> None:
+    loaded = load_dumps([SAMPLES / "stall_w4"], jobs=1)
+    older = copy.deepcopy(loaded.dumps[1])
+    older.path += ".old"
+    older.ints["time_created_ns"] = older.ints["time_created_ns"] - 1
+    twice = dataclasses.replace(loaded, dumps=(*loaded.dumps, older))
+    kept, released, spare = both_ways(twice)
+    assert_same_tables(kept, released)
+    assert "the newer one is kept" in " ".join(kept.skipped["reason"])
+    assert all(is_released(d) for d in spare.dumps if d.n_entries)
