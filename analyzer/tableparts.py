@@ -16,7 +16,7 @@ from analyzer.errors import InputError
 from analyzer.loader import Loaded
 from analyzer.reader import ParsedDump, SameMembers
 
-__all__ = ["default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
+__all__ = ["check_world_size", "default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
            "world_of"]
 
 
@@ -174,6 +174,14 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object
     return seen_members, seen_desc, known_by_dump, per_rank
 
 
+def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None) -> None:
+    """Refuse a given world size below the highest dumped rank + 1."""
+    top_dumped = max((d.rank for d in dumps), default=-1)
+    if world_size is not None and world_size < top_dumped + 1:
+        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
+                         f"({top_dumped + 1})")
+
+
 def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, starts: np.ndarray,
              data: dict[str, object], max_rank: int,
              ) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
@@ -204,9 +212,7 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
                   + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
         evident = max(evident, default_group_size(dumps, starts, data, max_rank))
-    if world_size is not None and world_size < top_dumped + 1:
-        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
-                         f"({top_dumped + 1})")
+    check_world_size(dumps, world_size)
     # Unreadable files named like the next ranks extend it, one contiguous rank at a time
     # (a lone high number with no file between does not): those ranks are unknown.
     unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}

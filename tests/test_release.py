@@ -122,3 +122,11 @@ def test_a_dump_dropped_for_a_newer_one_of_its_rank_is_released_too() -> None:
     assert_same_tables(kept, released)
     assert "the newer one is kept" in " ".join(kept.skipped["reason"])
     assert all(is_released(d) for d in spare.dumps if d.n_entries)
+
+
+def test_a_refused_world_size_releases_nothing() -> None:
+    loaded = load_dumps([SAMPLES / "chain_tp_dp_w8"], jobs=1)
+    with pytest.raises(InputError, match="below the highest dumped rank"):
+        normalize(loaded, world_size=4, release=True)
+    assert not any(is_released(d) for d in loaded.dumps)
+    assert normalize(loaded, release=True).world_size == 8
