@@ -51,7 +51,11 @@ class Analysis:
     #: Context files captured beside the dumps (:mod:`analyzer.capture`), by rank.
     contexts: Contexts = field(default_factory=Contexts)
     loaded: Loaded | None = None
-    """What the loader read (None for a re-opened store): ignored files, duplicates, warnings."""
+    """What the loader read (None for a store of tables only): ignored files, duplicates,
+    warnings, and each dump's notes (rank, path, counts, group tables). Its entries are in
+    :attr:`tables` (``normalize(..., release=True)`` moved them there): it cannot be
+    normalized or written to a store again (``analyzer.storemerge.prepare_export`` keeps
+    the dumps whole for that)."""
     config: AnalysisConfig = DEFAULT_CONFIG
     """The thresholds and caps given to :func:`analyze` (the defaults when none was given)."""
 
@@ -222,14 +226,14 @@ def analyze(
             loaded, contexts = opened.loaded, opened.contexts
             world = (world_size or opened.world_option
                      or contexts.world_hint(d.rank for d in loaded.dumps))
-            tables = normalize(loaded, world_size=world, config=config)
+            tables = normalize(loaded, world_size=world, config=config, release=True)
         else:
             loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
                                 scheduler=scheduler, config=config)
             # Captured context files beside the dumps: where each rank is now, who is alive.
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
-            tables = normalize(loaded, world_size=world, config=config)
+            tables = normalize(loaded, world_size=world, config=config, release=True)
         matching = match(tables, config=config)
         wait_rows = waits(tables, matching, config=config)
         graph = build_graph(tables, wait_rows)

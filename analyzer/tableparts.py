@@ -16,7 +16,8 @@ from analyzer.errors import InputError
 from analyzer.loader import Loaded
 from analyzer.reader import ParsedDump, SameMembers
 
-__all__ = ["default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "world_of"]
+__all__ = ["check_world_size", "default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
+           "world_of"]
 
 
 def _sort_key(name: str) -> tuple[int, int | str]:
@@ -56,59 +57,57 @@ def map_pg_ids(
 _GATHER_OPS = ("all_gather", "allgather")
 
 
-def default_group_size(dumps: Sequence[ParsedDump], pg_names: pd.Categorical,
-                        remaps: dict[str, list[np.ndarray]], max_rank: int) -> int:
+def _cat(data: dict[str, object], field: str) -> pd.Categorical:
+    column = data[field]
+    assert isinstance(column, pd.Categorical)
+    return column
+
+
+def _array(data: dict[str, object], field: str) -> np.ndarray:
+    column = data[field]
+    assert isinstance(column, np.ndarray)
+    return column
+
+
+def default_group_size(dumps: Sequence[ParsedDump], starts: np.ndarray,
+                       data: dict[str, object], max_rank: int) -> int:
     """Members of the default group (the world) that its entries show: the number of
     output shapes of an all_gather, and the peers of send/recv (global ranks there, below
-    ``max_rank``)."""
+    ``max_rank``). Reads the entry columns, and each dump's ``peer_local``."""
+    pg_names, ops, outputs = _cat(data, "pg_name"), _cat(data, "op"), _cat(data, "output_sizes")
     if "0" not in pg_names.categories:
         return 0
     code = pg_names.categories.get_loc("0")
+    gather = [c for c, op in enumerate(ops.categories) if op in _GATHER_OPS]
+    output_texts = list(outputs.categories)
     size = 0
-    for i, d in enumerate(dumps):
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
         if not d.n_entries:
             continue
-        in_default = remaps["pg_name"][i][d.strings["pg_name"]] == code
+        rows = slice(offset, offset + d.n_entries)
+        in_default = pg_names.codes[rows] == code
         peers = d.ints["peer_local"][in_default]
         peers = peers[peers < max_rank]
         if len(peers):
             size = max(size, int(peers.max()) + 1)
-        gather = [c for c, op in enumerate(d.vocab["op"]) if op in _GATHER_OPS]
         if not gather:
             continue
-        rows = in_default & np.isin(d.strings["op"], gather)
-        for out_code in np.unique(d.strings["output_sizes"][rows]).tolist():
-            text = d.vocab["output_sizes"][out_code]
+        gathers = in_default & np.isin(ops.codes[rows], gather)
+        for out_code in np.unique(outputs.codes[rows][gathers]).tolist():
+            text = output_texts[out_code]
             if text.startswith("[["):
                 size = max(size, text.count("[") - 1)
     return size
 
 
-def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, data: dict[str, object],
-          remaps: dict[str, list[np.ndarray]]) -> tuple[np.ndarray, dict[str, list[object]],
-                                                       dict[str, set[int]], dict[str, str],
-                                                       list[dict[int, str]], list[tuple[str, int, int, int]]]:
-    pg_names = data["pg_name"]
-    pg_descs = data["pg_desc"]
-    backend_cat = data["backend"]
-    assert isinstance(pg_names, pd.Categorical) and isinstance(pg_descs, pd.Categorical)
-    assert isinstance(backend_cat, pd.Categorical)
-    record_ids = data["record_id"]
-    assert isinstance(record_ids, np.ndarray)
-    # One pass over the dumps (a few small numpy calls each, never one per entry): stack
-    # ids, the groups each rank recorded in and each group's first description, the
-    # pg_id -> name pairs the entries show, and each rank's backend, record ids and time.
+def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
+                 ) -> tuple[np.ndarray, dict[str, list[object]]]:
+    """Each entry's key into the stacks table (-1: no frames), and that table's rows: equal
+    stacks of different dumps share one key, numbered in order of first use."""
     stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
     stack_ids = np.full(n, -1, dtype=np.int32)
-    seen_members: dict[str, set[int]] = defaultdict(set)
-    seen_desc: dict[str, str] = {}
-    known_by_dump: list[dict[int, str]] = []
-    per_rank: list[tuple[str, int, int, int]] = []  # backend, first and last record, last time
-    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
-        known: dict[int, str] = {}
-        known_by_dump.append(known)
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
         if not d.n_entries:
-            per_rank.append(("", -1, -1, 0))
             continue
         remap = np.array(
             [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
@@ -117,26 +116,6 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, data: dict[str
         seg = stack_ids[offset : offset + d.n_entries]
         has = local >= 0
         seg[has] = remap[local[has]]
-        # Groups: codes in this dump, each with its first entry (dumps are in entry order).
-        names = remaps["pg_name"][i][d.strings["pg_name"]]
-        present, first = np.unique(names, return_index=True)
-        descs = remaps["pg_desc"][i][d.strings["pg_desc"][first]]
-        for code, desc_code in zip(present.tolist(), descs.tolist()):
-            name = str(pg_names.categories[code])
-            seen_members[name].add(d.rank)
-            seen_desc.setdefault(name, str(pg_descs.categories[desc_code]))
-        # pg_id -> name: for each pg_id the name with the smallest category code.
-        pids = np.asarray(d.ints["pg_id"], dtype=np.int64)
-        order = np.lexsort((names, pids))
-        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
-        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist()):
-            known[int(pid)] = str(pg_names.categories[code])
-        # Most frequent backend; a tie goes to the first category.
-        tally = np.bincount(d.strings["backend"], minlength=len(d.vocab["backend"]))
-        top = remaps["backend"][i][tally == tally.max()].min()
-        record, created = record_ids[offset : offset + d.n_entries], d.ints["time_created_ns"]
-        per_rank.append((str(backend_cat.categories[top]), int(record.min()), int(record.max()),
-                         int(created.max())))
     stacks_rows: dict[str, list[object]] = defaultdict(list)
     for key, sid in stack_index.items():
         for depth, (fname, filename, line) in enumerate(key):
@@ -145,12 +124,66 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, data: dict[str
             stacks_rows["name"].append(fname)
             stacks_rows["filename"].append(filename)
             stacks_rows["line"].append(line)
+    return stack_ids, stacks_rows
 
-    return stack_ids, stacks_rows, seen_members, seen_desc, known_by_dump, per_rank
+
+def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object],
+         ) -> tuple[dict[str, set[int]], dict[str, str], list[dict[int, str]],
+                    list[tuple[str, int, int, int]]]:
+    """One pass over the dumps' rows of the entry columns (a few small numpy calls each,
+    never one per entry): the groups each rank recorded in and each group's first
+    description, the pg_id -> name pairs the entries show, and each rank's backend, first
+    and last record id and newest enqueue time."""
+    pg_names, pg_descs, backends = _cat(data, "pg_name"), _cat(data, "pg_desc"), _cat(data, "backend")
+    names_of, descs_of = list(pg_names.categories), list(pg_descs.categories)
+    backend_of = list(backends.categories)
+    name_codes, desc_codes, backend_codes = pg_names.codes, pg_descs.codes, backends.codes
+    record_ids, created = _array(data, "record_id"), _array(data, "time_created_ns")
+    pg_ids = _array(data, "pg_id")
+    seen_members: dict[str, set[int]] = defaultdict(set)
+    seen_desc: dict[str, str] = {}
+    known_by_dump: list[dict[int, str]] = []
+    per_rank: list[tuple[str, int, int, int]] = []  # backend, first and last record, last time
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
+        known: dict[int, str] = {}
+        known_by_dump.append(known)
+        if not d.n_entries:
+            per_rank.append(("", -1, -1, 0))
+            continue
+        rows = slice(offset, offset + d.n_entries)
+        # Groups: codes in this dump, each with its first entry (dumps are in entry order).
+        names = name_codes[rows]
+        present, first = np.unique(names, return_index=True)
+        descs = desc_codes[offset + first]
+        for code, desc_code in zip(present.tolist(), descs.tolist(), strict=True):
+            name = names_of[code]
+            seen_members[name].add(d.rank)
+            seen_desc.setdefault(name, descs_of[desc_code])
+        # pg_id -> name: for each pg_id the name with the smallest category code.
+        pids = pg_ids[rows].astype(np.int64)
+        order = np.lexsort((names, pids))
+        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
+        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist(), strict=True):
+            known[int(pid)] = names_of[code]
+        # Most frequent backend; a tie goes to the first category.
+        tally = np.bincount(backend_codes[rows])
+        top = int(np.flatnonzero(tally == tally.max())[0])
+        record = record_ids[rows]
+        per_rank.append((str(backend_of[top]), int(record.min()), int(record.max()),
+                         int(created[rows].max())))
+    return seen_members, seen_desc, known_by_dump, per_rank
 
 
-def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, pg_names: pd.Categorical,
-             remaps: dict[str, list[np.ndarray]], max_rank: int,
+def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None) -> None:
+    """Refuse a given world size below the highest dumped rank + 1."""
+    top_dumped = max((d.rank for d in dumps), default=-1)
+    if world_size is not None and world_size < top_dumped + 1:
+        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
+                         f"({top_dumped + 1})")
+
+
+def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, starts: np.ndarray,
+             data: dict[str, object], max_rank: int,
              ) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
@@ -178,10 +211,8 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
     evident = max([top_dumped + 1, unnamed_max + 1]
                   + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
-        evident = max(evident, default_group_size(dumps, pg_names, remaps, max_rank))
-    if world_size is not None and world_size < top_dumped + 1:
-        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
-                         f"({top_dumped + 1})")
+        evident = max(evident, default_group_size(dumps, starts, data, max_rank))
+    check_world_size(dumps, world_size)
     # Unreadable files named like the next ranks extend it, one contiguous rank at a time
     # (a lone high number with no file between does not): those ranks are unknown.
     unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
@@ -221,7 +252,7 @@ def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[
 
 
 def peers(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, pg_names: pd.Categorical,
-           members_of: dict[str, tuple[int, ...]], remaps: dict[str, list[np.ndarray]]) -> np.ndarray:
+          members_of: dict[str, tuple[int, ...]]) -> np.ndarray:
     # Peers of send/recv: group-local ranks -> global ranks, through one flat array holding
     # the members of every group, in the order of the pg_name categories.
     peer = np.full(n, -1, dtype=np.int32)
@@ -229,13 +260,14 @@ def peers(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, pg_names: pd.
     sizes = np.array([len(m) for m in lists], dtype=np.int64)
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
     first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    for i, (d, offset) in enumerate(zip(dumps, starts.tolist(), strict=True)):
+    name_codes = pg_names.codes
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
         if not d.n_entries:
             continue
         local = np.asarray(d.ints["peer_local"], dtype=np.int64)
         rows = np.flatnonzero(local >= 0)
         if len(rows):
-            codes = remaps["pg_name"][i][d.strings["pg_name"][rows]]
+            codes = name_codes[offset + rows].astype(np.int64)
             ok = local[rows] < sizes[codes]
             peer[offset + rows[ok]] = flat[first_member[codes[ok]] + local[rows][ok]]
 

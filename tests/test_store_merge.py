@@ -21,7 +21,7 @@ from analyzer.analysis import Analysis, analyze
 from analyzer.discovery import rank_from_name
 from analyzer.render.jsondoc import to_json
 from analyzer.store import MARKER, write_store
-from analyzer.storemerge import open_stores
+from analyzer.storemerge import open_stores, prepare_export
 from tests.conftest import FIXTURES, SAMPLES, entry
 from tools.simulate import simulate_job
 
@@ -31,9 +31,9 @@ SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "EXPECTED.json").is_fi
 
 def export(files: list[Path], out: Path, world_size: int | None = None) -> Path:
     """What ``hangscope export FILES -o OUT`` writes."""
-    result = analyze(files, world_size=world_size, jobs=1)
-    return write_store(result.tables, out, loaded=result.loaded, contexts=result.contexts,
-                       world_option=world_size)
+    made = prepare_export(list(files), world_size=world_size, jobs=1)
+    return write_store(made.tables, out, loaded=made.loaded, contexts=made.contexts,
+                       world_option=made.world_option)
 
 
 def shards(job: Path, k: int, contiguous: bool) -> list[list[Path]]:
