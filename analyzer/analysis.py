@@ -26,7 +26,7 @@ from analyzer.loader import Loaded, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import read_store, store_inputs
 from analyzer.storemerge import open_stores
-from analyzer.tables import Tables, normalize
+from analyzer.tables import Tables, normalize, without_hugepage_advice
 from analyzer.waits import waits
 
 if TYPE_CHECKING:  # pragma: no cover - plotly is imported by the render modules only
@@ -216,7 +216,7 @@ def analyze(
     if world_size is not None and world_size < 1:
         raise InputError(f"world size {world_size}: a job has at least one rank")
     loaded: Loaded | None = None
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused(), without_hugepage_advice():
         contexts = Contexts()
         stores = store_inputs(inputs)
         if stores == "tables":

@@ -156,11 +156,12 @@ class _Columns:
 
 
 @contextmanager
-def _without_hugepage_advice() -> Iterator[None]:
+def without_hugepage_advice() -> Iterator[None]:
     """numpy marks arrays of 4 MB and more MADV_HUGEPAGE; where the kernel's THP defrag
     setting is ``madvise``, faulting them in can stall on synchronous compaction (numpy
-    issue 31590). normalize allocates gigabytes of fresh columns at scale: 2.5-3 s of
-    stalls at 4,096 ranks on a 2-core VM. Off while normalizing, then as before."""
+    issue 31590). normalize allocates gigabytes of fresh columns at scale (2.5-3 s of
+    stalls at 4,096 ranks on a 2-core VM), and matching more. Off inside, then as before
+    (``analyze`` holds it over the whole pipeline; nesting is harmless)."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - numpy < 2 or another platform
@@ -186,7 +187,7 @@ def normalize(loaded: Loaded, *, world_size: int | None = None,
     if any(is_released(d) for d in loaded.dumps):
         raise InputError("these dumps handed their entries over to an earlier normalize "
                          "(release=True): load them again to normalize them")
-    with _without_hugepage_advice():
+    with without_hugepage_advice():
         return _normalize(loaded, world_size, config, release)
 
 

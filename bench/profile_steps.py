@@ -72,14 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.loader import load_dumps
     from analyzer.matching import match
     from analyzer.render.jsondoc import to_json
-    from analyzer.tables import normalize
+    from analyzer.tables import normalize, without_hugepage_advice
     from analyzer.waits import waits
 
     gc.disable()
+    huge = without_hugepage_advice()  # as analyze() runs the pipeline
+    huge.__enter__()
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     loaded = step("load", lambda: load_dumps([args.target], jobs=args.jobs or None), rows)
-    tables = step("normalize", lambda: normalize(loaded), rows)
+    tables = step("normalize", lambda: normalize(loaded, release=True), rows)  # as analyze() does
     matching = step("match", lambda: match(tables), rows)
     wait_rows = step("waits", lambda: waits(tables, matching), rows)
     graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
