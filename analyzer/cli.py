@@ -60,7 +60,7 @@ PrefixOpt = Annotated[str | None, typer.Option(
 WorldOpt = Annotated[int | None, typer.Option(
     "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)")]
 JobsOpt = Annotated[int | None, typer.Option(
-    "--jobs", "-j", help="Parallel parsers (threads or processes), at least 1 (default: all cores)", show_default=False)]
+    "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
 StrictOpt = Annotated[bool, typer.Option(

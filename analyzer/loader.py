@@ -15,7 +15,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -25,7 +25,7 @@ from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
-from analyzer.fastreader import NATIVE, read_payload, wanted_reader
+from analyzer.fastreader import read_payload
 from analyzer.payload import Refusal, payloads
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
@@ -201,25 +201,6 @@ def _on_worker(result: _Result, host: str) -> _Result:
     return result
 
 
-def _native_pickles(items: Sequence[_Item], probe: int = 4) -> bool:
-    """Will the compiled reader read these files? Its own choice, and the first bytes of the
-    first few files: plain pickles (compressed, archived and JSON dumps are read by Python,
-    which parses in processes, one interpreter each)."""
-    if wanted_reader() != NATIVE:
-        return False
-    named = [item for item in items if item[2]][:probe]  # dump-named files, not what lies beside
-    if not named:
-        return False
-    for item in named:
-        try:
-            with open(item[1], "rb") as f:
-                if f.read(1) != b"\x80":
-                    return False
-        except OSError:
-            return False
-    return True
-
-
 def default_jobs() -> int:
     """Worker processes to use: the cores this process may run on."""
     try:
@@ -269,11 +250,6 @@ def load_dumps(
                                       annotate=_on_worker)
         elif jobs <= 1 or len(items) < 8:
             parsed = map(parse, items)
-        elif _native_pickles(items):
-            # The compiled reader parses without holding the GIL, and what it leaves to Python
-            # is small: threads share the parsed columns with no copy between processes.
-            threads = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
-            parsed = threads.map(parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
             ctx = None
