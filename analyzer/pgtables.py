@@ -85,11 +85,6 @@ class SameMembers:
         return same
 
 
-def _members(value: Any, max_rank: int) -> tuple[int, ...] | None:
-    """Member ranks of a pg_config entry; None when they are not plausible ranks."""
-    return _member_ranks(value, max_rank)
-
-
 def _items(raw: dict[str, Any], key: str, why: Reasons) -> list[tuple[Any, Any]]:
     """The first groups of the table ``key`` (none when it is not an object: counted)."""
     table = raw.get(key) or {}
@@ -110,7 +105,7 @@ def _config_of(raw: dict[str, Any], why: Reasons, config: AnalysisConfig) -> Gro
         if not isinstance(name, (str, int)) or not isinstance(desc, str):
             why.fields["pg_config name or desc is not a string"] += 1
             continue
-        members = _members(value.get("ranks"), config.max_rank)
+        members = _member_ranks(value.get("ranks"), config.max_rank)
         if members is None and value.get("ranks") not in (None, ""):
             why.fields["pg_config ranks are not a list of plausible ranks"] += 1
         pg_config[clean(str(name), 1024)] = (clean(desc, 1024), members)

@@ -85,8 +85,7 @@ def _member_lists(folder: Path, fmt: str) -> list[tuple[int, ...]] | None:
 
 
 def _members_of(value: Any, lists: list[tuple[int, ...]] | None) -> tuple[int, ...] | None:
-    """A pg_config entry's members: an index into the store's lists (format 3) or the list
-    itself (format 2)."""
+    """A pg_config entry's members: an index into ``lists`` (format 3), or the list (2)."""
     if value is None:
         return None
     if lists is None:
