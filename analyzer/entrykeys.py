@@ -12,12 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyzer.groupkeys import Pairs, as_int64, first_of, group_ids, pairs
+from analyzer.groupkeys import Pairs, as_int64, dense_ids, first_of, group_ids, pairs, ranged_slots
 
 __all__ = ["EntryKeys", "entry_keys"]
 
 _BIG = np.iinfo(np.int64).max
-_SPAN_FACTOR = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,23 +74,13 @@ def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.
     keep = np.ones(n, dtype=bool)
     if not n:
         return keep
-    present = lo <= hi
-    if (int(lo[present].min()) > -(1 << 59) and int(hi[present].max()) < (1 << 59)):
-        span = np.where(present, hi - lo + 1, 0)
-        total = int(span.sum())
-        if total <= _SPAN_FACTOR * n + 1024:
-            raw = (np.cumsum(span) - span - lo)[mid]  # each member's offset, less its lowest
-            raw += seq
-            used = np.zeros(total, dtype=bool)
-            used[raw] = True
-            if int(np.count_nonzero(used)) == n:
-                return keep
-            dense = np.cumsum(used, dtype=np.int64) - 1
-            per_pair, n_pairs = dense[raw], int(dense[-1]) + 1
-        else:
-            per_pair, n_pairs = group_ids(mid, seq)
-    else:
+    slots = ranged_slots(mid, seq, lo, hi)
+    if slots is None:
         per_pair, n_pairs = group_ids(mid, seq)
+    elif int(np.count_nonzero(slots[1])) == n:
+        return keep
+    else:
+        per_pair, n_pairs = dense_ids(*slots)
     keep[:] = False
     keep[first_of(per_pair, n_pairs)] = True
     return keep

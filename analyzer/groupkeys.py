@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["Pairs", "as_int64", "first_of", "group_ids", "pairs", "reduce_max", "reduce_min"]
+__all__ = ["Pairs", "as_int64", "dense_ids", "first_of", "group_ids", "pairs", "ranged_slots",
+           "reduce_max", "reduce_min"]
 
 #: Ranged ids are used while the spans stay under this many times the rows (plus a margin).
 _SPAN_FACTOR = 4
@@ -79,17 +80,9 @@ def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     hi = np.full(n_major, -_LIMIT, dtype=np.int64)
     np.minimum.at(lo, major, minor)
     np.maximum.at(hi, major, minor)
-    present = lo <= hi
-    if present.any() and (int(lo[present].min()) > -_LIMIT // 2 and int(hi[present].max()) < _LIMIT // 2):
-        span = np.where(present, hi - lo + 1, 0)
-        total = int(span.sum())
-        if total <= _SPAN_FACTOR * n + 1024:
-            raw = (np.cumsum(span) - span - lo)[major]  # each major's offset, less its lowest
-            raw += minor
-            used = np.zeros(total, dtype=bool)
-            used[raw] = True
-            dense = np.cumsum(used, dtype=np.int64) - 1
-            return dense[raw], int(dense[-1]) + 1
+    slots = ranged_slots(major, minor, lo, hi)
+    if slots is not None:
+        return dense_ids(*slots)
     order = np.lexsort((minor, major))
     a, b = major[order], minor[order]
     new = np.empty(n, dtype=bool)
@@ -98,6 +91,31 @@ def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     ids = np.empty(n, dtype=np.int64)
     ids[order] = np.cumsum(new, dtype=np.int64) - 1
     return ids, int(new.sum())
+
+
+def ranged_slots(major: np.ndarray, minor: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each row's slot in the ranges of its major code (``lo``/``hi``: each major's smallest
+    and largest minor; ``lo > hi``: none), and which slots are used; None when the ranges
+    add up to far more than the rows (or reach beyond int64), where only a sort will do."""
+    present = lo <= hi
+    if not present.any() or int(lo[present].min()) <= -_LIMIT // 2 or int(hi[present].max()) >= _LIMIT // 2:
+        return None
+    span = np.where(present, hi - lo + 1, 0)
+    total = int(span.sum())
+    if total > _SPAN_FACTOR * len(major) + 1024:
+        return None
+    raw = (np.cumsum(span) - span - lo)[major]  # each major's offset, less its lowest
+    raw += minor
+    used = np.zeros(total, dtype=bool)
+    used[raw] = True
+    return raw, used
+
+
+def dense_ids(raw: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rows' slots (:func:`ranged_slots`) numbered densely in slot order: (ids, how many)."""
+    dense = np.cumsum(used, dtype=np.int64) - 1
+    return dense[raw], int(dense[-1]) + 1
 
 
 def first_of(ids: np.ndarray, n_groups: int) -> np.ndarray:
