@@ -36,26 +36,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from run_bench import (  # noqa: E402 - the job generator and the measuring of run_bench.py
-    Run,
+from run_bench import (  # noqa: E402 - the job generator and the runs of run_bench.py
     ensure_job,
-    hangscope_cmd,
-    measure,
-    warm_cache,
+    run_hangscope,
+    run_on_dask,
 )
-
-
-def _analyze(target: Path, extra: list[str], expected: list[int], timeout: float) -> Run:
-    out_json = Path(os.environ.get("TMPDIR", "/tmp")) / f"hangscope-dask-bench-{os.getpid()}.json"
-    warm_cache(target)
-    run = measure(hangscope_cmd() + ["analyze", str(target), "-q", "-f", "json",
-                                     "-o", str(out_json), *extra], timeout=timeout)
-    if run.status == "ok" and out_json.exists():
-        doc = json.loads(out_json.read_text())
-        run.extra = {"culprits": doc["culprit_ranks"], "verdict": doc["verdict"],
-                     "culprit_ok": sorted(doc["culprit_ranks"]) == sorted(expected)}
-    out_json.unlink(missing_ok=True)
-    return run
 
 
 def parse_cost(target: Path, sample: int = 256) -> dict[str, float]:
@@ -86,7 +71,7 @@ def central_cost(target: Path, jobs: int) -> dict[str, float]:
     t0 = time.perf_counter()
     loaded = load_dumps([target], jobs=jobs)
     t1 = time.perf_counter()
-    tables = normalize(loaded)
+    tables = normalize(loaded, release=True)  # as analyze() does
     t2 = time.perf_counter()
     matching = match(tables)
     wait_rows = waits(tables, matching)
@@ -101,25 +86,22 @@ def central_cost(target: Path, jobs: int) -> dict[str, float]:
 def run(ranks: int, *, entries: int = 2000, workers: int = 2, jobs: int = 0, seed: int = 0,
         cache: Path = ROOT / ".bench", timeout: float = 1800.0, costs: bool = True) -> dict[str, Any]:
     """Both runs on the job of ``ranks`` ranks; the figures as a dict."""
-    from distributed import LocalCluster
-
-    target = ensure_job(cache, ranks, entries, seed=seed, jobs=max(1, jobs or os.cpu_count() or 1))
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    target = ensure_job(cache, ranks, entries, seed=seed, jobs=jobs)
     expected = json.loads((target / "EXPECTED.json").read_text())["culprits"]
     out: dict[str, Any] = {"ranks": ranks, "entries": entries, "workers": workers}
-    default = _analyze(target, ["--jobs", str(jobs)] if jobs else [], expected, timeout)
+    default = run_hangscope(target, jobs, expected, timeout=timeout)
     out["default"] = {"wall_s": default.wall, "peak_mb": default.peak_mb, "status": default.status,
                       **default.extra}
-    t = time.perf_counter()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, host="127.0.0.1") as cluster:
-        out["cluster_start_s"] = time.perf_counter() - t
-        dask = _analyze(target, ["--scheduler", cluster.scheduler_address], expected, timeout)
+    dask, out["cluster_start_s"], why = run_on_dask(target, expected, workers, timeout=timeout)
+    if dask is None:
+        raise SystemExit(why)
     out["dask"] = {"wall_s": dask.wall, "peak_mb": dask.peak_mb, "status": dask.status, **dask.extra}
     if dask.status != "ok":
         out["dask"]["stderr"] = dask.stderr.strip()[-300:]
     if costs:
         out["parse"] = parse_cost(target)
-        out["central"] = central_cost(target, jobs or os.cpu_count() or 1)
+        out["central"] = central_cost(target, jobs)
     return out
 
 

@@ -67,6 +67,18 @@ def job_key(ranks: int, entries: int, seed: int, collectives_only: bool) -> str:
     return f"r{ranks}-tp{tp}-pp{pp}-dp{dp}-e{entries}-stall-seed{seed}-frames"
 
 
+def simulate(out: Path, topo: tuple[int, int, int], entries: int, *, seed: int, jobs: int,
+             write_ranks: tuple[int, int] | None = None) -> None:
+    """The benchmark's job (one stalled rank) into ``out``: ``tools.simulate`` in a child."""
+    tp, pp, dp = topo
+    cmd = [sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", str(tp), "--pp", str(pp),
+           "--dp", str(dp), "--fault", "stall", "--buffer-size", str(entries),
+           "--seed", str(seed), "--jobs", str(jobs)]
+    if write_ranks is not None:
+        cmd += ["--write-ranks", f"{write_ranks[0]}:{write_ranks[1]}"]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
 def ensure_job(cache: Path, ranks: int, entries: int, *, seed: int, jobs: int,
                collectives_only: bool = False, regenerate: bool = False) -> Path:
     """The dump folder of this job, simulated unless the cache already holds it."""
@@ -79,10 +91,7 @@ def ensure_job(cache: Path, ranks: int, entries: int, *, seed: int, jobs: int,
     shutil.rmtree(out, ignore_errors=True)
     note(f"simulating {ranks} ranks (tp {tp} x pp {pp} x dp {dp}) x {entries} entries -> {out.name}")
     t = time.perf_counter()
-    cmd = [sys.executable, "-m", "tools.simulate", "-o", str(tmp), "--tp", str(tp), "--pp", str(pp),
-           "--dp", str(dp), "--fault", "stall", "--buffer-size", str(entries),
-           "--seed", str(seed), "--jobs", str(jobs)]
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    simulate(tmp, (tp, pp, dp), entries, seed=seed, jobs=jobs)
     tmp.rename(out)
     note(f"  simulated in {time.perf_counter() - t:.0f} s")
     return out
@@ -109,10 +118,7 @@ def ensure_shard_stores(cache: Path, ranks: int, entries: int, *, seed: int, job
             shutil.rmtree(d, ignore_errors=True)
         note(f"simulating {ranks} ranks (tp {tp} x pp {pp} x dp {dp}), writing ranks {lo}-{hi - 1}")
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tools.simulate", "-o", str(tmp), "--tp", str(tp),
-                        "--pp", str(pp), "--dp", str(dp), "--fault", "stall", "--buffer-size",
-                        str(entries), "--seed", str(seed), "--jobs", str(jobs),
-                        "--write-ranks", f"{lo}:{hi}"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        simulate(tmp, (tp, pp, dp), entries, seed=seed, jobs=jobs, write_ranks=(lo, hi))
         shutil.copy(tmp / "EXPECTED.json", expected_file)
         note(f"  simulated in {time.perf_counter() - t:.0f} s; exporting the shard")
         subprocess.run(hangscope_cmd() + ["export", str(tmp), "-o", str(partial), "-q", "--world-size",
@@ -239,7 +245,7 @@ def warm_cache(target: Path) -> None:
 
 
 def run_hangscope(target: Path | list[Path], jobs: int, expected: list[int] | None,
-                  scheduler: str | None = None) -> Run:
+                  scheduler: str | None = None, timeout: float | None = None) -> Run:
     """``hangscope analyze`` on one dump folder or store, or on several stores."""
     out_json = Path(os.environ.get("TMPDIR", "/tmp")) / f"hangscope-bench-{os.getpid()}.json"
     targets = target if isinstance(target, list) else [target]
@@ -247,7 +253,7 @@ def run_hangscope(target: Path | list[Path], jobs: int, expected: list[int] | No
         warm_cache(t)
     where = ["--scheduler", scheduler] if scheduler else ["--jobs", str(jobs)]
     run = measure(hangscope_cmd() + ["analyze", *map(str, targets), "-q", "-f", "json", "-o",
-                                     str(out_json), *where])
+                                     str(out_json), *where], timeout=timeout)
     if run.status == "ok" and out_json.exists():
         doc = json.loads(out_json.read_text())
         run.extra = {"culprits": doc["culprit_ranks"], "entries": doc["entries"],
@@ -480,7 +486,8 @@ def machine() -> str:
             f"load average {load}")
 
 
-def run_on_dask(target: Path, expected: list[int], workers: int) -> tuple[Run | None, float, str]:
+def run_on_dask(target: Path, expected: list[int], workers: int,
+                timeout: float | None = None) -> tuple[Run | None, float, str]:
     """``hangscope analyze --scheduler`` on a fresh ``LocalCluster`` of ``workers`` worker
     processes (one thread each, loopback): (the run, the cluster's start-up seconds, why it
     did not run)."""
@@ -492,7 +499,8 @@ def run_on_dask(target: Path, expected: list[int], workers: int) -> tuple[Run | 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=None, host="127.0.0.1") as cluster:
         start = time.perf_counter() - t
-        run = run_hangscope(target, workers, expected, scheduler=cluster.scheduler_address)
+        run = run_hangscope(target, workers, expected, scheduler=cluster.scheduler_address,
+                            timeout=timeout)
     return run, start, ""
 
 
