@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -186,26 +187,38 @@ _DERIVE: dict[str, _Derive] = {
 #: Ranks share most values (names, sizes, dtypes, stacks), so most files meet none that is
 #: new. The cache holds results of pure functions of the exact bytes: it saves time, it
 #: cannot change what any file says. Bounded: a field's table is emptied when it is full.
-_SEEN: dict[tuple[AnalysisConfig, str], dict[bytes, Any]] = {}
 _SEEN_MAX_KEYS = 1 << 15
 _SEEN_MAX_BYTES = 32 << 20
-_seen_bytes: dict[tuple[AnalysisConfig, str], int] = {}
+
+
+@dataclass(eq=False)
+class _Seen:
+    """One field's remembered values, and the bytes of their keys."""
+
+    values: dict[bytes, Any] = field(default_factory=dict)
+    nbytes: int = 0
+
+    def remember(self, key: bytes, value: Any) -> None:
+        if len(self.values) >= _SEEN_MAX_KEYS or self.nbytes > _SEEN_MAX_BYTES:
+            self.values.clear()
+            self.nbytes = 0
+        self.values[key] = value
+        self.nbytes += len(key)
+
+
+_SEEN: dict[tuple[AnalysisConfig, str], _Seen] = {}
 
 
 def _derived(key: str, keys: list[bytes], config: AnalysisConfig) -> list[Any]:
     """What each distinct value (by its canonical bytes) of field ``key`` reads as."""
-    table = _SEEN.setdefault((config, key), {})
+    seen = _SEEN.setdefault((config, key), _Seen())
     derive = _DERIVE[key]
     out = []
     for k in keys:
-        got = table.get(k)
+        got = seen.values.get(k)
         if got is None:
             got = derive(_fastpickle.decode(k), config)
-            if len(table) >= _SEEN_MAX_KEYS or _seen_bytes.get((config, key), 0) > _SEEN_MAX_BYTES:
-                table.clear()
-                _seen_bytes[(config, key)] = 0
-            table[k] = got
-            _seen_bytes[(config, key)] = _seen_bytes.get((config, key), 0) + len(k)
+            seen.remember(k, got)
         if got is _DECLINE:
             raise _Declined
         out.append(got)
