@@ -2,17 +2,48 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_dumps"
 FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+
+def assert_same_value(a: Any, b: Any, where: str = "") -> None:
+    """Equal values of equal types, arrays of equal dtype (NaN equal to NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), (where, a.dtype, b.dtype, a.shape, b.shape)
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
+        return
+    assert type(a) is type(b), (where, type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b), (where, list(a), list(b))
+        for key in a:
+            assert_same_value(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), (where, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_value(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and a != a:
+        assert b != b, where
+    else:
+        assert a == b, (where, a, b)
+
+
+def assert_same_fields(a: Any, b: Any, skip: tuple[str, ...] = ()) -> None:
+    """Two dataclass records (parsed dumps, say) equal field by field, as :func:`assert_same_value`."""
+    for f in dataclasses.fields(a):
+        if f.name not in skip:
+            assert_same_value(getattr(a, f.name), getattr(b, f.name), f"{getattr(a, 'path', '')}:{f.name}")
 
 
 def entry(

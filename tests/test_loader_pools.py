@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from analyzer import fastreader
 from analyzer.loader import Loaded, load_dumps
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, assert_same_fields
 
 
 def _same(a: Loaded, b: Loaded) -> None:
     assert [(d.rank, d.path) for d in a.dumps] == [(d.rank, d.path) for d in b.dumps]
     assert (a.skipped, a.ignored, a.duplicates) == (b.skipped, b.ignored, b.duplicates)
     for x, y in zip(a.dumps, b.dumps, strict=True):
-        for f in dataclasses.fields(x):
-            u, v = getattr(x, f.name), getattr(y, f.name)
-            if isinstance(u, dict) and u and isinstance(next(iter(u.values())), np.ndarray):
-                assert u.keys() == v.keys()
-                for k in u:
-                    assert u[k].dtype == v[k].dtype and np.array_equal(u[k], v[k], equal_nan=u[k].dtype.kind == "f")
-            else:
-                assert u == v, (x.path, f.name)
+        assert_same_fields(x, y)
 
 
 def _job(tmp_path: Path) -> Path:

@@ -10,7 +10,6 @@ which the compiled reader either agrees or declined.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import os
 import pickle
@@ -27,7 +26,8 @@ from analyzer import fastreader
 from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.reader import ParsedDump, _SafeUnpickler, parse_dump
-from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
+from tests.conftest import FIXTURES, SAMPLES, assert_same_fields, dump, entry, write_pickle
+from tests.conftest import assert_same_value as assert_same
 from tools.simulate import simulate_job
 
 pytestmark = pytest.mark.skipif(
@@ -36,33 +36,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def assert_same(a: Any, b: Any, where: str = "") -> None:
-    """Equal values of equal types, arrays of equal dtype (NaN equal to NaN)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), (where, a.dtype, b.dtype, a.shape, b.shape)
-        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
-        return
-    assert type(a) is type(b), (where, type(a), type(b))
-    if isinstance(a, dict):
-        assert list(a) == list(b), (where, list(a), list(b))
-        for key in a:
-            assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), (where, len(a), len(b))
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and a != a:
-        assert b != b, where
-    else:
-        assert a == b, (where, a, b)
-
-
 def assert_same_dump(native: ParsedDump, python: ParsedDump) -> None:
     assert native.reader == "native" and python.reader == "python"
-    for f in dataclasses.fields(ParsedDump):
-        if f.name != "reader":
-            assert_same(getattr(native, f.name), getattr(python, f.name), f"{python.path}:{f.name}")
+    assert_same_fields(native, python, skip=("reader",))
 
 
 def check_file(path: Path, *, must_handle: bool) -> str | None:

@@ -184,12 +184,8 @@ def test_the_caps_of_a_config_bound_every_value(tmp_path: Path) -> None:
 
 
 def test_parsed_dumps_travel_between_processes_whole_with_member_lists_packed() -> None:
-    import dataclasses
-
-    import numpy as np
-
     from analyzer.reader import ParsedDump
-    from tests.conftest import SAMPLES
+    from tests.conftest import SAMPLES, assert_same_fields
 
     a = parse_dump(0, SAMPLES / "chain_tp_dp_w8" / "nccl_trace_rank_0")
     world = tuple(range(1000))
@@ -199,13 +195,5 @@ def test_parsed_dumps_travel_between_processes_whole_with_member_lists_packed() 
     assert len(blob) < len(pickle.dumps(world)) + 40_000  # 4 bytes a member, not a pickled int
     b, c = pickle.loads(blob), pickle.loads(blob)
     assert isinstance(b, ParsedDump)
-    for f in dataclasses.fields(ParsedDump):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, dict) and x and isinstance(next(iter(x.values())), np.ndarray):
-            assert x.keys() == y.keys(), f.name
-            for k in x:
-                assert x[k].dtype == y[k].dtype, (f.name, k)
-                assert np.array_equal(x[k], y[k], equal_nan=x[k].dtype.kind == "f"), (f.name, k)
-        else:
-            assert x == y, f.name
+    assert_same_fields(a, b)
     assert b.pg_config["big"][1] == world and b.pg_config["big"][1] is c.pg_config["big"][1]
