@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -22,7 +22,7 @@ from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, Verdict, diagnose
 from analyzer.errors import InputError
 from analyzer.graph import build_graph
-from analyzer.loader import Loaded, Progress, load_dumps
+from analyzer.loader import Loaded, Loading, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import read_store, store_inputs
 from analyzer.storemerge import open_stores
@@ -195,6 +195,7 @@ def analyze(
     progress: Progress | None = None,
     scheduler: str | None = None,
     config: AnalysisConfig | None = None,
+    loading: Loading | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
@@ -209,14 +210,17 @@ def analyze(
     ``config``: the thresholds and caps of the analysis (:class:`analyzer.config.AnalysisConfig`;
     None: :data:`analyzer.config.DEFAULT_CONFIG`, the defaults and the environment's caps),
     passed to every layer and kept as :attr:`Analysis.config`.
+    ``loading``: the dumps of ``paths`` already handed to the parsers
+    (:func:`analyzer.loader.start_loading`, with the same ``prefix``, ``jobs``, ``scheduler``
+    and ``config``); None: they are loaded here. Its parsers are let go in any case.
     """
     if config is None:
         config = DEFAULT_CONFIG
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if world_size is not None and world_size < 1:
-        raise InputError(f"world size {world_size}: a job has at least one rank")
     loaded: Loaded | None = None
-    with _cyclic_gc_paused(), without_hugepage_advice():
+    with loading or nullcontext(), _cyclic_gc_paused(), without_hugepage_advice():
+        if world_size is not None and world_size < 1:
+            raise InputError(f"world size {world_size}: a job has at least one rank")
         contexts = Contexts()
         stores = store_inputs(inputs)
         if stores == "tables":
@@ -228,8 +232,9 @@ def analyze(
                      or contexts.world_hint(d.rank for d in loaded.dumps))
             tables = normalize(loaded, world_size=world, config=config, release=True)
         else:
-            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
-                                scheduler=scheduler, config=config)
+            loaded = (loading.finish(progress) if loading is not None else
+                      load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
+                                 scheduler=scheduler, config=config))
             # Captured context files beside the dumps: where each rank is now, who is alive.
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)

@@ -115,10 +115,10 @@ def analyze(
 
     Example: hangscope analyze ./dumps --format json
     """
-    from analyzer.render.jsondoc import to_json
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    from analyzer.render.jsondoc import to_json  # after: the files parse while it imports
     from analyzer.render.text import render_text
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     text = (json.dumps(to_json(result), indent=1) + "\n" if fmt is OutputFormat.json
             else render_text(result, verbose=verbose))
     _write(text, output)
@@ -227,10 +227,10 @@ def graph(
 
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render.graphdoc import graph_dot, graph_graphml, graph_text
     from analyzer.render.jsondoc import graph_dict
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     if fmt is GraphFormat.json:
         text = json.dumps(graph_dict(result), indent=1) + "\n"
     elif fmt is GraphFormat.graphml:
@@ -279,9 +279,9 @@ def report(
 
     Example: hangscope report ./dumps -o report.html --png timeline.png
     """
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render.html import render_html, verdict_line
 
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     _write(render_html(result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes,
                        window_s=window), output)
     typer.echo(f"wrote {output}")
@@ -349,3 +349,4 @@ def main() -> None:
         typer.echo(f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
                    "(please report it; run with --debug for the traceback)", err=True)
         raise SystemExit(EXIT_INTERNAL) from None
+

@@ -42,7 +42,7 @@ def inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
     """The scheduler address to use (None: in-process); warns about options that do not
     apply to stores (their dumps were parsed when they were exported)."""
     from analyzer.cluster import scheduler_address
-    from analyzer.store import is_store
+    from analyzer.discovery import is_store
 
     address = scheduler_address(scheduler)
     if paths and all(is_store(p) for p in paths):
@@ -90,14 +90,20 @@ def _refuse_different_dumps(loaded: Loaded) -> None:
 
 def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
                    strict: bool = False, scheduler: str | None = None) -> Analysis:
-    from analyzer.analysis import analyze
-    from analyzer.loader import ProgressPrinter
+    from analyzer.discovery import is_store
+    from analyzer.loader import ProgressPrinter, start_loading
 
     _check_counts(world, jobs)
     with _one_line_errors():
         address = inputs_check(paths, prefix, jobs, scheduler)
+        # Dumps (not stores) are handed to the parser processes first: they parse while this
+        # process imports the analysis layers (pandas, pyarrow, networkx: about 0.45 s).
+        loading = (None if any(is_store(p) for p in paths) else
+                   start_loading(paths, prefix=prefix, jobs=jobs, scheduler=address))
+        from analyzer.analysis import analyze
+
         result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                         progress=ProgressPrinter(not quiet), scheduler=address)
+                         progress=ProgressPrinter(not quiet), scheduler=address, loading=loading)
     if strict and result.loaded is not None:
         _refuse_different_dumps(result.loaded)
     return result

@@ -29,6 +29,15 @@ _TRAILING_INT = re.compile(r"(\d+)$")
 _DUMP_NAME = re.compile(r"(?:rank|dump|trace)[_\-.]?(?:[A-Za-z]+\d*[_\-])?\d+$", re.IGNORECASE)
 
 
+#: The file that marks a folder as a store written by ``hangscope export`` (:mod:`analyzer.store`).
+STORE_MARKER = "hangscope-store.json"
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a folder written by ``hangscope export``."""
+    return (Path(path) / STORE_MARKER).is_file()
+
+
 @dataclass(frozen=True, slots=True)
 class RankFile:
     """One dump file and the global rank it belongs to."""

@@ -10,6 +10,7 @@ different backends' buffers are all kept.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -22,7 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.discovery import Candidate, RankFile, find, is_dump_name, rank_from_name
+from analyzer.discovery import Candidate, Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.fastreader import read_payload
@@ -209,6 +210,108 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class Loading:
+    """Dump files handed to the parser processes (:func:`start_loading`); :meth:`finish`
+    gathers them into a :class:`Loaded`. Whatever the caller does in between overlaps the
+    parse: the CLI imports the analysis layers meanwhile. Use it as a context manager, or
+    call :meth:`finish`: either way the parser processes are let go."""
+
+    def __init__(self, items: list[_Item], files: tuple[RankFile, ...], found: Found,
+                 inputs: Sequence[str | os.PathLike[str]], parsed: Iterator[list[_Result]],
+                 stack: ExitStack) -> None:
+        self._items = items
+        self._files = files
+        self._found = found
+        self._inputs = inputs
+        self._parsed = parsed
+        self._stack = stack
+
+    def __enter__(self) -> Loading:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let the parser processes go (the files not parsed yet never are)."""
+        self._stack.close()
+
+    def finish(self, progress: Progress | None = None) -> Loaded:
+        """Every file's result, then the ranks resolved (see :func:`load_dumps`)."""
+        try:
+            results = self._gather(progress)
+        finally:
+            self.close()
+        return _loaded(results, self._files, self._found, self._inputs)
+
+    def _gather(self, progress: Progress | None) -> list[_Result]:
+        results: list[_Result] = []
+        entries = 0
+        # Dumps repeat their groups' member lists (the default group's is world-size long): keep
+        # one tuple per distinct list, so the copy each batch of results brought back dies.
+        same = SameMembers()
+        for i, batch in enumerate(self._parsed, 1):
+            for result in batch:
+                if isinstance(result, ParsedDump):
+                    entries += result.n_entries
+                    result.pg_config = {name: (desc, same(name, members) if members else members)
+                                        for name, (desc, members) in result.pg_config.items()}
+                results.append(result)
+            if progress:
+                progress(i, len(self._items), entries)
+        return results
+
+
+def start_loading(
+    inputs: Sequence[str | os.PathLike[str]],
+    *,
+    prefix: str | None = None,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> Loading:
+    """Discover the dumps named by ``inputs`` and hand them to the parsers, without waiting
+    for them (see :func:`load_dumps` for the arguments). Raises :class:`InputError` for a
+    missing input; the files' own troubles come with :meth:`Loading.finish`."""
+    parse = partial(_parse, config=config)  # picklable: it reaches the parser processes
+    found = find(inputs, prefix=prefix)
+    by_rank = Counter(c.rank for c in found.candidates if c.rank is not None)
+    items: list[_Item] = [
+        (-1 if c.rank is None else c.rank, str(c.path), c.named,
+         c.rank is not None and by_rank[c.rank] > 1, c.prefix)
+        for c in found.candidates
+    ]
+    files = tuple(RankFile(c.rank, c.path) for c in found.candidates if c.rank is not None)
+    jobs = default_jobs() if jobs is None or jobs <= 0 else jobs
+    jobs = min(jobs, len(items))
+    parsed: Iterator[list[_Result]]
+    stack = ExitStack()
+    try:
+        if scheduler:
+            from analyzer.cluster import parse_on_cluster
+
+            parsed = parse_on_cluster(scheduler, items, parse, _failed_on_worker,
+                                      annotate=_on_worker)
+        elif jobs <= 1 or len(items) < 8:
+            parsed = map(parse, items)
+        else:
+            chunk = max(1, min(64, len(items) // (jobs * 8)))
+            ctx = None
+            if sys.platform.startswith("linux"):
+                import multiprocessing
+
+                ctx = multiprocessing.get_context("fork")
+            # The parsers make no garbage cycles: a collection would only walk what they keep.
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=gc.disable)
+            # Let go unfinished: the chunks not started yet are dropped, not parsed first.
+            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            parsed = pool.map(parse, items, chunksize=chunk)  # every chunk is submitted now
+    except BaseException:
+        stack.close()
+        raise
+    return Loading(items, files, found, inputs, parsed, stack)
+
+
 def load_dumps(
     inputs: Sequence[str | os.PathLike[str]],
     *,
@@ -225,49 +328,13 @@ def load_dumps(
     Dask scheduler whose workers parse the files (:mod:`analyzer.cluster`; ``jobs`` does not
     apply then); None parses in this process and its pool.
     """
-    parse = partial(_parse, config=config)  # picklable: it reaches the parser processes
-    found = find(inputs, prefix=prefix)
-    by_rank = Counter(c.rank for c in found.candidates if c.rank is not None)
-    items: list[_Item] = [
-        (-1 if c.rank is None else c.rank, str(c.path), c.named,
-         c.rank is not None and by_rank[c.rank] > 1, c.prefix)
-        for c in found.candidates
-    ]
-    files = tuple(RankFile(c.rank, c.path) for c in found.candidates if c.rank is not None)
-    jobs = default_jobs() if jobs is None or jobs <= 0 else jobs
-    jobs = min(jobs, len(items))
-    results: list[_Result] = []
-    entries = 0
-    # Dumps repeat their groups' member lists (the default group's is world-size long): keep
-    # one tuple per distinct list, so the copy each batch of results brought back dies.
-    same = SameMembers()
-    parsed: Iterator[list[_Result]]
-    with ExitStack() as stack:
-        if scheduler:
-            from analyzer.cluster import parse_on_cluster
+    with start_loading(inputs, prefix=prefix, jobs=jobs, scheduler=scheduler,
+                       config=config) as loading:
+        return loading.finish(progress)
 
-            parsed = parse_on_cluster(scheduler, items, parse, _failed_on_worker,
-                                      annotate=_on_worker)
-        elif jobs <= 1 or len(items) < 8:
-            parsed = map(parse, items)
-        else:
-            chunk = max(1, min(64, len(items) // (jobs * 8)))
-            ctx = None
-            if sys.platform.startswith("linux"):
-                import multiprocessing
 
-                ctx = multiprocessing.get_context("fork")
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs, mp_context=ctx))
-            parsed = pool.map(parse, items, chunksize=chunk)
-        for i, batch in enumerate(parsed, 1):
-            for result in batch:
-                if isinstance(result, ParsedDump):
-                    entries += result.n_entries
-                    result.pg_config = {name: (desc, same(name, members) if members else members)
-                                        for name, (desc, members) in result.pg_config.items()}
-                results.append(result)
-            if progress:
-                progress(i, len(items), entries)
+def _loaded(results: list[_Result], files: tuple[RankFile, ...], found: Found,
+            inputs: Sequence[str | os.PathLike[str]]) -> Loaded:
     all_dumps = [r for r in results if isinstance(r, ParsedDump)]
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))

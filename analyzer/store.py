@@ -36,13 +36,14 @@ import pandas as pd
 
 from analyzer import schema
 from analyzer.context import Contexts
+from analyzer.discovery import STORE_MARKER, is_store
 from analyzer.errors import InputError
 from analyzer.loader import Loaded
 from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS
 from analyzer.schema import Col
 from analyzer.tables import Tables
 
-MARKER = "hangscope-store.json"
+MARKER = STORE_MARKER
 STORE_VERSION = "hangscope.store/3"
 #: Parsed dumps with each pg_config's member lists inline (one copy per dump: the default
 #: group's lists the world, so a store of N ranks held N x N ranks): still read.
@@ -95,11 +96,6 @@ PARSED: tuple[Col, ...] = (
     + tuple(Col(f, "int32", f"code into the dump's dumps.vocab of {f}") for f in STRING_FIELDS)
 )
 _PARSED_TABLES = {"dumps": DUMPS, "parsed": PARSED}
-
-
-def is_store(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a folder written by :func:`write_store`."""
-    return (Path(path) / MARKER).is_file()
 
 
 def _require_pyarrow() -> None:

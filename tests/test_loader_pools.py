@@ -40,3 +40,55 @@ def test_processes_and_one_process_read_the_same(tmp_path: Path, monkeypatch: py
     one = load_dumps([job], jobs=1)
     assert len(one.dumps) == 17 and [s.rank for s in one.skipped] == [99]
     _same(one, load_dumps([job], jobs=2))
+
+
+def test_loading_started_early_gives_the_same_analysis(tmp_path: Path) -> None:
+    from analyzer.analysis import analyze
+    from analyzer.loader import start_loading
+    from analyzer.render.jsondoc import to_json
+
+    job = _job(tmp_path)
+    early = analyze([job], jobs=2, loading=start_loading([job], jobs=2))
+    assert to_json(early) == to_json(analyze([job], jobs=2))
+    assert early.loaded is not None and len(early.loaded.dumps) == 17
+
+
+def test_a_loading_let_go_unfinished_ends_its_parsers(tmp_path: Path) -> None:
+    from analyzer.loader import start_loading
+
+    job = _job(tmp_path)
+    with start_loading([job], jobs=2) as loading:
+        pass  # never finished: the parsers are shut down, the chunks not started dropped
+    loading.close()  # again: nothing left to do
+    _same(load_dumps([job], jobs=1), start_loading([job], jobs=2).finish())
+
+
+def test_a_store_given_with_a_loading_still_lets_its_parsers_go(tmp_path: Path) -> None:
+    from analyzer.analysis import analyze
+    from analyzer.errors import InputError
+    from analyzer.loader import start_loading
+
+    job = _job(tmp_path)
+    with pytest.raises(InputError, match="at least one rank"):
+        analyze([job], world_size=0, loading=start_loading([job], jobs=2))
+
+
+def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path) -> None:
+    """The parsers work while the command imports pandas, pyarrow and networkx: nothing on
+    the way to the parse may import them first."""
+    import subprocess
+    import sys
+
+    job = _job(tmp_path)
+    code = ("import sys; import analyzer.loader as L; real = L.start_loading\n"
+            "def spy(*a, **k):\n"
+            "    print('heavy before the parse:', sorted(m for m in ('pandas', 'pyarrow', 'networkx',"
+            " 'plotly') if m in sys.modules), file=sys.stderr)\n"
+            "    return real(*a, **k)\n"
+            "L.start_loading = spy\n"
+            f"sys.argv = ['hangscope', 'analyze', {str(job)!r}, '-q', '-f', 'json']\n"
+            "from analyzer.cli import main; main()\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "heavy before the parse: []" in res.stderr, res.stderr
+    assert res.returncode in (0, 1), res.stderr
+    assert res.stdout.rstrip().endswith("}")  # the whole document came out before the exit
