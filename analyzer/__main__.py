@@ -1,3 +1,3 @@
-from analyzer.cli import main
+from analyzer.cli import run
 
-main()
+run()

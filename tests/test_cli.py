@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
-from tests.conftest import ROOT, entry
+from tests.conftest import ROOT, SAMPLES, entry
 
 runner = CliRunner()
 
@@ -144,3 +144,19 @@ def test_export_store_reopens_with_the_same_answer(make_job: Callable[..., Path]
     assert reopened == direct
     res = runner.invoke(app, ["entries", str(store), "-r", "1", "-f", "csv"])
     assert res.exit_code == 0 and res.stdout.count("\n") == 2
+
+
+def test_the_command_ends_with_its_exit_code_and_all_its_output() -> None:
+    """``hangscope`` (``analyzer.cli.run``) ends the process at once after flushing: the exit
+    codes are main()'s, and nothing written is lost."""
+    stall = SAMPLES / "stall_w4"
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(stall), "-q", "-f", "json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 1, res.stderr  # a hang found
+    assert json.loads(res.stdout)["verdict"] == "hang"
+    res = subprocess.run([sys.executable, "-m", "analyzer", "--version"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip()
+    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", "--no-such-option"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 2 and "no-such-option" in res.stderr

@@ -87,7 +87,7 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
             "    return real(*a, **k)\n"
             "L.start_loading = spy\n"
             f"sys.argv = ['hangscope', 'analyze', {str(job)!r}, '-q', '-f', 'json']\n"
-            "from analyzer.cli import main; main()\n")
+            "from analyzer.cli import run; run()\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "heavy before the parse: []" in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
