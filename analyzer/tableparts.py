@@ -185,6 +185,7 @@ def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None) -> Non
 def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, starts: np.ndarray,
              data: dict[str, object], max_rank: int,
              ) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
+    # ``world_size`` was checked against the dumped ranks (check_world_size) by the caller.
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
     # a vote is keyed by the tuple's identity and counting never hashes a long tuple again.
@@ -212,7 +213,6 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
                   + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
         evident = max(evident, default_group_size(dumps, starts, data, max_rank))
-    check_world_size(dumps, world_size)
     # Unreadable files named like the next ranks extend it, one contiguous rank at a time
     # (a lone high number with no file between does not): those ranks are unknown.
     unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}

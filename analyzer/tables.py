@@ -99,9 +99,7 @@ class _Columns:
     def copied(self, d: ParsedDump, kind: str, field: str) -> None:
         """``d``'s part of column ``field`` of ``kind`` is copied: free it (``release``)."""
         if self.release:
-            column = getattr(d, kind).pop(field, None)
-            if column is not None:
-                self._freed(column.nbytes, False)
+            self._freed(drop_column((d,), kind, field), False)
 
     def done(self, kind: str, field: str, *, last: bool = False) -> None:
         """Column ``field`` of ``kind`` is no longer needed: free it in every dump
