@@ -54,11 +54,16 @@ def test_loading_started_early_gives_the_same_analysis(tmp_path: Path) -> None:
 
 
 def test_a_loading_let_go_unfinished_ends_its_parsers(tmp_path: Path) -> None:
+    import multiprocessing
+
     from analyzer.loader import start_loading
 
     job = _job(tmp_path)
+    before = set(multiprocessing.active_children())
     with start_loading([job], jobs=2) as loading:
-        pass  # never finished: the parsers are shut down, the chunks not started dropped
+        assert set(multiprocessing.active_children()) - before  # its parser processes
+    # Never finished: the parsers are shut down, the chunks not started dropped.
+    assert set(multiprocessing.active_children()) <= before
     loading.close()  # again: nothing left to do
     _same(load_dumps([job], jobs=1), start_loading([job], jobs=2).finish())
 
