@@ -8,12 +8,12 @@ taking the categories at those rows' codes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["code_of", "codes_at", "in_labels", "text_at"]
+__all__ = ["category_at", "code_of", "codes_at", "from_codes", "in_labels", "text_at"]
 
 
 def code_of(values: pd.Series, label: str) -> int:
@@ -53,3 +53,31 @@ def text_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) 
     if (codes < 0).any() or cats.dtype != "str":
         return pd.Series(values.iloc[rows].astype(str).array, index=index, name=values.name)
     return pd.Series(cats.take(codes), index=index, name=values.name)
+
+
+def from_codes(codes: np.ndarray, categories: pd.Index, index: pd.Index,
+               name: Hashable | None = None) -> pd.Series:
+    """A categorical Series of ``categories`` at ``codes`` (all >= 0) whose categories are
+    just the values used, in lexical order: the same column whatever order the categories
+    came in (a text in ``categories`` twice is one category), so sorting, grouping and
+    comparing it behave as on its text."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(categories)))
+    words, at = np.unique(np.asarray(categories.take(used), dtype=object), return_inverse=True)
+    recode = np.zeros(len(categories), dtype=np.int32)
+    recode[used] = at
+    kept = pd.Index(words, dtype="str")
+    small = recode.astype(np.int8 if len(kept) < 128 else np.int16 if len(kept) < 32_768 else np.int32)
+    return pd.Series(pd.Categorical.from_codes(small[codes], categories=kept, validate=False),
+                     index=index, name=name)
+
+
+def category_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) -> pd.Series:
+    """``values.iloc[rows]`` as text categories (with ``index``, else 0..n-1): the rows' codes
+    and the categories they use (:func:`from_codes`); a missing value reads as its text."""
+    index = index if index is not None else pd.RangeIndex(len(rows))
+    codes = codes_at(values, rows)
+    cats = values.cat.categories
+    if (codes < 0).any() or cats.dtype != "str":
+        text = pd.Index(values.iloc[rows].astype(str).array, dtype="str")
+        codes, cats = pd.factorize(text)
+    return from_codes(codes, pd.Index(cats, dtype="str"), index, values.name)

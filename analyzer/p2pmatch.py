@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analyzer.catcodes import code_of, text_at
+from analyzer.catcodes import category_at, code_of, from_codes
 from analyzer.dialect import Dialects
 from analyzer.kinds import MatchState, PeerState
 from analyzer.tables import Tables
@@ -32,17 +32,18 @@ _BASE = P2P_COLUMNS[:12]
 
 def _payload(e: pd.DataFrame, side: str, rows: np.ndarray, use_out: np.ndarray,
              index: pd.Index) -> pd.Series:
-    """What each send/recv moves, as text: the ``input_`` column, or the ``output_`` one
-    where ``use_out`` (a recv of a one-sided dialect)."""
+    """What each send/recv moves, as text categories: the ``input_`` column, or the
+    ``output_`` one where ``use_out`` (a recv of a one-sided dialect)."""
     inp, out = e[f"input_{side}"], e[f"output_{side}"]
     i_codes, o_codes = inp.cat.codes.to_numpy()[rows], out.cat.codes.to_numpy()[rows]
     if (i_codes < 0).any() or (o_codes < 0).any():
         values = np.where(use_out, out.iloc[rows].astype(str).to_numpy(dtype=object),
                           inp.iloc[rows].astype(str).to_numpy(dtype=object))
-        return pd.Series(values, index=index).astype(str)
+        codes, words = pd.factorize(values)
+        return from_codes(codes, pd.Index(words, dtype="str"), index)
     both = inp.cat.categories.append(out.cat.categories)
     codes = np.where(use_out, o_codes.astype(np.int64) + len(inp.cat.categories), i_codes)
-    return pd.Series(both.take(codes), index=index)
+    return from_codes(codes, pd.Index(both, dtype="str"), index)
 
 
 def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
@@ -80,10 +81,10 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     one_sided = np.isin(rank, np.array(sorted(dialects.one_sided_ranks), dtype=np.int64))
     use_out = ~is_send & one_sided
     p = pd.DataFrame(copy=False, index=index, data={
-        "rank": rank, "pg_name": text_at(e["pg_name"], rows, index),
-        "pg_desc": text_at(e["pg_desc"], rows, index), "op": text_at(e["op"], rows, index),
+        "rank": rank, "pg_name": category_at(e["pg_name"], rows, index),
+        "pg_desc": category_at(e["pg_desc"], rows, index), "op": category_at(e["op"], rows, index),
         "peer": peer, **{c: e[c].to_numpy()[rows] for c in ("p2p_seq", "seq", "record_id")},
-        "state": text_at(e["state"], rows, index), "time_created_ns": e["time_created_ns"].to_numpy()[rows],
+        "state": category_at(e["state"], rows, index), "time_created_ns": e["time_created_ns"].to_numpy()[rows],
         "input_sizes": _payload(e, "sizes", rows, use_out, index),
         "input_dtypes": _payload(e, "dtypes", rows, use_out, index),
     })
@@ -99,9 +100,9 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     if len(live):
         _pair_streams(p, live, is_send, state, (pair, pair_dtype, pair_seq), vocab)
     words = pd.Index(vocab, dtype="str")
-    p["peer_state"] = pd.Series(_PEER_STATES.take(state), index=index)
-    p["pair_size"] = pd.Series(words.take(pair), index=index)
-    p["pair_dtype"] = pd.Series(words.take(pair_dtype), index=index)
+    p["peer_state"] = from_codes(state, _PEER_STATES, index)
+    p["pair_size"] = from_codes(pair, words, index)
+    p["pair_dtype"] = from_codes(pair_dtype, words, index)
     p["pair_seq"] = pair_seq
     keys = (p["rank"].to_numpy(np.int64), p["record_id"].to_numpy(np.int64))
     if len(p) > 1 and not _sorted_pairs(*keys):
