@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer import schema
-from analyzer.catcodes import code_of, codes_at, text_at
+from analyzer.catcodes import category_at, code_of, codes_at, from_codes
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.dialect import Dialects, read_dialects
 from analyzer.expectations import monitored_barrier_gaps
@@ -147,13 +147,13 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
     state = np.where(n_completed >= n_members, 0, 1)
     state[n_joined + unknown_members < n_members] = 2
     out = pd.DataFrame({
-        "pg_name": text_at(name, lead), "pg_desc": text_at(entries["pg_desc"], lead), "seq": seq,
-        "op": text_at(entries["op"], lead), "input_sizes": text_at(entries["input_sizes"], lead),
-        "input_dtypes": text_at(entries["input_dtypes"], lead), "n_members": n_members,
+        "pg_name": category_at(name, lead), "pg_desc": category_at(entries["pg_desc"], lead), "seq": seq,
+        "op": category_at(entries["op"], lead), "input_sizes": category_at(entries["input_sizes"], lead),
+        "input_dtypes": category_at(entries["input_dtypes"], lead), "n_members": n_members,
         "n_recorded": np.bincount(cid, minlength=n), "n_joined": n_joined,
         "n_completed": n_completed, "n_started": n_started, "first_created_ns": first_created,
         "last_created_ns": last_created, "last_started_ns": last_started,
-        "state": pd.Series(_STATES.take(state)),
+        "state": from_codes(state, _STATES, pd.RangeIndex(len(state))),
     }, copy=False)
     return out
 

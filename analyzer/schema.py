@@ -113,12 +113,12 @@ PROGRESS: tuple[Col, ...] = (
 )
 
 COLLECTIVES: tuple[Col, ...] = (
-    Col("pg_name", "str", "group name"),
-    Col("pg_desc", "str", "group description"),
+    Col("pg_name", "category", "group name"),
+    Col("pg_desc", "category", "group description"),
     Col("seq", "int64", "collective sequence number"),
-    Col("op", "str", "op of the first member that recorded it"),
-    Col("input_sizes", "str", "its input shapes"),
-    Col("input_dtypes", "str", "its input dtypes"),
+    Col("op", "category", "op of the first member that recorded it"),
+    Col("input_sizes", "category", "its input shapes"),
+    Col("input_dtypes", "category", "its input dtypes"),
     Col("n_members", "int32", "members of the group"),
     Col("n_recorded", "int64", "members whose buffer holds it"),
     Col("n_joined", "int32", "members whose progress reaches it"),
@@ -127,7 +127,7 @@ COLLECTIVES: tuple[Col, ...] = (
     Col("first_created_ns", "int64", "earliest enqueue time"),
     Col("last_created_ns", "int64", "latest enqueue time"),
     Col("last_started_ns", "int64", "latest start time"),
-    Col("state", "str", "fully_matched, in_flight or not_joined (MatchState)"),
+    Col("state", "category", "fully_matched, in_flight or not_joined (MatchState)"),
 )
 
 MISMATCHES: tuple[Col, ...] = (

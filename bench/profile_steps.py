@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Wall time and peak memory of each pipeline step on one dump folder, in one process.
+"""Wall time, peak memory, system time and page faults of each pipeline step on one dump
+folder, in one process (the parser processes' own are not counted).
 
 Steps: load, normalize, match, waits, build_graph, diagnose, and the rendering of the JSON
 document. Peak memory is the process's resident high-water mark during the step (Linux:
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -50,11 +52,15 @@ def _reset_peak() -> None:
 def step(name: str, fn: Callable[[], T], rows: list[dict[str, Any]]) -> T:
     _reset_peak()
     start_rss = _status_mb("VmRSS")
+    before = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     out = fn()
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_SELF)
     rows.append({"step": name, "seconds": wall, "peak_mb": _status_mb("VmHWM"),
-                 "rss_mb": _status_mb("VmRSS"), "start_mb": start_rss})
+                 "rss_mb": _status_mb("VmRSS"), "start_mb": start_rss,
+                 "sys_s": after.ru_stime - before.ru_stime,
+                 "page_faults": after.ru_minflt - before.ru_minflt})
     return out
 
 
@@ -97,9 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.target.name}: {entries:,} entries, {len(tables.ranks):,} ranks, "
           f"culprits {list(diagnosis.culprit_ranks)[:8]}")
-    print(f"{'step':<12} {'s':>8} {'peak MB':>9} {'RSS MB':>9}")
+    print(f"{'step':<12} {'s':>8} {'peak MB':>9} {'RSS MB':>9} {'sys s':>7} {'faults':>10}")
     for r in rows:
-        print(f"{r['step']:<12} {r['seconds']:8.2f} {r['peak_mb']:9,.0f} {r['rss_mb']:9,.0f}")
+        print(f"{r['step']:<12} {r['seconds']:8.2f} {r['peak_mb']:9,.0f} {r['rss_mb']:9,.0f} "
+              f"{r['sys_s']:7.2f} {r['page_faults']:10,}")
     mid = sum(r["seconds"] for r in rows if r["step"] in ("normalize", "match", "waits", "build_graph"))
     print(f"{'total':<12} {total:8.2f}   normalize+match+waits+graph {mid:.2f} s")
     return 0
