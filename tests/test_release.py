@@ -16,7 +16,7 @@ from analyzer.errors import InputError
 from analyzer.loader import Loaded, load_dumps
 from analyzer.release import is_released
 from analyzer.render.jsondoc import to_json
-from analyzer.tables import Tables, normalize
+from analyzer.tables import Tables, normalize, without_hugepage_advice
 from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
 from tools.simulate import simulate_job
 
@@ -130,3 +130,35 @@ def test_a_refused_world_size_releases_nothing() -> None:
         normalize(loaded, world_size=4, release=True)
     assert not any(is_released(d) for d in loaded.dumps)
     assert normalize(loaded, release=True).world_size == 8
+
+
+def _faults_of_second_allocation(nbytes: int) -> int:
+    """Page faults of touching ``nbytes`` fresh array memory right after freeing as much."""
+    import resource
+
+    import numpy as np
+
+    first = np.ones(nbytes // 8)
+    del first
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    second = np.ones(nbytes // 8)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    del second
+    return faults
+
+
+def test_freed_memory_is_reused_inside_and_handed_back_outside() -> None:
+    """Inside freed_memory_kept the next allocation reuses the pages just freed (no page
+    faults); outside, a block that large goes back to the kernel and is faulted in again."""
+    from analyzer import release
+
+    if release._MALLOPT is None:
+        pytest.skip("not glibc: the allocator keeps its own policy")
+    size = 64 << 20  # above glibc's largest mmap threshold (32 MiB)
+    pages = size // 4096
+    with without_hugepage_advice():  # as analyze() runs: 4 KiB pages, counted one by one
+        assert _faults_of_second_allocation(size) > pages // 2
+        with release.freed_memory_kept():
+            _faults_of_second_allocation(size)  # the heap grows once
+            assert _faults_of_second_allocation(size) < pages // 20
+        assert _faults_of_second_allocation(size) > pages // 2  # as before, once outside
