@@ -16,7 +16,7 @@ from analyzer.errors import InputError
 from analyzer.loader import Loaded, load_dumps
 from analyzer.release import is_released
 from analyzer.render.jsondoc import to_json
-from analyzer.tables import Tables, normalize, without_hugepage_advice
+from analyzer.tables import Tables, normalize
 from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
 from tools.simulate import simulate_job
 
@@ -132,12 +132,13 @@ def test_a_refused_world_size_releases_nothing() -> None:
     assert normalize(loaded, release=True).world_size == 8
 
 
-def _faults_of_second_allocation(nbytes: int) -> int:
-    """Page faults of touching ``nbytes`` fresh array memory right after freeing as much."""
-    import resource
+_FAULTS_SCRIPT = """
+import resource
+import numpy as np
+from analyzer import release
+from analyzer.tables import without_hugepage_advice
 
-    import numpy as np
-
+def faults_of_second_allocation(nbytes):
     first = np.ones(nbytes // 8)
     del first
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -146,19 +147,29 @@ def _faults_of_second_allocation(nbytes: int) -> int:
     del second
     return faults
 
+size = 64 << 20  # above glibc's largest mmap threshold (32 MiB)
+with without_hugepage_advice():  # as analyze() runs: 4 KiB pages, counted one by one
+    outside = faults_of_second_allocation(size)
+    with release.freed_memory_kept():
+        faults_of_second_allocation(size)  # the heap grows once
+        inside = faults_of_second_allocation(size)
+    after = faults_of_second_allocation(size)
+print(release._MALLOPT is not None, size // 4096, outside, inside, after)
+"""
+
 
 def test_freed_memory_is_reused_inside_and_handed_back_outside() -> None:
     """Inside freed_memory_kept the next allocation reuses the pages just freed (no page
-    faults); outside, a block that large goes back to the kernel and is faulted in again."""
-    from analyzer import release
+    faults); outside, a block that large goes back to the kernel and is faulted in again.
+    In a fresh process: what earlier tests left in this one's heap does not count."""
+    import subprocess
+    import sys
 
-    if release._MALLOPT is None:
+    out = subprocess.run([sys.executable, "-c", _FAULTS_SCRIPT], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    glibc, pages, outside, inside, after = out[0] == "True", *map(int, out[1:])
+    if not glibc:
         pytest.skip("not glibc: the allocator keeps its own policy")
-    size = 64 << 20  # above glibc's largest mmap threshold (32 MiB)
-    pages = size // 4096
-    with without_hugepage_advice():  # as analyze() runs: 4 KiB pages, counted one by one
-        assert _faults_of_second_allocation(size) > pages // 2
-        with release.freed_memory_kept():
-            _faults_of_second_allocation(size)  # the heap grows once
-            assert _faults_of_second_allocation(size) < pages // 20
-        assert _faults_of_second_allocation(size) > pages // 2  # as before, once outside
+    assert outside > pages // 2
+    assert inside < pages // 20
+    assert after > pages // 2  # as before, once outside
