@@ -81,6 +81,8 @@ class _Columns:
 
     TRIM_SHARE = 1 / 16
     TRIM_BYTES = 16 << 20
+    #: Dumps copied at once: one numpy call per block and column instead of one per dump.
+    BLOCK = 256
 
     def __init__(self, dumps: Sequence[ParsedDump], every: Sequence[ParsedDump], release: bool) -> None:
         self.dumps, self.every, self.release = dumps, every, release
@@ -96,11 +98,6 @@ class _Columns:
             trim_heap()
             self.untrimmed = 0
 
-    def copied(self, d: ParsedDump, kind: str, field: str) -> None:
-        """``d``'s part of column ``field`` of ``kind`` is copied: free it (``release``)."""
-        if self.release:
-            self._freed(drop_column((d,), kind, field), False)
-
     def done(self, kind: str, field: str, *, last: bool = False) -> None:
         """Column ``field`` of ``kind`` is no longer needed: free it in every dump
         (``release``)."""
@@ -112,15 +109,27 @@ class _Columns:
         if self.release:
             self._freed(drop_column(self.others, kind, field), False)
 
+    def _blocks(self) -> Iterator[Sequence[ParsedDump]]:
+        """The dumps, :attr:`BLOCK` at a time: each column is copied a block at a time."""
+        for start in range(0, len(self.dumps), self.BLOCK):
+            yield self.dumps[start : start + self.BLOCK]
+
+    def _block_copied(self, block: Sequence[ParsedDump], kind: str, field: str) -> None:
+        """``block``'s parts of column ``field`` of ``kind`` are copied: free them (``release``)."""
+        if self.release:
+            self._freed(drop_column(block, kind, field), False)
+
     def numbers(self, kind: str, field: str, dtype: type) -> np.ndarray:
         """One column of every dump as ``dtype`` (parts come in narrower widths)."""
         out: np.ndarray = np.empty(self.n, dtype=dtype)
         offset = 0
-        for d in self.dumps:
-            if d.n_entries:
-                out[offset : offset + d.n_entries] = getattr(d, kind)[field]
-                offset += d.n_entries
-            self.copied(d, kind, field)
+        for block in self._blocks():
+            parts = [getattr(d, kind)[field] for d in block if d.n_entries]
+            if parts:
+                end = offset + sum(d.n_entries for d in block)
+                np.concatenate(parts, out=out[offset:end], casting="unsafe")
+                offset = end
+            self._block_copied(block, kind, field)
         self._copied_all(kind, field)
         return out
 
@@ -144,11 +153,19 @@ class _Columns:
                      if len(categories) < np.iinfo(t).max)
         codes = np.empty(self.n, dtype=width)
         offset = 0
-        for d, remap in zip(self.dumps, remaps, strict=True):
-            if d.n_entries:
-                codes[offset : offset + d.n_entries] = remap[d.strings[field]]
-                offset += d.n_entries
-            self.copied(d, "strings", field)
+        for i, block in enumerate(self._blocks()):
+            # A block's codes index its dumps' remaps laid end to end: one gather a block.
+            own = remaps[i * self.BLOCK : (i + 1) * self.BLOCK]
+            live = [(d, r) for d, r in zip(block, own, strict=True) if d.n_entries]
+            if live:
+                lengths = np.array([d.n_entries for d, _ in live], dtype=np.int64)
+                bases = np.cumsum([0] + [len(r) for _, r in live[:-1]], dtype=np.int64)
+                local = np.concatenate([d.strings[field] for d, _ in live]).astype(np.int64)
+                local += np.repeat(bases, lengths)
+                end = offset + len(local)
+                codes[offset:end] = np.concatenate([r for _, r in live])[local]
+                offset = end
+            self._block_copied(block, "strings", field)
         self._copied_all("strings", field)
         return pd.Categorical.from_codes(codes, categories=list(categories), validate=False)  # type: ignore[call-overload]
 
