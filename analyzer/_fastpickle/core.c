@@ -52,16 +52,56 @@ static fp_node *new_node(fp_doc *doc, uint8_t tag) {
     return n;
 }
 
-static int add_items(fp_node *n, fp_node **items, size_t count) {
+/* Item slots come from blocks of the document, newest first: one malloc per BLOCK_SLOTS
+ * slots instead of one (and a free) per container, all freed with the document. A
+ * container whose slots are the newest of the current block grows in place; any other
+ * takes new slots and leaves its old ones behind (at most as many again). */
+#define BLOCK_SLOTS 8000  /* 64 KB: under malloc's mmap threshold, like the node chunks */
+struct fp_block {
+    fp_block *next;
+    size_t used, cap;
+    fp_node *slots[];
+};
+
+static fp_node **take_slots(fp_doc *doc, size_t count) {
+    fp_block *b = doc->blocks;
+    if (b && b->cap - b->used >= count) {
+        fp_node **p = b->slots + b->used;
+        b->used += count;
+        return p;
+    }
+    size_t cap = count > BLOCK_SLOTS ? count : BLOCK_SLOTS;
+    if (cap > (SIZE_MAX - sizeof *b) / sizeof(fp_node *)) return NULL;
+    fp_block *fresh = malloc(sizeof *fresh + cap * sizeof(fp_node *));
+    if (!fresh) return NULL;
+    fresh->used = count;
+    fresh->cap = cap;
+    if (b && cap > BLOCK_SLOTS) {  /* an outsized request: behind the current block */
+        fresh->next = b->next;
+        b->next = fresh;
+    } else {
+        fresh->next = b;
+        doc->blocks = fresh;
+    }
+    return fresh->slots;
+}
+
+static int add_items(fp_doc *doc, fp_node *n, fp_node **items, size_t count) {
     if (count > UINT32_MAX - n->len) return -1;
     size_t need = (size_t)n->len + count;
     if (need > n->cap) {
         size_t cap = n->cap ? n->cap : 4;
         while (cap < need) cap *= 2;
         if (cap > UINT32_MAX) cap = UINT32_MAX;
-        fp_node **grown = realloc(n->u.items, cap * sizeof *grown);
-        if (!grown) return -1;
-        n->u.items = grown;
+        fp_block *b = doc->blocks;
+        if (b && n->cap && n->u.items + n->cap == b->slots + b->used && b->cap - b->used >= cap - n->cap) {
+            b->used += cap - n->cap;  /* the newest slots: grown in place */
+        } else {
+            fp_node **grown = take_slots(doc, cap);
+            if (!grown) return -1;
+            if (n->len) memcpy(grown, n->u.items, (size_t)n->len * sizeof *grown);
+            n->u.items = grown;
+        }
         n->cap = (uint32_t)cap;
     }
     memcpy(n->u.items + n->len, items, count * sizeof *items);
@@ -235,7 +275,7 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
             UNDER(2);
             fp_node *list = stack[sp - 2];
             if (list->tag != FP_LIST) { decline(doc, "APPEND to a non-list", op_at); goto done; }
-            if (add_items(list, &stack[sp - 1], 1)) { decline(doc, "out of memory", op_at); goto done; }
+            if (add_items(doc, list, &stack[sp - 1], 1)) { decline(doc, "out of memory", op_at); goto done; }
             sp--;
             break;
         }
@@ -260,7 +300,7 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
                         if (stack[i]->tag != FP_STR) { decline(doc, "dict key not a str", op_at); goto done; }
                 }
             }
-            if (count && add_items(target, &stack[m], count)) { decline(doc, "out of memory", op_at); goto done; }
+            if (count && add_items(doc, target, &stack[m], count)) { decline(doc, "out of memory", op_at); goto done; }
             sp = m;
             if (op == 't') PUSH(target);
             break;
@@ -270,7 +310,7 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
             fp_node *d = stack[sp - 3];
             if (d->tag != FP_DICT) { decline(doc, "SETITEM on a non-dict", op_at); goto done; }
             if (stack[sp - 2]->tag != FP_STR) { decline(doc, "dict key not a str", op_at); goto done; }
-            if (add_items(d, &stack[sp - 2], 2)) { decline(doc, "out of memory", op_at); goto done; }
+            if (add_items(doc, d, &stack[sp - 2], 2)) { decline(doc, "out of memory", op_at); goto done; }
             sp -= 2;
             break;
         }
@@ -278,7 +318,7 @@ int fp_parse(fp_doc *doc, const uint8_t *data, size_t size) {
             size_t k = (size_t)(op - 0x84);
             UNDER(k);
             fp_node *t = new_node(doc, FP_TUPLE);
-            if (!t || add_items(t, &stack[sp - k], k)) { decline(doc, "out of memory", op_at); goto done; }
+            if (!t || add_items(doc, t, &stack[sp - k], k)) { decline(doc, "out of memory", op_at); goto done; }
             sp -= k;
             PUSH(t);
             break;
@@ -614,13 +654,15 @@ void fp_cols_free(fp_cols *c) {
 void fp_doc_free(fp_doc *doc) {
     fp_chunk *c = doc->chunks;
     while (c) {
-        for (size_t i = 0; i < c->used; i++) {
-            uint8_t t = c->nodes[i].tag;
-            if (t == FP_LIST || t == FP_TUPLE || t == FP_DICT) free(c->nodes[i].u.items);
-        }
         fp_chunk *next = c->next;
         free(c);
         c = next;
+    }
+    fp_block *b = doc->blocks;
+    while (b) {
+        fp_block *next = b->next;
+        free(b);
+        b = next;
     }
     free(doc->memo);
     memset(doc, 0, sizeof *doc);

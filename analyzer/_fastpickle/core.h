@@ -61,12 +61,14 @@ extern const char *const fp_field_names[FP_N_FIELDS];
 extern const int64_t fp_int_defaults[FP_N_INTS];
 
 typedef struct fp_chunk fp_chunk;
+typedef struct fp_block fp_block;
 
 typedef struct {
     const uint8_t *data;
     size_t size;
     fp_node *root;
     fp_chunk *chunks;     /* node arena */
+    fp_block *blocks;     /* item slots of lists, tuples and dicts (newest first) */
     fp_node **memo;
     size_t memo_cap;      /* allocated slots */
     size_t memo_filled;   /* filled slots (the index MEMOIZE uses) */
@@ -123,9 +125,10 @@ void fp_buf_free(fp_buf *b);
 void fp_doc_free(fp_doc *doc);
 
 #define FP_MAX_DEPTH 32
-/* Larger files go to the Python reader. Memory is at most about 80 bytes per input byte
- * (a 32-byte node per opcode, a stack slot and two item slots per push, two memo slots per
- * byte, and the columns, whose entries are bounded by FP_BYTES_PER_ENTRY), so ~2.5 GB for a
+/* Larger files go to the Python reader. Memory is at most about 100 bytes per input byte
+ * (a 32-byte node per opcode, a stack slot and up to four item slots per push (a container
+ * that grows away from the newest slots leaves its old ones behind), two memo slots per
+ * byte, and the columns, whose entries are bounded by FP_BYTES_PER_ENTRY), so ~3 GB for a
  * crafted file at the cap; a real dump of 2,000 entries is about 250 KB and needs ~3 MB. */
 #define FP_MAX_BYTES ((size_t)32 << 20)
 /* A real entry takes 80 bytes or more (a dict of ~20 keys); a list of more entries than
