@@ -12,6 +12,7 @@ with :mod:`analyzer.values`), within the caps of an :class:`~analyzer.config.Ana
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from analyzer.errors import DumpFormatError
 from analyzer.payload import Payload
 from analyzer.pgtables import GroupConfig, GroupStatus, SameMembers, group_tables, parse_ranks
 from analyzer.unpickler import SafeUnpickler as _SafeUnpickler
+from analyzer.unpickler import unpickle
 from analyzer.values import Reasons, split_profiling_name
 
 #: Columns holding repeated strings, encoded per file as codes into a vocabulary.
@@ -98,10 +100,13 @@ class ParsedDump:
     # Between processes, member lists travel as the bytes of an int32 array (the default
     # group's lists every rank: 16,384 ints per dump at 16k ranks), and equal lists come
     # back as one tuple.
+    # Its stacks travel as one pickled blob, and equal blobs come back as one list: ranks
+    # share their stacks, so most dumps' frames are neither built again nor kept twice.
     def __getstate__(self) -> tuple[Any, ...]:
         state = [getattr(self, f.name) for f in dataclasses.fields(self)]
         state[_PG_CONFIG] = {name: (desc, _packed(members))
                              for name, (desc, members) in self.pg_config.items()}
+        state[_STACKS] = pickle.dumps(self.stacks, protocol=pickle.HIGHEST_PROTOCOL)
         return tuple(state)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
@@ -109,10 +114,28 @@ class ParsedDump:
             object.__setattr__(self, f.name, value)
         self.pg_config = {name: (desc, _unpacked(members))
                           for name, (desc, members) in self.pg_config.items()}
+        self.stacks = _unpacked_stacks(self.stacks)
 
 
-_PG_CONFIG = [f.name for f in dataclasses.fields(ParsedDump)].index("pg_config")
+_FIELD_NAMES = [f.name for f in dataclasses.fields(ParsedDump)]
+_PG_CONFIG = _FIELD_NAMES.index("pg_config")
+_STACKS = _FIELD_NAMES.index("stacks")
 _UNPACKED: dict[bytes, tuple[int, ...]] = {}
+_UNPACKED_STACKS: dict[bytes, list[tuple[tuple[str, str, int], ...]]] = {}
+
+
+def _unpacked_stacks(blob: Any) -> list[tuple[tuple[str, str, int], ...]]:
+    """A dump's stacks from the blob :meth:`ParsedDump.__getstate__` made (a parser process
+    pickled the plain tuples it read; unpickled as a dump is, refusing every global), one
+    list per distinct blob."""
+    if not isinstance(blob, bytes):
+        return list(blob)
+    known = _UNPACKED_STACKS.get(blob)
+    if known is None:
+        if len(_UNPACKED_STACKS) >= 256:
+            _UNPACKED_STACKS.clear()
+        known = _UNPACKED_STACKS[blob] = unpickle(blob)  # plain data: no global is taken
+    return known
 
 
 _PACKED: dict[int, tuple[tuple[int, ...], bytes]] = {}

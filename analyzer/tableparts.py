@@ -106,12 +106,15 @@ def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
     stacks of different dumps share one key, numbered in order of first use."""
     stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
     stack_ids = np.full(n, -1, dtype=np.int32)
+    by_list: dict[int, np.ndarray] = {}  # dumps that came back with one stacks list share it
     for d, offset in zip(dumps, starts.tolist(), strict=True):
         if not d.n_entries:
             continue
-        remap = np.array(
-            [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
-        )
+        remap = by_list.get(id(d.stacks))
+        if remap is None:
+            remap = by_list[id(d.stacks)] = np.array(
+                [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
+            )
         local = np.asarray(d.ints["stack"])
         seg = stack_ids[offset : offset + d.n_entries]
         has = local >= 0
