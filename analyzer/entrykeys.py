@@ -12,7 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyzer.groupkeys import Pairs, as_int64, dense_ids, first_of, group_ids, pairs, ranged_slots
+from analyzer.groupkeys import (
+    Pairs,
+    as_int64,
+    dense_ids,
+    first_of,
+    group_ids,
+    pairs,
+    ranged_slots,
+    reduce_max,
+)
 
 __all__ = ["EntryKeys", "entry_keys"]
 
@@ -23,10 +32,12 @@ _BIG = np.iinfo(np.int64).max
 class EntryKeys:
     """Integer keys of the entries, computed once for every step of the matching."""
 
-    code: np.ndarray
-    """Category code of each entry's group (a code of its own for a missing name)."""
+    p2p_codes: np.ndarray
+    """The group codes (a code of its own for a missing name) that have a send/recv entry,
+    ascending."""
     member: Pairs
-    """(group code, rank) of every entry."""
+    """The (group code, rank) pairs of the entries, to look up (:meth:`Pairs.find`); each
+    entry's pair id is not kept (``ids`` is empty: :attr:`c_member` has the collectives')."""
     coll: np.ndarray
     """Positions of the collectives (not send/recv) among the entries."""
     cid: np.ndarray
@@ -43,6 +54,10 @@ class EntryKeys:
     """Per member id: its oldest collective seq (-1: no collective)."""
     coll_hi: np.ndarray
     """Per member id: its newest collective seq (-1: no collective)."""
+    seq_hi: np.ndarray
+    """Per member id: the newest seq of its entries."""
+    op_hi: np.ndarray
+    """Per member id: the newest op_id of its entries."""
     c_member: np.ndarray
     """Member id of each collective row."""
     c_seq: np.ndarray
@@ -92,7 +107,8 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
         code = np.where(code < 0, named, code)
     member = pairs(code, entries["rank"].to_numpy())
-    coll = np.flatnonzero(~entries["is_p2p"].to_numpy(bool))
+    is_p2p = entries["is_p2p"].to_numpy(bool)
+    coll = np.flatnonzero(~is_p2p)
     c_seq = as_int64(entries["seq"].to_numpy()[coll])
     cid, n_cid = group_ids(code[coll], c_seq)
     c_mid = member.ids[coll]
@@ -103,8 +119,13 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
     none = lo > hi
     record = as_int64(entries["record_id"].to_numpy())
-    return EntryKeys(code=code, member=member, coll=coll, cid=cid, n_cid=n_cid,
-                     first=first_of(cid, n_cid), keep=keep,
-                     last_row=_newest_rows(member.ids, member.n, record),
+    last_row = _newest_rows(member.ids, member.n, record)
+    del record
+    seq_hi = reduce_max(member.ids, member.n, entries["seq"].to_numpy())
+    op_hi = reduce_max(member.ids, member.n, entries["op_id"].to_numpy())
+    # Only what the later steps read is kept: two per-entry int64 arrays fewer.
+    p2p_codes = np.flatnonzero(np.bincount(code[is_p2p], minlength=named + 1))
+    return EntryKeys(p2p_codes=p2p_codes, member=member.without_ids(), coll=coll, cid=cid,
+                     n_cid=n_cid, first=first_of(cid, n_cid), keep=keep, last_row=last_row,
                      coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi),
-                     c_member=c_mid, c_seq=c_seq, named=named)
+                     seq_hi=seq_hi, op_hi=op_hi, c_member=c_mid, c_seq=c_seq, named=named)

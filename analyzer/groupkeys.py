@@ -45,6 +45,10 @@ class Pairs:
     minor: np.ndarray
     """Per pair id, its minor value."""
 
+    def without_ids(self) -> Pairs:
+        """The same pairs, to look up, without each row's id (``ids`` empty)."""
+        return Pairs(ids=np.zeros(0, dtype=np.int64), n=self.n, major=self.major, minor=self.minor)
+
     def find(self, major: np.ndarray, minor: np.ndarray) -> np.ndarray:
         """The id of each (major, minor) pair asked for, -1 where no row has it."""
         if not self.n or not len(major):

@@ -52,8 +52,7 @@ def _member_facts(entries: pd.DataFrame, k: EntryKeys) -> _MemberFacts:
     m = k.member
     completed = codes_at(entries["state"], k.coll) == code_of(entries["state"], "completed")
     return _MemberFacts(
-        hi=reduce_max(m.ids, m.n, entries["seq"].to_numpy()),
-        op_hi=reduce_max(m.ids, m.n, entries["op_id"].to_numpy()),
+        hi=k.seq_hi, op_hi=k.op_hi,
         coll_lo=k.coll_lo, coll_hi=k.coll_hi,
         completed_hi=reduce_max(k.c_member[completed], m.n, k.c_seq[completed]),
         last_is_p2p=entries["is_p2p"].to_numpy(bool)[k.last_row])
@@ -122,7 +121,7 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     # Sequence-number counters (legacy NCCL). With entries, the counter counts what the last
     # entry was; without, only a group with no send/recv is sure to count collectives (with
     # both it is ambiguous).
-    p2p_codes = np.unique(k.code[entries["is_p2p"].to_numpy(bool)])
+    p2p_codes = k.p2p_codes
     in_p2p = np.repeat(np.isin(chosen_codes, p2p_codes) & (chosen_codes >= 0), sizes)
     counts_coll = np.where(has_entries, ~last_p2p.astype(bool), ~in_p2p)
     use = counted & counts_coll & ~op_units

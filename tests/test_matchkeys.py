@@ -49,6 +49,7 @@ def _entries(n: int, seed: int, seq_scale: int = 1) -> pd.DataFrame:
         "rank": rng.integers(0, 6, n).astype(np.int32),
         "seq": rng.integers(0, 20, n).astype(np.int64) * seq_scale,
         "record_id": rng.integers(0, 50, n).astype(np.int64),
+        "op_id": rng.integers(0, 90, n).astype(np.int64),
         "is_p2p": rng.random(n) < 0.3,
     })
 
@@ -64,15 +65,20 @@ def test_entry_keys_match_the_group_by_definitions(seq_scale: int) -> None:
     first = ~pd.DataFrame({"g": name[coll.index], "r": coll["rank"], "s": coll["seq"]}).duplicated()
     assert (k.keep == first.to_numpy()).all()
     # Per member: its newest entry (first row of the highest record id) and seq window.
-    frame = pd.DataFrame({"g": name, "r": e["rank"], "rec": e["record_id"]})
+    frame = pd.DataFrame({"g": name, "r": e["rank"], "rec": e["record_id"], "seq": e["seq"],
+                          "op": e["op_id"]})
     newest = frame.groupby(["g", "r"])["rec"].idxmax()
+    tops = frame.groupby(["g", "r"])[["seq", "op"]].max()
     major = np.asarray(k.member.major)
     labels = [str(c) for c in e["pg_name"].cat.categories] + ["<none>"]
     for pair in range(k.member.n):
         key = (labels[int(major[pair])], int(k.member.minor[pair]))
         assert k.last_row[pair] == newest[key]
+        assert (k.seq_hi[pair], k.op_hi[pair]) == tuple(tops.loc[key])
         seqs = coll["seq"][(name[coll.index] == key[0]) & (coll["rank"] == key[1])]
         assert (k.coll_lo[pair], k.coll_hi[pair]) == ((seqs.min(), seqs.max()) if len(seqs) else (-1, -1))
+    # Groups with a send/recv entry (a missing name: a code of its own, after the named).
+    assert k.p2p_codes.tolist() == sorted({labels.index(g) for g in name[e["is_p2p"]]})
 
 
 def test_ranks_where_in_rank_blocks_and_in_any_order() -> None:
