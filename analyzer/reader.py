@@ -122,6 +122,7 @@ _PG_CONFIG = _FIELD_NAMES.index("pg_config")
 _STACKS = _FIELD_NAMES.index("stacks")
 _UNPACKED: dict[bytes, tuple[int, ...]] = {}
 _UNPACKED_STACKS: dict[bytes, list[tuple[tuple[str, str, int], ...]]] = {}
+_STACKS_CACHE_BYTES = 16 << 20
 
 
 def _unpacked_stacks(blob: Any) -> list[tuple[tuple[str, str, int], ...]]:
@@ -132,7 +133,7 @@ def _unpacked_stacks(blob: Any) -> list[tuple[tuple[str, str, int], ...]]:
         return list(blob)
     known = _UNPACKED_STACKS.get(blob)
     if known is None:
-        if len(_UNPACKED_STACKS) >= 256:
+        if len(_UNPACKED_STACKS) >= 256 or sum(map(len, _UNPACKED_STACKS)) > _STACKS_CACHE_BYTES:
             _UNPACKED_STACKS.clear()
         known = _UNPACKED_STACKS[blob] = unpickle(blob)  # plain data: no global is taken
     return known

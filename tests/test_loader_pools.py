@@ -97,3 +97,23 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
     assert "heavy before the parse: []" in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
     assert res.stdout.rstrip().endswith("}")  # the whole document came out before the exit
+
+
+def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(tmp_path: Path) -> None:
+    """Between processes a dump's stacks are one blob: equal blobs come back as one list,
+    and a blob is unpickled as a dump is (a global in it is refused)."""
+    import pickle
+
+    from analyzer import reader
+
+    job = _job(tmp_path)
+    one = load_dumps([job], jobs=1)
+    pooled = load_dumps([job], jobs=2)
+    _same(one, pooled)
+    by_rank = {d.rank: d for d in pooled.dumps}
+    assert by_rank[0].stacks and by_rank[0].stacks == by_rank[8].stacks  # copies of one file
+    assert by_rank[0].stacks is by_rank[8].stacks
+    back = pickle.loads(pickle.dumps(one.dumps[0]))
+    assert back.stacks == one.dumps[0].stacks
+    with pytest.raises(pickle.UnpicklingError):
+        reader._unpacked_stacks(pickle.dumps([Path("x")]))  # a global: refused
