@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 
 from analyzer.reader import ParsedDump
 
-__all__ = ["COLUMN_KINDS", "column_bytes", "drop_column", "freed_memory_kept", "is_released", "trim_heap"]
+__all__ = ["COLUMN_KINDS", "column_bytes", "drop_column", "is_released", "trim_heap"]
 
 #: The attributes of a :class:`ParsedDump` that hold per-entry columns.
 COLUMN_KINDS: tuple[str, ...] = ("strings", "ints", "bools", "floats")
@@ -46,22 +45,17 @@ def is_released(d: ParsedDump) -> bool:
     return d.n_entries > 0 and not (d.strings or d.ints or d.bools or d.floats)
 
 
-def _libc_function(name: str, argtypes: list[type]) -> Callable[..., int] | None:
+def _malloc_trim() -> Callable[[int], int] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        fn = getattr(libc, name)
+        trim = libc.malloc_trim
     except (OSError, AttributeError):  # not glibc: freed blocks stay with the allocator
         return None
-    fn.argtypes, fn.restype = argtypes, ctypes.c_int
-    return fn
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
-_TRIM = _libc_function("malloc_trim", [ctypes.c_size_t])
-_MALLOPT = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
-# glibc's mallopt parameters and their defaults (malloc.h).
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
-_DEFAULT_TRIM_THRESHOLD, _DEFAULT_MMAP_MAX = 128 * 1024, 65536
-_KEEP_ALL = 2**31 - 1
+_TRIM = _malloc_trim()
 
 
 def trim_heap() -> None:
@@ -69,27 +63,3 @@ def trim_heap() -> None:
     nothing)."""
     if _TRIM is not None:
         _TRIM(0)
-
-
-@contextmanager
-def freed_memory_kept() -> Iterator[None]:
-    """Inside, memory the process frees stays in its heap for the next allocation instead of
-    going back to the kernel (glibc: no ``mmap`` for large blocks, no trimming of the heap's
-    top); on the way out, the heap's free pages are handed back once (:func:`trim_heap`).
-
-    Matching allocates and frees temporaries of every entry's size, one after the other
-    (8 bytes x 32 M entries at 16,384 ranks). Handed back, each is taken again from the
-    kernel, page by page, zeroed: 2.5 M page faults at that size. Kept, the next one reuses
-    the same pages: the peak is the same (what is live is the same), the faults are not.
-    Elsewhere than glibc: nothing changes."""
-    if _MALLOPT is None:
-        yield
-        return
-    _MALLOPT(_M_MMAP_MAX, 0)
-    _MALLOPT(_M_TRIM_THRESHOLD, _KEEP_ALL)
-    try:
-        yield
-    finally:
-        _MALLOPT(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
-        _MALLOPT(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
-        trim_heap()

@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.graph import build_graph
     from analyzer.loader import load_dumps
     from analyzer.matching import match
-    from analyzer.release import freed_memory_kept
     from analyzer.render.jsondoc import to_json
     from analyzer.tables import normalize, without_hugepage_advice
     from analyzer.waits import waits
@@ -89,11 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     loaded = step("load", lambda: load_dumps([args.target], jobs=args.jobs or None), rows)
     tables = step("normalize", lambda: normalize(loaded, release=True), rows)  # as analyze() does
-    with freed_memory_kept():  # as analyze() runs the steps after normalize
-        matching = step("match", lambda: match(tables), rows)
-        wait_rows = step("waits", lambda: waits(tables, matching), rows)
-        graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
-        diagnosis = step("diagnose", lambda: diagnose(tables, matching, wait_rows, graph), rows)
+    matching = step("match", lambda: match(tables), rows)
+    wait_rows = step("waits", lambda: waits(tables, matching), rows)
+    graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
+    diagnosis = step("diagnose", lambda: diagnose(tables, matching, wait_rows, graph), rows)
     analysis = Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
                         diagnosis=diagnosis, contexts=Contexts(), loaded=loaded)
     step("render_json", lambda: json.dumps(to_json(analysis), indent=1), rows)
