@@ -102,6 +102,8 @@ def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.
 
 
 def entry_keys(entries: pd.DataFrame) -> EntryKeys:
+    """The keys, each per-entry array let go as soon as what is kept has been read from it
+    (at scale they set the peak of matching: 8 bytes per entry each)."""
     named = len(entries["pg_name"].cat.categories)
     code = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
     if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
@@ -109,23 +111,25 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     member = pairs(code, entries["rank"].to_numpy())
     is_p2p = entries["is_p2p"].to_numpy(bool)
     coll = np.flatnonzero(~is_p2p)
-    c_seq = as_int64(entries["seq"].to_numpy()[coll])
-    cid, n_cid = group_ids(code[coll], c_seq)
+    p2p_codes = np.flatnonzero(np.bincount(code[is_p2p], minlength=named + 1))
+    c_code = code[coll]
+    del code, is_p2p
+    # What is read per member, then each entry's member id is let go.
     c_mid = member.ids[coll]
+    last_row = _newest_rows(member.ids, member.n, as_int64(entries["record_id"].to_numpy()))
+    seq_hi = reduce_max(member.ids, member.n, entries["seq"].to_numpy())
+    op_hi = reduce_max(member.ids, member.n, entries["op_id"].to_numpy())
+    member = member.without_ids()
+    c_seq = as_int64(entries["seq"].to_numpy()[coll])
+    cid, n_cid = group_ids(c_code, c_seq)
+    del c_code
     lo = np.full(member.n, _BIG, dtype=np.int64)
     hi = np.full(member.n, -_BIG, dtype=np.int64)
     np.minimum.at(lo, c_mid, c_seq)
     np.maximum.at(hi, c_mid, c_seq)
     keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
     none = lo > hi
-    record = as_int64(entries["record_id"].to_numpy())
-    last_row = _newest_rows(member.ids, member.n, record)
-    del record
-    seq_hi = reduce_max(member.ids, member.n, entries["seq"].to_numpy())
-    op_hi = reduce_max(member.ids, member.n, entries["op_id"].to_numpy())
-    # Only what the later steps read is kept: two per-entry int64 arrays fewer.
-    p2p_codes = np.flatnonzero(np.bincount(code[is_p2p], minlength=named + 1))
-    return EntryKeys(p2p_codes=p2p_codes, member=member.without_ids(), coll=coll, cid=cid,
+    return EntryKeys(p2p_codes=p2p_codes, member=member, coll=coll, cid=cid,
                      n_cid=n_cid, first=first_of(cid, n_cid), keep=keep, last_row=last_row,
                      coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi),
                      seq_hi=seq_hi, op_hi=op_hi, c_member=c_mid, c_seq=c_seq, named=named)

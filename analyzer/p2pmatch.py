@@ -72,6 +72,7 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     send, recv = code_of(e["op"], "send"), code_of(e["op"], "recv")
     mask = e["is_p2p"].to_numpy(bool) & ((op_codes == send) | (op_codes == recv)) & (e["peer"].to_numpy() >= 0)
     rows = np.flatnonzero(mask)
+    del mask
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in P2P_COLUMNS})
     index = pd.RangeIndex(len(rows))
@@ -99,12 +100,15 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     live = np.flatnonzero(~done & peer_dumped)
     if len(live):
         _pair_streams(p, live, is_send, state, (pair, pair_dtype, pair_seq), vocab)
+    # A row's worth of arrays each: let go before the columns below are built.
+    del live, done, peer_dumped, is_send, one_sided, use_out, rows, rank, peer
     words = pd.Index(vocab, dtype="str")
     p["peer_state"] = from_codes(state, _PEER_STATES, index)
     p["pair_size"] = from_codes(pair, words, index)
     p["pair_dtype"] = from_codes(pair_dtype, words, index)
     p["pair_seq"] = pair_seq
-    keys = (p["rank"].to_numpy(np.int64), p["record_id"].to_numpy(np.int64))
+    del state, pair, pair_dtype, pair_seq
+    keys = (p["rank"].to_numpy(), p["record_id"].to_numpy(np.int64))
     if len(p) > 1 and not _sorted_pairs(*keys):
         p = p.sort_values(["rank", "record_id"])
     return p.reset_index(drop=True)
