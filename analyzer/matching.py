@@ -31,7 +31,7 @@ from analyzer.catcodes import category_at, code_of, codes_at, from_codes
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.dialect import Dialects, read_dialects
 from analyzer.expectations import monitored_barrier_gaps
-from analyzer.groupkeys import first_of, reduce_max, reduce_min
+from analyzer.groupkeys import as_int64, first_of, reduce_max, reduce_min
 from analyzer.kinds import MatchState
 from analyzer.mismatch import NO_MAJORITY, SIZE_CHECKED_OPS, _as_str, collective_mismatches
 from analyzer.p2pmatch import P2P_MISMATCH_COLUMNS, match_p2p, p2p_mismatches
@@ -68,14 +68,18 @@ def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
     """For each query i: how many pairs (group[j], value[j]) have group q_group[i] and a value
     of at least q_value[i]. Groups are ids >= 0; a query group of -1 counts nothing.
 
-    One sort and two binary searches over (group, value) keys, whatever the number of groups.
+    The pairs (one per member: few) are ranked and sorted once; each query is two binary
+    searches, whatever the number of groups, and nothing of the queries' size is sorted.
     """
-    both = np.concatenate([np.asarray(value, np.int64), np.asarray(q_value, np.int64)])
-    dense = np.unique(both, return_inverse=True)[1].reshape(-1)  # values as ranks: no overflow
-    width = int(dense.max()) + 2 if len(dense) else 1
-    keys = np.sort(np.asarray(group, np.int64) * width + dense[: len(value)])
+    value = np.asarray(value, np.int64)
+    distinct = np.unique(value)
+    width = len(distinct) + 1
+    # value >= q exactly when value's rank among the distinct values is at least the number
+    # of distinct values below q.
+    keys = np.sort(np.asarray(group, np.int64) * width + np.searchsorted(distinct, value))
     q = np.asarray(q_group, np.int64)
-    start = np.searchsorted(keys, q * width + dense[len(value):], side="left")
+    start = np.searchsorted(keys, q * width + np.searchsorted(distinct, np.asarray(q_value, np.int64)),
+                            side="left")
     end = np.searchsorted(keys, (q + 1) * width, side="left")
     return np.where(q >= 0, end - start, 0)
 
@@ -108,18 +112,9 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
     rows = k.coll if all_kept else k.coll[k.keep]
     cid, n = (k.cid, k.n_cid) if all_kept else (k.cid[k.keep], k.n_cid)
     lead = k.coll[k.first]  # the first entry of each (group, seq)
-    s_codes = codes_at(entries["state"], rows)
-    done = s_codes == code_of(entries["state"], "completed")
-    begun = done | (s_codes == code_of(entries["state"], "started"))
-    del s_codes
     seq = entries["seq"].to_numpy()[lead].astype(np.int64, copy=False)
-    created = entries["time_created_ns"].to_numpy()[rows]
-    first_created, last_created = reduce_min(cid, n, created), reduce_max(cid, n, created)
-    del created
-    last_started = reduce_max(cid, n, entries["time_started_ns"].to_numpy()[rows])
-    n_completed = np.bincount(cid[done], minlength=n).astype(np.int64)
-    n_started = np.bincount(cid[begun], minlength=n).astype(np.int64)
-    del done, begun
+    first_created, last_created, last_started, n_completed, n_started = _per_collective(
+        entries, rows, cid, n)
     # Per group (category code): its size, members of unknown progress, and the id used to
     # count joined members; -1 / 0 where the group has no name.
     name = entries["pg_name"]
@@ -156,6 +151,35 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
         "state": from_codes(state, _STATES, pd.RangeIndex(len(state))),
     }, copy=False)
     return out
+
+
+def _per_collective(entries: pd.DataFrame, rows: np.ndarray, cid: np.ndarray, n: int,
+                    chunk: int = 1 << 20) -> tuple[np.ndarray, ...]:
+    """Per (group, seq) id: the earliest and latest enqueue time, the latest start time, and
+    how many of its rows are completed and started (or completed), read a chunk of rows at a
+    time: no column of the collectives' size is gathered whole."""
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    first, last, started = np.full(n, big), np.full(n, small), np.full(n, small)
+    n_completed, n_started = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    state = entries["state"]
+    state_codes = codes_at(state)
+    completed, began = code_of(state, "completed"), code_of(state, "started")
+    created_col = entries["time_created_ns"].to_numpy()
+    started_col = entries["time_started_ns"].to_numpy()
+    for at in range(0, len(rows), chunk):
+        part, ids = rows[at : at + chunk], cid[at : at + chunk]
+        created = as_int64(created_col[part])
+        np.minimum.at(first, ids, created)
+        np.maximum.at(last, ids, created)
+        np.maximum.at(started, ids, as_int64(started_col[part]))
+        s_codes = state_codes[part]
+        done = s_codes == completed
+        n_completed += np.bincount(ids[done], minlength=n)
+        n_started += np.bincount(ids[done | (s_codes == began)], minlength=n)
+    first[first == big] = -1
+    last[last == small] = -1
+    started[started == small] = -1
+    return first, last, started, n_completed, n_started
 
 
 def stale_completers(progress: pd.DataFrame, observed: frozenset[int] | None = None, *,

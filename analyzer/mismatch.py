@@ -43,15 +43,15 @@ def _varying(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np
     """Collectives whose op, dtypes or (for size-checked ops) sizes differ from those of the
     first row of their (group, seq): a mask over the groups. ``rows`` are the collectives'
     positions among the entries; only their category codes are read."""
-    lead = rows[first][gid]  # per row, the entry position of its collective's first row
+    lead = rows[first]  # per collective, the entry position of its first row
     varies = np.zeros(len(first), dtype=bool)
     for col in ("op", "input_dtypes", "output_dtypes"):
         codes = entries[col].cat.codes.to_numpy()
-        varies[gid[codes[rows] != codes[lead]]] = True
+        varies[gid[codes[rows] != codes[lead][gid]]] = True
     checked = in_labels(entries["op"], SIZE_CHECKED_OPS)
     for col in ("input_sizes", "output_sizes"):
         codes = np.where(checked, entries[col].cat.codes.to_numpy(), -1)
-        varies[gid[codes[rows] != codes[lead]]] = True
+        varies[gid[codes[rows] != codes[lead][gid]]] = True
     return varies
 
 
