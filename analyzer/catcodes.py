@@ -57,13 +57,15 @@ def text_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) 
 
 def from_codes(codes: np.ndarray, categories: pd.Index, index: pd.Index,
                name: Hashable | None = None) -> pd.Series:
-    """A categorical Series of ``categories`` at ``codes`` (all >= 0) whose categories are
+    """A categorical Series of ``categories`` at ``codes`` (-1: missing) whose categories are
     just the values used, in lexical order: the same column whatever order the categories
     came in (a text in ``categories`` twice is one category), so sorting, grouping and
     comparing it behave as on its text."""
-    used = np.flatnonzero(np.bincount(codes, minlength=len(categories)))
+    codes = np.asarray(codes)
+    used = np.flatnonzero(np.bincount(codes[codes >= 0] if (codes < 0).any() else codes,
+                                      minlength=len(categories)))
     words, at = np.unique(np.asarray(categories.take(used), dtype=object), return_inverse=True)
-    recode = np.zeros(len(categories), dtype=np.int32)
+    recode = np.full(len(categories) + 1, -1, dtype=np.int32)  # the last slot: code -1 stays -1
     recode[used] = at
     kept = pd.Index(words, dtype="str")
     small = recode.astype(np.int8 if len(kept) < 128 else np.int16 if len(kept) < 32_768 else np.int32)
@@ -73,7 +75,8 @@ def from_codes(codes: np.ndarray, categories: pd.Index, index: pd.Index,
 
 def category_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) -> pd.Series:
     """``values.iloc[rows]`` as text categories (with ``index``, else 0..n-1): the rows' codes
-    and the categories they use (:func:`from_codes`); a missing value reads as its text."""
+    and the categories they use (:func:`from_codes`); a missing value stays missing, as in
+    :func:`text_at`."""
     index = index if index is not None else pd.RangeIndex(len(rows))
     codes = codes_at(values, rows)
     cats = values.cat.categories

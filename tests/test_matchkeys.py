@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer.catcodes import in_labels, text_at
+from analyzer.catcodes import category_at, from_codes, in_labels, text_at
 from analyzer.dialect_facts import _counter_votes, _ranks_where
 from analyzer.entrykeys import entry_keys
 from analyzer.groupkeys import as_int64, reduce_max
@@ -40,6 +40,27 @@ def test_in_labels_and_text_at_are_isin_and_astype(labels: list[str]) -> None:
     pd.testing.assert_series_equal(got, s.iloc[rows].astype(str).reset_index(drop=True), check_names=False)
     full = _categorical(["a", "b", "c"], 100, seed=7)
     pd.testing.assert_series_equal(text_at(full, np.arange(100)), full.astype(str), check_names=False)
+
+
+def test_category_at_is_the_text_with_the_used_categories_in_lexical_order() -> None:
+    s = _categorical(["b", "a", None, "c", "d"], 500, seed=5)
+    rows = np.arange(0, 500, 7)
+    got = category_at(s, rows)
+    want = text_at(s, rows)  # a missing value stays missing
+    assert want.isna().any() and str(got.dtype) == "category"
+    pd.testing.assert_series_equal(got.astype(str), want, check_names=False)
+    assert list(got.cat.categories) == sorted(set(want.dropna()))  # only those used, sorted
+    full = _categorical(["z", "y", "x"], 50, seed=2)
+    got = category_at(full, np.arange(50))
+    assert got.astype(str).tolist() == full.astype(str).tolist()
+    assert list(got.cat.categories) == sorted(set(full.astype(str)))
+
+
+def test_from_codes_merges_a_text_given_twice_and_drops_unused_ones() -> None:
+    cats = pd.Index(["q", "p", "unused", "p"], dtype="str")
+    got = from_codes(np.array([3, 0, 1, -1, 3]), cats, pd.RangeIndex(5))
+    assert got.iloc[[0, 1, 2, 4]].astype(str).tolist() == ["p", "q", "p", "p"] and got.isna()[3]
+    assert list(got.cat.categories) == ["p", "q"]
 
 
 def _entries(n: int, seed: int, seq_scale: int = 1) -> pd.DataFrame:
@@ -143,3 +164,24 @@ def test_pending_and_counter_votes_match_the_group_by_definitions(sample: str, s
     want_votes = {int(r): "op_id" if o else "seq" for r, o, s in zip(votes.index, votes["op"], votes["seq"])
                   if bool(o) != bool(s)}
     assert _counter_votes(t, entry_keys(e)) == want_votes
+
+
+def test_per_collective_figures_do_not_depend_on_the_chunk_size() -> None:
+    """The collectives' times and counts are read a chunk of rows at a time: chunks of 5 rows
+    give what one chunk gives, and what the group-by definitions give."""
+    from analyzer.matching import _per_collective
+
+    t = _tables("chain_tp_dp_w8", shuffle=False)
+    e = t.entries
+    k = entry_keys(e)
+    whole = _per_collective(e, k.coll, k.cid, k.n_cid)
+    for a, b in zip(whole, _per_collective(e, k.coll, k.cid, k.n_cid, chunk=5), strict=True):
+        assert (a == b).all()
+    coll = e.iloc[k.coll].assign(cid=k.cid)
+    by = coll.groupby("cid")
+    state = coll["state"].astype(str)
+    want = (by["time_created_ns"].min(), by["time_created_ns"].max(), by["time_started_ns"].max(),
+            (state == "completed").groupby(coll["cid"]).sum(),
+            state.isin(["completed", "started"]).groupby(coll["cid"]).sum())
+    for got, expected in zip(whole, want, strict=True):
+        assert got.tolist() == expected.reindex(range(k.n_cid)).tolist()

@@ -130,3 +130,18 @@ def test_a_refused_world_size_releases_nothing() -> None:
         normalize(loaded, world_size=4, release=True)
     assert not any(is_released(d) for d in loaded.dumps)
     assert normalize(loaded, release=True).world_size == 8
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_blocks_of_dumps_give_the_tables_of_one_block(monkeypatch: pytest.MonkeyPatch,
+                                                      release: bool) -> None:
+    """normalize copies each column a block of dumps at a time: blocks of 3 over 8 dumps (a
+    short last one; each dump with its own group names) give the tables of one block."""
+    import analyzer.tables as tables_module
+
+    folder = SAMPLES / "chain_tp_dp_w8"
+    loaded = load_dumps([folder], jobs=1)
+    spare = copy.deepcopy(loaded)
+    whole = normalize(loaded, release=release)
+    monkeypatch.setattr(tables_module._Columns, "BLOCK", 3)
+    assert_same_tables(whole, normalize(spare, release=release))
