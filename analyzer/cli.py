@@ -185,7 +185,7 @@ def export(
     """
     from analyzer.store import ranges, write_store
 
-    made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
     try:
         if made is None:  # a store of the first format: its tables, as they are
             result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
@@ -193,7 +193,7 @@ def export(
         else:
             t = made.tables
             folder = write_store(t, output, loaded=made.loaded, contexts=made.contexts,
-                                 world_option=made.world_option)
+                                 world_option=made.world_option, parsed_written=made.parsed_in is not None)
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     except AnalyzerError as exc:

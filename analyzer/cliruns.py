@@ -110,8 +110,9 @@ def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs
 
 
 def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
-                  quiet: bool, strict: bool, scheduler: str | None) -> Exported | None:
-    """Load and normalize for ``export`` (no diagnosis); None for a first-format store."""
+                  quiet: bool, strict: bool, scheduler: str | None, output: Path) -> Exported | None:
+    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
+    ``output`` first; None for a first-format store."""
     from analyzer.loader import ProgressPrinter
     from analyzer.store import store_inputs
     from analyzer.storemerge import prepare_export
@@ -122,9 +123,8 @@ def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs:
         if store_inputs(list(paths)) == "tables":
             return None
         made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
-                              progress=ProgressPrinter(not quiet), scheduler=address)
-    if strict:
-        _refuse_different_dumps(made.loaded)
+                              progress=ProgressPrinter(not quiet), scheduler=address, parsed_to=output,
+                              check=_refuse_different_dumps if strict else None)
     return made
 
 

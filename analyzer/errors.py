@@ -11,6 +11,10 @@ class InputError(AnalyzerError):
     """The paths given do not name any readable dump (missing directory, empty glob...)."""
 
 
+class OutputError(AnalyzerError):
+    """A result (a store, a report) cannot be written where it was asked for."""
+
+
 class DumpFormatError(AnalyzerError):
     """One file is not a flight-recorder dump: empty, truncated, foreign or malformed."""
 

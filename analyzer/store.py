@@ -39,7 +39,8 @@ from analyzer.context import Contexts
 from analyzer.discovery import STORE_MARKER, is_store
 from analyzer.errors import InputError
 from analyzer.loader import Loaded
-from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS
+from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.release import is_released
 from analyzer.schema import Col
 from analyzer.tables import Tables
 
@@ -90,10 +91,10 @@ _PARSED_DOC = {
 }
 PARSED: tuple[Col, ...] = (
     (Col("dump", "int32", "dumps.dump of the entry"),)
-    + tuple(Col(f, "int64", _PARSED_DOC[f]) for f in INT_FIELDS)
+    + tuple(Col(f, "integer", _PARSED_DOC[f]) for f in INT_FIELDS)
     + tuple(Col(f, "bool", _PARSED_DOC[f]) for f in BOOL_FIELDS)
     + tuple(Col(f, "float64", _PARSED_DOC[f]) for f in FLOAT_FIELDS)
-    + tuple(Col(f, "int32", f"code into the dump's dumps.vocab of {f}") for f in STRING_FIELDS)
+    + tuple(Col(f, "integer", f"code into the dump's dumps.vocab of {f}") for f in STRING_FIELDS)
 )
 _PARSED_TABLES = {"dumps": DUMPS, "parsed": PARSED}
 
@@ -106,10 +107,13 @@ def _require_pyarrow() -> None:
 
 
 def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded | None = None,
-                contexts: Contexts | None = None, world_option: int | None = None) -> Path:
+                contexts: Contexts | None = None, world_option: int | None = None,
+                parsed_written: bool = False) -> Path:
     """Write ``tables`` as Parquet files into ``out`` (created if needed), with the parsed
     dumps of ``loaded`` (what makes stores mergeable) and the ``contexts`` found beside them.
-    ``world_option``: the world size the user gave (None: worked out from the dumps)."""
+    ``world_option``: the world size the user gave (None: worked out from the dumps).
+    ``parsed_written``: :func:`write_parsed` already wrote ``loaded`` into ``out``. The
+    format marker is written last: a folder the write stopped in is no store."""
     _require_pyarrow()
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -124,12 +128,34 @@ def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded |
         "ranks": ranges(tables.dumped_ranks),
         "tables": {name: [c.name for c in cols] for name, cols in _TABLES.items()}}
     if loaded is not None:
-        _write_parsed(loaded, folder)
-        (folder / INPUTS).write_text(json.dumps(_inputs_doc(loaded)) + "\n")
-        (folder / CONTEXTS).write_text(json.dumps(_contexts_doc(contexts or Contexts())) + "\n")
+        staging = folder / STAGING if parsed_written else write_parsed(loaded, folder, contexts)
+        for name in _PARSED_FILES:
+            (staging / name).replace(folder / name)
+        staging.rmdir()
         meta["tables"].update({name: [c.name for c in cols] for name, cols in _PARSED_TABLES.items()})
     (folder / MARKER).write_text(json.dumps(meta, indent=1) + "\n")
     return folder
+
+
+#: Where :func:`write_parsed` puts the parsed dumps inside the store's folder until
+#: :func:`write_store` moves them in: a folder the export stopped in keeps what it held.
+STAGING = ".parsed.partial"
+_PARSED_FILES = ("dumps.parquet", "parsed.parquet", MEMBERS, INPUTS, CONTEXTS)
+
+
+def write_parsed(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts | None = None) -> Path:
+    """The parsed dumps of ``loaded`` (with the loader's notes and ``contexts``) staged in
+    ``out`` (created if needed), for ``write_store(..., parsed_written=True)`` to complete the
+    store with: call it before the dumps hand their entry columns over
+    (``normalize(..., release=True)``). Returns the staging folder (remove it if the store
+    is not completed)."""
+    _require_pyarrow()
+    staging = Path(out) / STAGING
+    staging.mkdir(parents=True, exist_ok=True)
+    _write_parsed(loaded, staging)
+    (staging / INPUTS).write_text(json.dumps(_inputs_doc(loaded)) + "\n")
+    (staging / CONTEXTS).write_text(json.dumps(_contexts_doc(contexts or Contexts())) + "\n")
+    return staging
 
 
 def ranges(ranks: list[int]) -> str:
@@ -169,10 +195,10 @@ class _MemberLists:
 
 
 def _write_parsed(loaded: Loaded, folder: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     dumps = loaded.dumps
+    if any(is_released(d) for d in dumps):
+        raise InputError("these dumps handed their entries over to normalize (release=True): "
+                         "write their parsed dumps before, or load them again")
     rows: dict[str, list[Any]] = defaultdict(list)
     lists = _MemberLists()
     for i, d in enumerate(dumps):
@@ -196,26 +222,46 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
         rows["stacks"].append(json.dumps([[list(frame) for frame in key] for key in d.stacks]))
     schema.frame(DUMPS, rows).to_parquet(folder / "dumps.parquet", index=False)
     (folder / MEMBERS).write_text(json.dumps({"members": [list(m) for m in lists.lists]}) + "\n")
-    counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
-    columns: dict[str, np.ndarray] = {
-        "dump": np.repeat(np.arange(len(dumps), dtype=np.int32), counts)}
+    _write_columns(dumps, folder / "parsed.parquet")
 
-    def joined(kind: str, name: str, dtype: type) -> np.ndarray:
-        parts: list[np.ndarray] = [np.asarray(getattr(d, kind)[name], dtype=dtype)
-                                   for d in dumps if d.n_entries]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
-    for f in INT_FIELDS:
-        columns[f] = joined("ints", f, np.int64)
-    for f in BOOL_FIELDS:
-        columns[f] = joined("bools", f, np.bool_)
-    for f in FLOAT_FIELDS:
-        columns[f] = joined("floats", f, np.float64)
-    for f in STRING_FIELDS:
-        columns[f] = joined("strings", f, np.int32)
-    # One row group per 16 M entries: each column re-opens as one array (no concatenation).
-    pq.write_table(pa.table({c.name: columns[c.name] for c in PARSED}), folder / "parsed.parquet",
-                   row_group_size=1 << 24)
+#: Entries per row group of parsed.parquet (written a block of dumps at a time).
+ROW_GROUP_ENTRIES = 1 << 20
+_KINDS = (("ints", INT_FIELDS, np.int64), ("bools", BOOL_FIELDS, np.bool_),
+          ("floats", FLOAT_FIELDS, np.float64), ("strings", STRING_FIELDS, np.int32))
+
+
+def _write_columns(dumps: list[ParsedDump], path: Path) -> None:
+    """The dumps' entry columns as parsed.parquet, each column in the narrowest width that
+    holds every dump's part, a block of dumps (about :data:`ROW_GROUP_ENTRIES` entries) per
+    row group: the dumps' columns are never copied whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kinds = {c.name: (kind, default) for kind, fields, default in _KINDS for c in PARSED if c.name in fields}
+    dtypes = {"dump": np.dtype(np.int32)}
+    for name, (kind, default) in kinds.items():
+        seen = {getattr(d, kind)[name].dtype for d in dumps if d.n_entries}
+        dtypes[name] = np.result_type(*seen) if seen else np.dtype(default)
+    schema = pa.schema([(c.name, pa.from_numpy_dtype(dtypes[c.name])) for c in PARSED])
+    with pq.ParquetWriter(path, schema) as writer:
+        start = 0
+        while True:
+            end, size = start, 0
+            while end < len(dumps) and (size < ROW_GROUP_ENTRIES or end == start):
+                size += dumps[end].n_entries
+                end += 1
+            block = [(i, d) for i, d in enumerate(dumps[start:end], start) if d.n_entries]
+            counts = np.array([d.n_entries for _, d in block], dtype=np.int64)
+            columns = {"dump": np.repeat(np.array([i for i, _ in block], dtype=np.int32), counts)}
+            for name, (kind, _) in kinds.items():
+                parts = [getattr(d, kind)[name] for _, d in block]
+                columns[name] = (np.concatenate(parts).astype(dtypes[name], copy=False) if parts
+                                 else np.empty(0, dtype=dtypes[name]))
+            writer.write_table(pa.table(columns, schema=schema), row_group_size=max(size, 1))
+            if end >= len(dumps):
+                break
+            start = end
 
 
 def _inputs_doc(loaded: Loaded) -> dict[str, Any]:
@@ -308,5 +354,6 @@ __all__ = [
     "ranges",
     "read_store",
     "store_inputs",
+    "write_parsed",
     "write_store",
 ]

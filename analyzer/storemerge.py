@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pandas as pd
 
 from analyzer.context import Contexts, RankContext, ThreadStack
 from analyzer.discovery import RankFile
-from analyzer.errors import InputError
+from analyzer.errors import InputError, OutputError
 from analyzer.loader import Duplicate, Ignored, Loaded, Progress, Skipped, resolve_ranks
 from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
 from analyzer.store import (
@@ -95,24 +98,74 @@ def _members_of(value: Any, lists: list[tuple[int, ...]] | None) -> tuple[int, .
     return lists[value]
 
 
+#: Dumps whose entry columns are copied out of the store together: each block owns its
+#: arrays, so normalize (release=True) frees a block's memory as it copies it, as it frees
+#: the parser's per-dump arrays.
+READ_BLOCK = 256
+
+
+def _column_blocks(name: str, values: np.ndarray, edges: list[int]) -> list[np.ndarray]:
+    """``values`` cut at ``edges`` (entry offsets of the blocks of dumps), each block a copy
+    in the narrowest width holding it: the store's column is then no longer needed."""
+    from analyzer.columns import narrow
+
+    integers = name in INT_FIELDS or name in STRING_FIELDS
+    out: list[np.ndarray] = []
+    for lo, hi in pairwise(edges):
+        part = values[lo:hi]
+        block = narrow(part) if integers else part
+        out.append(part.copy() if block is part else block)
+    return out
+
+
+def _parsed_column(table: Any, folder: Path, name: str) -> np.ndarray:
+    """One column of parsed.parquet as numpy, refused unless of its kind (a store is a file
+    like any other: it may have been damaged or made up)."""
+    values = table.column(name).to_numpy()
+    kind = values.dtype.kind
+    ok = (kind == "b" if name in BOOL_FIELDS else kind == "f" if name in FLOAT_FIELDS else kind in "iu")
+    if not ok or (kind == "u" and values.dtype.itemsize == 8):
+        raise InputError(f"{folder}: parsed.parquet column {name} holds {values.dtype}, not "
+                         f"{'bool' if name in BOOL_FIELDS else 'float' if name in FLOAT_FIELDS else 'integer'} values")
+    return values
+
+
 def _read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
     import pyarrow.parquet as pq
 
     try:
         meta = pd.read_parquet(folder / "dumps.parquet")
-        table = pq.read_table(folder / "parsed.parquet")
+        parsed = pq.ParquetFile(folder / "parsed.parquet")
     except (OSError, ValueError) as exc:
         raise InputError(f"{folder}: cannot read its parsed dumps ({exc})") from None
-    if list(meta.columns) != [c.name for c in DUMPS] or table.column_names != [c.name for c in PARSED]:
+    names = parsed.schema_arrow.names
+    if list(meta.columns) != [c.name for c in DUMPS] or names != [c.name for c in PARSED]:
         raise InputError(f"{folder}: dumps.parquet or parsed.parquet has other columns than "
                          f"{fmt} (written by another hangscope?)")
     lists = _member_lists(folder, fmt)
-    cols = {name: table.column(name).to_numpy() for name in table.column_names}
     counts = meta["n_entries"].to_numpy(dtype=np.int64)
-    if int(counts.sum()) != table.num_rows:
-        raise InputError(f"{folder}: parsed.parquet has {table.num_rows} rows, dumps.parquet "
+    rows_total = parsed.metadata.num_rows
+    if int(counts.sum()) != rows_total or (len(counts) and int(counts.min()) < 0):
+        raise InputError(f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
                          f"counts {int(counts.sum())}")
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # Column by column (one whole column at a time in memory), cut into blocks of dumps.
+    first = list(range(0, len(counts), READ_BLOCK)) + [len(counts)]
+    edges = [int(starts[i]) for i in first]
+    blocks: dict[str, list[np.ndarray]] = {}
+    for name in (*INT_FIELDS, *BOOL_FIELDS, *FLOAT_FIELDS, *STRING_FIELDS):
+        try:
+            table = parsed.read(columns=[name])
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{folder}: cannot read parsed.parquet column {name} ({exc})") from None
+        blocks[name] = _column_blocks(name, _parsed_column(table, folder, name), edges)
+        del table
+
+    def cols(i: int, fields: tuple[str, ...]) -> dict[str, np.ndarray]:
+        b = i // READ_BLOCK
+        lo, hi = int(starts[i]) - edges[b], int(starts[i + 1]) - edges[b]
+        return {f: blocks[f][b][lo:hi] for f in fields}
+
     out: list[ParsedDump] = []
     try:
         rows: list[Any] = list(meta.itertuples(index=False))
@@ -122,7 +175,6 @@ def _read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
         stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
         vocabs: dict[str, dict[str, list[str]]] = {}
         for i, row in enumerate(rows):
-            lo, hi = int(starts[i]), int(starts[i + 1])
             if row.pg_config not in configs:
                 configs[row.pg_config] = {
                     str(name): (str(desc), _members_of(members, lists))
@@ -137,11 +189,11 @@ def _read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
             d = ParsedDump(
                 rank=int(row.rank), path=str(row.path), fmt=str(row.fmt), version=str(row.version),
                 comm_lib_version=str(row.comm_lib_version), n_entries=int(row.n_entries),
-                strings={f: cols[f][lo:hi] for f in STRING_FIELDS},
+                strings=cols(i, STRING_FIELDS),
                 vocab={f: list(vocab[f]) for f in STRING_FIELDS},
-                ints={f: cols[f][lo:hi] for f in INT_FIELDS},
-                bools={f: cols[f][lo:hi] for f in BOOL_FIELDS},
-                floats={f: cols[f][lo:hi] for f in FLOAT_FIELDS},
+                ints=cols(i, INT_FIELDS),
+                bools=cols(i, BOOL_FIELDS),
+                floats=cols(i, FLOAT_FIELDS),
                 stacks=list(stack_lists[row.stacks]),
                 pg_config=dict(configs[row.pg_config]),
                 pg_status={int(k): (int(v[0]), int(v[1]), int(v[2]))
@@ -362,14 +414,34 @@ class Exported:
     loaded: Loaded
     contexts: Contexts
     world_option: int | None
+    #: Where the parsed dumps were staged (their entry columns were then handed over to the
+    #: tables): ``write_store(..., parsed_written=True)`` completes the store around them.
+    parsed_in: Path | None = None
+
+
+def _written(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts) -> Path:
+    from analyzer.store import STAGING, write_parsed
+
+    try:
+        return write_parsed(loaded, out, contexts)
+    except OSError as exc:
+        shutil.rmtree(Path(out) / STAGING, ignore_errors=True)
+        raise OutputError(f"{os.fspath(out)}: cannot write ({exc.strerror or exc})") from None
 
 
 def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None = None,
                    world_size: int | None = None, jobs: int | None = None,
-                   progress: Progress | None = None, scheduler: str | None = None) -> Exported:
+                   progress: Progress | None = None, scheduler: str | None = None,
+                   parsed_to: str | os.PathLike[str] | None = None,
+                   check: Callable[[Loaded], None] | None = None) -> Exported:
     """Load and normalize ``inputs`` (dumps, or stores to merge) for :func:`write_store`,
     as :func:`analyzer.analysis.analyze` does, without matching or diagnosing: a shard of a
-    large job is no job to diagnose, and its store is written as it was given."""
+    large job is no job to diagnose, and its store is written as it was given.
+
+    ``parsed_to``: write the parsed dumps into this folder as soon as they are loaded, then
+    normalize with ``release=True``: the dumps and the tables never hold every entry twice
+    (at 16,384 ranks the export's peak drops by more than half). ``check`` is called on
+    what was loaded before anything is written (``--strict``)."""
     import gc
 
     from analyzer.context import find_contexts
@@ -392,9 +464,18 @@ def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None =
                                 scheduler=scheduler)
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
             option = world_size
+        if check is not None:
+            check(loaded)
         world = option or contexts.world_hint(d.rank for d in loaded.dumps)
-        tables = normalize(loaded, world_size=world)
+        folder = None if parsed_to is None else _written(loaded, parsed_to, contexts)
+        try:
+            tables = normalize(loaded, world_size=world, release=folder is not None)
+        except BaseException:
+            if folder is not None:  # no store: take back the parsed dumps just staged
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
     finally:
         if enabled:
             gc.enable()
-    return Exported(tables=tables, loaded=loaded, contexts=contexts, world_option=option)
+    return Exported(tables=tables, loaded=loaded, contexts=contexts, world_option=option,
+                    parsed_in=folder)

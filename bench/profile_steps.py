@@ -2,13 +2,13 @@
 """Wall time, peak memory, system time and page faults of each pipeline step on one dump
 folder, in one process (the parser processes' own are not counted).
 
-Steps: load, normalize, match, waits, build_graph, diagnose, and the rendering of the JSON
+Steps: load (or re-open a store), normalize, match, waits, build_graph, diagnose, and the rendering of the JSON
 document. Peak memory is the process's resident high-water mark during the step (Linux:
 reset before each step through ``/proc/self/clear_refs``), and the resident size after it.
 
 Usage::
 
-    python bench/profile_steps.py DIR [--jobs N] [--repeat-analysis K]
+    python bench/profile_steps.py DIR|STORE [--jobs N] [--repeat-analysis K]
 """
 
 from __future__ import annotations
@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.analysis import Analysis
     from analyzer.context import Contexts
     from analyzer.diagnosis import diagnose
+    from analyzer.discovery import is_store
     from analyzer.graph import build_graph
     from analyzer.loader import load_dumps
     from analyzer.matching import match
     from analyzer.render.jsondoc import to_json
+    from analyzer.storemerge import open_stores
     from analyzer.tables import normalize, without_hugepage_advice
     from analyzer.waits import waits
 
@@ -86,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     huge.__enter__()
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    loaded = step("load", lambda: load_dumps([args.target], jobs=args.jobs or None), rows)
+    if is_store(args.target):  # one store (or a folder of the dumps)
+        loaded = step("load", lambda: open_stores([args.target]).loaded, rows)
+    else:
+        loaded = step("load", lambda: load_dumps([args.target], jobs=args.jobs or None), rows)
     tables = step("normalize", lambda: normalize(loaded, release=True), rows)  # as analyze() does
     matching = step("match", lambda: match(tables), rows)
     wait_rows = step("waits", lambda: waits(tables, matching), rows)

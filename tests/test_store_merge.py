@@ -29,11 +29,14 @@ TABLES = ("entries", "groups", "ranks", "status", "stacks", "skipped")
 SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "EXPECTED.json").is_file())
 
 
-def export(files: list[Path], out: Path, world_size: int | None = None) -> Path:
-    """What ``hangscope export FILES -o OUT`` writes."""
-    made = prepare_export(list(files), world_size=world_size, jobs=1)
+def export(files: list[Path], out: Path, world_size: int | None = None, staged: bool = True) -> Path:
+    """What ``hangscope export FILES -o OUT`` writes: the parsed dumps staged in OUT before
+    normalize takes their columns over (``staged``, as the CLI does), or written after it
+    from dumps that kept their columns (the library's other way)."""
+    made = prepare_export(list(files), world_size=world_size, jobs=1, parsed_to=out if staged else None)
+    assert (made.parsed_in is not None) == staged
     return write_store(made.tables, out, loaded=made.loaded, contexts=made.contexts,
-                       world_option=made.world_option)
+                       world_option=made.world_option, parsed_written=staged)
 
 
 def shards(job: Path, k: int, contiguous: bool) -> list[list[Path]]:
@@ -64,8 +67,10 @@ def assert_same(merged: Analysis, raw: Analysis) -> None:
 
 def merge_check(job: Path, k: int, tmp_path: Path, contiguous: bool = True) -> Analysis:
     raw = analyze(job, jobs=1)
-    stores = [export(files, tmp_path / f"store{i}") for i, files in
+    stores = [export(files, tmp_path / f"store{i}", staged=i % 2 == 0) for i, files in
               enumerate(shards(job, k, contiguous))]
+    for store in stores:
+        assert sorted(p.name for p in store.iterdir() if p.name.startswith(".")) == []
     merged = analyze(stores)
     assert_same(merged, raw)
     return merged
@@ -159,6 +164,10 @@ def test_a_rank_in_two_stores_with_different_dumps_keeps_the_newer(
     assert run.returncode == 2
     assert run.stderr.startswith("hangscope: error: --strict: rank 1: two different dumps")
     assert len(run.stderr.strip().splitlines()) == 1
+    # export --strict refuses them before writing anything
+    run = _cli("export", str(a), str(b), "--strict", "-o", str(tmp_path / "c"), "-q")
+    assert run.returncode == 2 and "--strict: rank 1: two different dumps" in run.stderr
+    assert not (tmp_path / "c").exists()
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -296,3 +305,70 @@ def test_a_damaged_member_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
     run = _cli("analyze", str(store))
     assert run.returncode == 2 and "a member list index outside members.json" in run.stderr, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_parsed_columns_are_narrow_and_int64_stores_still_open(tmp_path: Path) -> None:
+    """parsed.parquet holds each integer column in the width its values need; a store whose
+    columns are all int64 (as earlier versions wrote them) re-opens to the same analysis."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    job = tmp_path / "job"
+    simulate_job(job, tp=2, pp=2, dp=2, fault="stall", buffer_size=300, seed=5)
+    store = export(sorted(job.iterdir()), tmp_path / "s")
+    schema = pq.read_schema(store / "parsed.parquet")
+    assert schema.field("record_id").type == pa.int16()  # 300 entries per rank
+    assert schema.field("op").type == pa.int8()  # a handful of ops
+    assert schema.field("time_created_ns").type == pa.int64()
+    before = analyze(store)
+    assert_same(before, analyze(job, jobs=1))
+    table = pq.read_table(store / "parsed.parquet")
+    wide = pa.table({name: table.column(name).cast(pa.int64()) if pa.types.is_integer(table.column(name).type)
+                     and name != "dump" else table.column(name) for name in table.column_names})
+    pq.write_table(wide, store / "parsed.parquet", row_group_size=1000)
+    assert_same(analyze(store), before)
+
+
+@pytest.mark.parametrize(("column", "values", "says"), [
+    ("seq", ["x"], "parsed.parquet column seq holds object, not integer values"),
+    ("retired", [1.5], "parsed.parquet column retired holds float64, not bool values"),
+    ("duration_ms", ["x"], "parsed.parquet column duration_ms holds object, not float values"),
+    ("seq", [1, None], "parsed.parquet column seq holds float64, not integer values"),
+])
+def test_a_parsed_column_of_another_kind_is_one_line_and_exit_2(
+        column: str, values: list[object], says: str, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
+    table = pq.read_table(store / "parsed.parquet")
+    bad = table.set_column(table.column_names.index(column), column,
+                           pa.array((values * table.num_rows)[: table.num_rows]))
+    pq.write_table(bad, store / "parsed.parquet")
+    run = _cli("analyze", str(store))
+    assert run.returncode == 2, run.stderr
+    assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_an_export_that_fails_leaves_no_store_and_nothing_staged(tmp_path: Path) -> None:
+    """The parsed dumps are staged before normalize: when normalize refuses the dumps
+    (--world-size smaller than a rank), nothing of the export is left in the folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    run = _cli("export", str(SAMPLES / "stall_w4"), "-o", str(out), "--world-size", "2", "-q")
+    assert run.returncode == 2, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+def test_released_dumps_are_not_written_to_a_store(tmp_path: Path) -> None:
+    from analyzer.errors import InputError
+    from analyzer.loader import load_dumps
+    from analyzer.store import write_parsed
+    from analyzer.tables import normalize
+
+    loaded = load_dumps([SAMPLES / "stall_w4"], jobs=1)
+    normalize(loaded, release=True)
+    with pytest.raises(InputError, match="handed their entries over"):
+        write_parsed(loaded, tmp_path / "s")
