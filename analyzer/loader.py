@@ -27,6 +27,7 @@ from analyzer.discovery import Candidate, Found, RankFile, find, is_dump_name, r
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.fastreader import read_payload
+from analyzer.parsebatch import ParseBatch
 from analyzer.payload import Refusal, payloads
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
@@ -131,6 +132,12 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
                 out.append(Skipped(exc.path, -1 if member_rank is None else member_rank,
                                    exc.reason))
     return out
+
+
+def _parse_batch(items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG) -> ParseBatch:
+    """:func:`_parse` of each file of a chunk, in a parser process: the results cross to the
+    loader as one :class:`ParseBatch` (each entry column of its dumps as one array)."""
+    return ParseBatch([_parse(item, config) for item in items])
 
 
 def _foreign_reason(reason: str) -> str:
@@ -305,7 +312,10 @@ def start_loading(
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=gc.disable)
             # Let go unfinished: the chunks not started yet are dropped, not parsed first.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            parsed = pool.map(parse, items, chunksize=chunk)  # every chunk is submitted now
+            # Every chunk is submitted now; each comes back as one ParseBatch.
+            batches = pool.map(partial(_parse_batch, config=config),
+                               [items[i : i + chunk] for i in range(0, len(items), chunk)])
+            parsed = (results for batch in batches for results in batch.results)
     except BaseException:
         stack.close()
         raise

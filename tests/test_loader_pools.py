@@ -117,3 +117,25 @@ def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(tmp
     assert back.stacks == one.dumps[0].stacks
     with pytest.raises(pickle.UnpicklingError):
         reader._unpacked_stacks(pickle.dumps([Path("x")]))  # a global: refused
+
+
+def test_a_parse_batch_crosses_with_joined_columns_and_gives_the_same_dumps() -> None:
+    """Parser processes send a chunk's dumps with each column joined; what arrives is the
+    same dumps, their columns views of one array per column, other results as they were."""
+    import pickle
+
+    from analyzer.loader import Skipped, _parse
+    from analyzer.parsebatch import ParseBatch
+
+    files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:3]
+    results = [_parse((r, str(p), True, False, None)) for r, p in enumerate(files)]
+    results.insert(1, [Skipped("x", 9, "truncated")])
+    back = pickle.loads(pickle.dumps(ParseBatch(results)))
+    assert len(back.results) == len(results)
+    assert back.results[1] == [Skipped("x", 9, "truncated")]
+    for got, sent in zip(back.results, results, strict=True):
+        for x, y in zip(got, sent, strict=True):
+            if not isinstance(y, Skipped):
+                assert_same_fields(x, y)
+    first, last = back.results[0][0], back.results[-1][0]
+    assert first.ints["seq"].base is not None and first.ints["seq"].base is last.ints["seq"].base
