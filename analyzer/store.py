@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,7 @@ _KINDS = (("ints", INT_FIELDS, np.int64), ("bools", BOOL_FIELDS, np.bool_),
           ("floats", FLOAT_FIELDS, np.float64), ("strings", STRING_FIELDS, np.int32))
 
 
-def _write_columns(dumps: list[ParsedDump], path: Path) -> None:
+def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
     """The dumps' entry columns as parsed.parquet, each column in the narrowest width that
     holds every dump's part, a block of dumps (about :data:`ROW_GROUP_ENTRIES` entries) per
     row group: the dumps' columns are never copied whole."""
@@ -239,7 +240,7 @@ def _write_columns(dumps: list[ParsedDump], path: Path) -> None:
     import pyarrow.parquet as pq
 
     kinds = {c.name: (kind, default) for kind, fields, default in _KINDS for c in PARSED if c.name in fields}
-    dtypes = {"dump": np.dtype(np.int32)}
+    dtypes: dict[str, np.dtype[Any]] = {"dump": np.dtype(np.int32)}
     for name, (kind, default) in kinds.items():
         seen = {getattr(d, kind)[name].dtype for d in dumps if d.n_entries}
         dtypes[name] = np.result_type(*seen) if seen else np.dtype(default)

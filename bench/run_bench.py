@@ -49,8 +49,9 @@ DEFAULT_SIZES = "512,4096"
 SIZE_16K = 16_384
 SIZE_65K = 65_536
 #: The 65,536-rank run (four merged 16,384-rank stores) runs when this many times the 16k
-#: run's peak fits in FIT_65K of the available memory: measured, it took 4.1 times (19.4 GB
-#: against 4.72 GB). Past the available memory there is no swap here: the kernel would kill it.
+#: run's peak fits in FIT_65K of the available memory: measured, it took 4.0 to 4.1 times
+#: (18.7 to 19.4 GB against 4.72 GB). Past the available memory (no swap here) the kernel
+#: would kill it.
 SCALE_65K = 4.2
 FIT_65K = 0.9
 
