@@ -193,7 +193,7 @@ def export(
         else:
             t = made.tables
             folder = write_store(t, output, loaded=made.loaded, contexts=made.contexts,
-                                 world_option=made.world_option, parsed_written=made.parsed_in is not None)
+                                 world_option=made.world_option, staged=made.parsed_in)
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     except AnalyzerError as exc:

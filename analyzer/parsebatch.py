@@ -15,12 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.reader import ParsedDump
+from analyzer.release import COLUMN_FIELDS as _KINDS
 
 __all__ = ["ParseBatch"]
-
-_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("strings", STRING_FIELDS), ("ints", INT_FIELDS), ("bools", BOOL_FIELDS), ("floats", FLOAT_FIELDS))
 
 
 def _joinable(d: object) -> bool:

@@ -15,12 +15,14 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable, Iterable
 
-from analyzer.reader import ParsedDump
+from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
 
-__all__ = ["COLUMN_KINDS", "column_bytes", "drop_column", "is_released", "trim_heap"]
+__all__ = ["COLUMN_FIELDS", "COLUMN_KINDS", "column_bytes", "drop_column", "is_released", "trim_heap"]
 
-#: The attributes of a :class:`ParsedDump` that hold per-entry columns.
-COLUMN_KINDS: tuple[str, ...] = ("strings", "ints", "bools", "floats")
+#: The attributes of a :class:`ParsedDump` that hold per-entry columns, and the fields of each.
+COLUMN_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("strings", STRING_FIELDS), ("ints", INT_FIELDS), ("bools", BOOL_FIELDS), ("floats", FLOAT_FIELDS))
+COLUMN_KINDS: tuple[str, ...] = tuple(kind for kind, _ in COLUMN_FIELDS)
 
 
 def drop_column(dumps: Iterable[ParsedDump], kind: str, field: str) -> int:

@@ -41,7 +41,7 @@ from analyzer.discovery import STORE_MARKER, is_store
 from analyzer.errors import InputError
 from analyzer.loader import Loaded
 from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
-from analyzer.release import is_released
+from analyzer.release import COLUMN_FIELDS, is_released
 from analyzer.schema import Col
 from analyzer.tables import Tables
 
@@ -109,11 +109,11 @@ def _require_pyarrow() -> None:
 
 def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded | None = None,
                 contexts: Contexts | None = None, world_option: int | None = None,
-                parsed_written: bool = False) -> Path:
+                staged: Path | None = None) -> Path:
     """Write ``tables`` as Parquet files into ``out`` (created if needed), with the parsed
     dumps of ``loaded`` (what makes stores mergeable) and the ``contexts`` found beside them.
     ``world_option``: the world size the user gave (None: worked out from the dumps).
-    ``parsed_written``: :func:`write_parsed` already wrote ``loaded`` into ``out``. The
+    ``staged``: the folder :func:`write_parsed` already wrote ``loaded`` to, in ``out``. The
     format marker is written last: a folder the write stopped in is no store."""
     _require_pyarrow()
     folder = Path(out)
@@ -129,7 +129,7 @@ def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded |
         "ranks": ranges(tables.dumped_ranks),
         "tables": {name: [c.name for c in cols] for name, cols in _TABLES.items()}}
     if loaded is not None:
-        staging = folder / STAGING if parsed_written else write_parsed(loaded, folder, contexts)
+        staging = staged if staged is not None else write_parsed(loaded, folder, contexts)
         for name in _PARSED_FILES:
             (staging / name).replace(folder / name)
         staging.rmdir()
@@ -146,7 +146,7 @@ _PARSED_FILES = ("dumps.parquet", "parsed.parquet", MEMBERS, INPUTS, CONTEXTS)
 
 def write_parsed(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts | None = None) -> Path:
     """The parsed dumps of ``loaded`` (with the loader's notes and ``contexts``) staged in
-    ``out`` (created if needed), for ``write_store(..., parsed_written=True)`` to complete the
+    ``out`` (created if needed), for ``write_store(..., staged=...)`` to complete the
     store with: call it before the dumps hand their entry columns over
     (``normalize(..., release=True)``). Returns the staging folder (remove it if the store
     is not completed)."""
@@ -228,8 +228,8 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
 
 #: Entries per row group of parsed.parquet (written a block of dumps at a time).
 ROW_GROUP_ENTRIES = 1 << 20
-_KINDS = (("ints", INT_FIELDS, np.int64), ("bools", BOOL_FIELDS, np.bool_),
-          ("floats", FLOAT_FIELDS, np.float64), ("strings", STRING_FIELDS, np.int32))
+#: The width of a column no dump has entries for, per kind.
+_EMPTY_DTYPE = {"ints": np.int64, "bools": np.bool_, "floats": np.float64, "strings": np.int32}
 
 
 def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
@@ -239,11 +239,12 @@ def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    kinds = {c.name: (kind, default) for kind, fields, default in _KINDS for c in PARSED if c.name in fields}
+    kind_of = {name: kind for kind, fields in COLUMN_FIELDS for name in fields}
+    kinds = {c.name: kind_of[c.name] for c in PARSED if c.name in kind_of}  # in PARSED's order
     dtypes: dict[str, np.dtype[Any]] = {"dump": np.dtype(np.int32)}
-    for name, (kind, default) in kinds.items():
+    for name, kind in kinds.items():
         seen = {getattr(d, kind)[name].dtype for d in dumps if d.n_entries}
-        dtypes[name] = np.result_type(*seen) if seen else np.dtype(default)
+        dtypes[name] = np.result_type(*seen) if seen else np.dtype(_EMPTY_DTYPE[kind])
     schema = pa.schema([(c.name, pa.from_numpy_dtype(dtypes[c.name])) for c in PARSED])
     with pq.ParquetWriter(path, schema) as writer:
         start = 0
@@ -255,7 +256,7 @@ def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
             block = [(i, d) for i, d in enumerate(dumps[start:end], start) if d.n_entries]
             counts = np.array([d.n_entries for _, d in block], dtype=np.int64)
             columns = {"dump": np.repeat(np.array([i for i, _ in block], dtype=np.int32), counts)}
-            for name, (kind, _) in kinds.items():
+            for name, kind in kinds.items():
                 parts = [getattr(d, kind)[name] for _, d in block]
                 columns[name] = (np.concatenate(parts).astype(dtypes[name], copy=False) if parts
                                  else np.empty(0, dtype=dtypes[name]))

@@ -252,7 +252,7 @@ class Exported:
     contexts: Contexts
     world_option: int | None
     #: Where the parsed dumps were staged (their entry columns were then handed over to the
-    #: tables): ``write_store(..., parsed_written=True)`` completes the store around them.
+    #: tables): ``write_store(..., staged=parsed_in)`` completes the store around them.
     parsed_in: Path | None = None
 
 

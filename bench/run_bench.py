@@ -43,6 +43,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from analyzer.discovery import is_store  # noqa: E402  (after the project root is on the path)
+
 PREFIX = "nccl_trace_rank_"
 FR_MODULE = "torch.distributed.flight_recorder.fr_trace"
 DEFAULT_SIZES = "512,4096"
@@ -115,7 +120,7 @@ def ensure_shard_stores(cache: Path, ranks: int, entries: int, *, seed: int, job
     expected_file = cache / f"{key}.EXPECTED.json"
     stores = [cache / f"{key}.shard{k}of{shards}.store" for k in range(shards)]
     for k, store in enumerate(stores):
-        if (store / "hangscope-store.json").is_file() and expected_file.is_file():
+        if is_store(store) and expected_file.is_file():
             continue
         lo, hi = k * per, min(ranks, (k + 1) * per)
         tmp = cache / f"{key}.shard{k}.partial"
@@ -274,7 +279,7 @@ def run_hangscope(target: Path | list[Path], jobs: int, expected: list[int] | No
     for t in targets:
         warm_cache(t)
     where = (["--scheduler", scheduler] if scheduler else
-             [] if all((t / "hangscope-store.json").is_file() for t in targets) else  # parsed already
+             [] if all(map(is_store, targets)) else  # parsed already
              ["--jobs", str(jobs)])
     run = measure(hangscope_cmd() + ["analyze", *map(str, targets), "-q", "-f", "json", "-o",
                                      str(out_json), *where], timeout=timeout)
@@ -562,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fr-max-ranks", type=int, default=512,
                     help="run fr_trace only on jobs of at most this many ranks (default 512)")
     ap.add_argument("--with-65k", action="store_true",
-                    help=f"also {SIZE_65K:,} ranks, when {SCALE_65K}x the 16k peak fits in {FIT_65K:.0%} of the available memory")
+                    help=f"also {SIZE_65K:,} ranks, when {SCALE_65K}x the 16k peak fits in {FIT_65K * 100:.0f}%% of the available memory")
     ap.add_argument("--no-store", action="store_true", help="skip the Parquet store re-open")
     ap.add_argument("--shards-65k", type=int, default=4,
                     help=f"node shards the {SIZE_65K:,}-rank job is simulated and exported in (default 4)")

@@ -36,7 +36,7 @@ def export(files: list[Path], out: Path, world_size: int | None = None, staged: 
     made = prepare_export(list(files), world_size=world_size, jobs=1, parsed_to=out if staged else None)
     assert (made.parsed_in is not None) == staged
     return write_store(made.tables, out, loaded=made.loaded, contexts=made.contexts,
-                       world_option=made.world_option, parsed_written=staged)
+                       world_option=made.world_option, staged=made.parsed_in)
 
 
 def shards(job: Path, k: int, contiguous: bool) -> list[list[Path]]:
