@@ -22,7 +22,7 @@ help:
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
 
-$(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_fastpickle/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_fastpickle/*.h analyzer/_groupkeys/*.c)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

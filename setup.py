@@ -1,5 +1,6 @@
-"""Build of the optional compiled reader (analyzer._fastpickle); everything else is in
-pyproject.toml. Without a C compiler the install still succeeds and the Python reader is used."""
+"""Build of the optional compiled parts: the reader (analyzer._fastpickle) and the group-by
+kernels (analyzer._groupkeys); everything else is in pyproject.toml. Without a C compiler the
+install still succeeds and the Python reader and numpy's group-bys are used."""
 
 from setuptools import Extension, setup
 
@@ -15,6 +16,13 @@ setup(
             extra_compile_args=["-O3", "-fno-semantic-interposition", "-std=c99", "-Wall",
                                 "-Wextra"],
             optional=True,
-        )
+        ),
+        # The group-by kernels of analyzer/groupkeys.py (numpy's versions are used without it).
+        Extension(
+            "analyzer._groupkeys",
+            sources=["analyzer/_groupkeys/groupkeys.c"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wextra"],
+            optional=True,
+        ),
     ]
 )

@@ -22,6 +22,7 @@ from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, Verdict, diagnose
 from analyzer.errors import InputError
 from analyzer.graph import build_graph
+from analyzer.heap import freed_memory_reused
 from analyzer.loader import Loaded, Loading, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import read_store, store_inputs
@@ -239,11 +240,12 @@ def analyze(
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
             tables = normalize(loaded, world_size=world, config=config, release=True)
-        matching = match(tables, config=config)
-        wait_rows = waits(tables, matching, config=config)
-        graph = build_graph(tables, wait_rows)
-        diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph,
-                                            unsure=_unsure(loaded), config=config), contexts)
+        with freed_memory_reused():  # matching's temporaries reuse each other's pages
+            matching = match(tables, config=config)
+            wait_rows = waits(tables, matching, config=config)
+            graph = build_graph(tables, wait_rows)
+            diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph,
+                                                unsure=_unsure(loaded), config=config), contexts)
     return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
                     diagnosis=diagnosis, contexts=contexts, loaded=loaded, config=config)
 

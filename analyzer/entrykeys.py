@@ -15,9 +15,12 @@ import pandas as pd
 from analyzer.groupkeys import (
     Pairs,
     as_int64,
+    compiled,
     dense_ids,
     first_of,
     group_ids,
+    maximum_at,
+    minimum_at,
     pairs,
     ranged_slots,
     reduce_max,
@@ -74,10 +77,10 @@ class EntryKeys:
 def _newest_rows(ids: np.ndarray, n: int, record: np.ndarray) -> np.ndarray:
     """Per id: the first row of its highest record id."""
     newest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(newest, ids, record)
+    maximum_at(newest, ids, record)
     at_newest = np.flatnonzero(record == newest[ids])
     last_row = np.full(n, len(record), dtype=np.int64)
-    np.minimum.at(last_row, ids[at_newest], at_newest)
+    minimum_at(last_row, ids[at_newest], at_newest)
     return last_row
 
 
@@ -88,6 +91,13 @@ def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.
     n = len(mid)
     keep = np.ones(n, dtype=bool)
     if not n:
+        return keep
+    if compiled():  # numbering the pairs is one compiled pass: no shortcut needed
+        per_pair, n_pairs = group_ids(mid, seq)
+        if n_pairs == n:
+            return keep
+        keep[:] = False
+        keep[first_of(per_pair, n_pairs)] = True
         return keep
     slots = ranged_slots(mid, seq, lo, hi)
     if slots is None:
@@ -125,8 +135,8 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     del c_code
     lo = np.full(member.n, _BIG, dtype=np.int64)
     hi = np.full(member.n, -_BIG, dtype=np.int64)
-    np.minimum.at(lo, c_mid, c_seq)
-    np.maximum.at(hi, c_mid, c_seq)
+    minimum_at(lo, c_mid, c_seq)
+    maximum_at(hi, c_mid, c_seq)
     keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
     none = lo > hi
     return EntryKeys(p2p_codes=p2p_codes, member=member, coll=coll, cid=cid,

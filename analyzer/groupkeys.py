@@ -7,22 +7,59 @@ the ids actually used are numbered densely with one boolean array and a running 
 when those spans add up to much more than the rows (sparse values) is a sort used instead.
 Either way the ids come out in sorted (major, minor) order, as a sorted group-by numbers
 its groups.
+
+The compiled kernels of :mod:`analyzer._groupkeys` do the ranged numbering and the per-id
+minimum/maximum in one pass each, without numpy's temporaries of the rows' size; where that
+module is not built, the numpy code here (the reference: tests compare the two) runs.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Pairs", "as_int64", "dense_ids", "first_of", "group_ids", "pairs", "ranged_slots",
-           "reduce_max", "reduce_min"]
+__all__ = ["Pairs", "as_int64", "compiled", "dense_ids", "first_of", "group_ids", "maximum_at",
+           "minimum_at", "pairs", "ranged_slots", "reduce_max", "reduce_min"]
+
+_kernels: Any
+try:
+    _kernels = importlib.import_module("analyzer._groupkeys")
+except ImportError:  # not built (no C compiler at install): numpy's versions below
+    _kernels = None
 
 #: Ranged ids are used while the spans stay under this many times the rows (plus a margin).
 _SPAN_FACTOR = 4
 _LIMIT = 1 << 60
 _INT64 = np.dtype(np.int64)
+
+
+def compiled() -> bool:
+    """Whether the compiled kernels are in use (False: numpy's group-bys)."""
+    return _kernels is not None
+
+
+def _flat64(values: np.ndarray) -> bool:
+    return values.dtype == _INT64 and values.ndim == 1 and values.flags.c_contiguous
+
+
+def minimum_at(out: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+    """``np.minimum.at(out, ids, values)``, in one compiled pass where all are int64."""
+    if _kernels is not None and _flat64(out) and _flat64(ids) and _flat64(values):
+        _kernels.reduce_at(0, ids, values, out)
+    else:
+        np.minimum.at(out, ids, values)
+
+
+def maximum_at(out: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+    """``np.maximum.at(out, ids, values)``, in one compiled pass where all are int64."""
+    if _kernels is not None and _flat64(out) and _flat64(ids) and _flat64(values):
+        _kernels.reduce_at(1, ids, values, out)
+    else:
+        np.maximum.at(out, ids, values)
 
 
 def as_int64(values: np.ndarray) -> np.ndarray:
@@ -80,6 +117,12 @@ def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     if int(major.min()) < 0:
         raise ValueError("group_ids: major codes must be non-negative")
     n_major = int(major.max()) + 1
+    if _kernels is not None and _flat64(major) and _flat64(minor):
+        ids = np.empty(n, dtype=np.int64)
+        found = _kernels.ranged_ids(major, minor, n_major, _SPAN_FACTOR * n + 1024, ids)
+        if found >= 0:
+            return ids, int(found)
+        return _sorted_ids(major, minor)
     lo = np.full(n_major, _LIMIT, dtype=np.int64)
     hi = np.full(n_major, -_LIMIT, dtype=np.int64)
     np.minimum.at(lo, major, minor)
@@ -87,6 +130,12 @@ def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     slots = ranged_slots(major, minor, lo, hi)
     if slots is not None:
         return dense_ids(*slots)
+    return _sorted_ids(major, minor)
+
+
+def _sorted_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`group_ids` by sorting (sparse minors)."""
+    n = len(major)
     order = np.lexsort((minor, major))
     a, b = major[order], minor[order]
     new = np.empty(n, dtype=bool)
@@ -125,14 +174,17 @@ def dense_ids(raw: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, int]:
 def first_of(ids: np.ndarray, n_groups: int) -> np.ndarray:
     """For each group, the position of its first row (in row order)."""
     first = np.full(n_groups, len(ids), dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
+    if _kernels is not None and _flat64(ids):
+        _kernels.reduce_at(2, ids, None, first)
+    else:
+        np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
     return first
 
 
 def reduce_max(ids: np.ndarray, n_groups: int, values: np.ndarray, empty: int = -1) -> np.ndarray:
     """Per group, the largest of ``values`` (``empty`` for a group without rows)."""
     out = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(out, ids, as_int64(values))
+    maximum_at(out, ids, as_int64(values))
     out[out == np.iinfo(np.int64).min] = empty
     return out
 
@@ -140,6 +192,6 @@ def reduce_max(ids: np.ndarray, n_groups: int, values: np.ndarray, empty: int = 
 def reduce_min(ids: np.ndarray, n_groups: int, values: np.ndarray, empty: int = -1) -> np.ndarray:
     """Per group, the smallest of ``values`` (``empty`` for a group without rows)."""
     out = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(out, ids, as_int64(values))
+    minimum_at(out, ids, as_int64(values))
     out[out == np.iinfo(np.int64).max] = empty
     return out

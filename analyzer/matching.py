@@ -31,7 +31,7 @@ from analyzer.catcodes import category_at, code_of, codes_at, from_codes
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.dialect import Dialects, read_dialects
 from analyzer.expectations import monitored_barrier_gaps
-from analyzer.groupkeys import as_int64, first_of, reduce_max, reduce_min
+from analyzer.groupkeys import as_int64, first_of, maximum_at, minimum_at, reduce_max, reduce_min
 from analyzer.kinds import MatchState
 from analyzer.mismatch import NO_MAJORITY, SIZE_CHECKED_OPS, _as_str, collective_mismatches
 from analyzer.p2pmatch import P2P_MISMATCH_COLUMNS, match_p2p, p2p_mismatches
@@ -169,9 +169,9 @@ def _per_collective(entries: pd.DataFrame, rows: np.ndarray, cid: np.ndarray, n:
     for at in range(0, len(rows), chunk):
         part, ids = rows[at : at + chunk], cid[at : at + chunk]
         created = as_int64(created_col[part])
-        np.minimum.at(first, ids, created)
-        np.maximum.at(last, ids, created)
-        np.maximum.at(started, ids, as_int64(started_col[part]))
+        minimum_at(first, ids, created)
+        maximum_at(last, ids, created)
+        maximum_at(started, ids, as_int64(started_col[part]))
         s_codes = state_codes[part]
         done = s_codes == completed
         n_completed += np.bincount(ids[done], minlength=n)
@@ -322,7 +322,7 @@ def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -
     oldest = reduce_min(rank, width, record)
     at_oldest = np.flatnonzero(record == oldest[rank])
     first = np.full(width, len(open_rows), dtype=np.int64)
-    np.minimum.at(first, rank[at_oldest], at_oldest)  # the first row of the oldest record id
+    minimum_at(first, rank[at_oldest], at_oldest)  # the first row of the oldest record id
     ranks = np.flatnonzero(first < len(open_rows))
     rows = open_rows[first[ranks]]
     is_p2p = e["is_p2p"].to_numpy(bool)[rows]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer.catcodes import code_of, codes_at, text_at
-from analyzer.groupkeys import first_of, group_ids, reduce_max, reduce_min
+from analyzer.groupkeys import first_of, group_ids, minimum_at, reduce_max, reduce_min
 from analyzer.matching import Matching, blocked_in
 from analyzer.tables import Tables
 
@@ -26,7 +26,7 @@ def _newest_per_rank(rank: np.ndarray, record: np.ndarray, rows: np.ndarray) -> 
     newest = reduce_max(r, int(r.max()) + 1, rec)
     at = np.flatnonzero(rec == newest[r])
     first = np.full(int(r.max()) + 1, len(rows), dtype=np.int64)
-    np.minimum.at(first, r[at], at)
+    minimum_at(first, r[at], at)
     return rows[first[first < len(rows)]]
 
 

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from analyzer.diagnosis import diagnose
     from analyzer.discovery import is_store
     from analyzer.graph import build_graph
+    from analyzer.heap import freed_memory_reused
     from analyzer.loader import load_dumps
     from analyzer.matching import match
     from analyzer.render.jsondoc import to_json
@@ -93,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         loaded = step("load", lambda: load_dumps([args.target], jobs=args.jobs or None), rows)
     tables = step("normalize", lambda: normalize(loaded, release=True), rows)  # as analyze() does
-    matching = step("match", lambda: match(tables), rows)
-    wait_rows = step("waits", lambda: waits(tables, matching), rows)
-    graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
-    diagnosis = step("diagnose", lambda: diagnose(tables, matching, wait_rows, graph), rows)
+    with freed_memory_reused():  # as analyze() does
+        matching = step("match", lambda: match(tables), rows)
+        wait_rows = step("waits", lambda: waits(tables, matching), rows)
+        graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
+        diagnosis = step("diagnose", lambda: diagnose(tables, matching, wait_rows, graph), rows)
     analysis = Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
                         diagnosis=diagnosis, contexts=Contexts(), loaded=loaded)
     step("render_json", lambda: json.dumps(to_json(analysis), indent=1), rows)

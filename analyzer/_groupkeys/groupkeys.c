@@ -1,0 +1,195 @@
+/* analyzer._groupkeys: the integer group-by kernels of analyzer/groupkeys.py in one pass
+ * each, over contiguous int64 buffers (numpy arrays), without the temporaries of the numpy
+ * versions (which stay as the reference, used where this module is not built).
+ *
+ * ranged_ids(major, minor, n_major, limit, out) -> number of distinct pairs, or -1
+ *   Dense ids of the rows' (major, minor) pairs in sorted pair order, written to out: each
+ *   major gets a range of slots as wide as the span of its minors, used slots are numbered
+ *   in order. -1 (out untouched) when the spans add up to more than `limit` slots or reach
+ *   beyond +-2^59: the caller sorts instead.
+ * reduce_at(op, ids, values, out) -> None
+ *   out[ids[i]] = min (op 0) or max (op 1) of out[ids[i]] and values[i], as numpy's
+ *   minimum.at / maximum.at; op 2: out[ids[i]] = i where out[ids[i]] is still len(ids)
+ *   (the first row of each id, as minimum.at(out, ids, arange(n))).
+ *
+ * Every index is checked against its buffer: a bad one raises ValueError and nothing is
+ * written out of bounds (reduce_at may have reduced the rows before it). The GIL is
+ * released around the loops.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIMIT ((int64_t)1 << 59)
+
+typedef struct {
+    Py_buffer view;
+    int64_t *data;
+    Py_ssize_t n;
+    int held;
+} i64buf;
+
+static int get_i64(PyObject *obj, i64buf *b, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
+    b->held = 1;
+    const char *f = b->view.format ? b->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (b->view.itemsize != 8 || (strcmp(f, "l") != 0 && strcmp(f, "q") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s: an int64 array is needed", name);
+        return -1;
+    }
+    b->data = (int64_t *)b->view.buf;
+    b->n = b->view.len / 8;
+    return 0;
+}
+
+static void release(i64buf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
+static PyObject *ranged_ids(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_major, *o_minor, *o_out;
+    Py_ssize_t n_major, limit;
+    if (!PyArg_ParseTuple(args, "OOnnO", &o_major, &o_minor, &n_major, &limit, &o_out)) return NULL;
+    if (n_major < 1 || limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "ranged_ids: n_major must be positive, limit non-negative");
+        return NULL;
+    }
+    i64buf major = {0}, minor = {0}, out = {0};
+    int64_t *lo = NULL, *hi = NULL, *slots = NULL;
+    PyObject *result = NULL;
+    if (get_i64(o_major, &major, 0, "major") < 0 || get_i64(o_minor, &minor, 0, "minor") < 0
+        || get_i64(o_out, &out, 1, "out") < 0)
+        goto done;
+    Py_ssize_t n = major.n;
+    if (minor.n != n || out.n != n) {
+        PyErr_SetString(PyExc_ValueError, "ranged_ids: major, minor and out differ in length");
+        goto done;
+    }
+    lo = malloc((size_t)n_major * sizeof *lo);
+    hi = malloc((size_t)n_major * sizeof *hi);
+    if (!lo || !hi) { PyErr_NoMemory(); goto done; }
+    int bad = 0;
+    int64_t total = 0, ids = 0;
+    int sparse = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t m = 0; m < n_major; m++) { lo[m] = INT64_MAX; hi[m] = INT64_MIN; }
+    const int64_t *a = major.data, *b = minor.data;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t m = a[i], v = b[i];
+        if (m < 0 || m >= n_major) { bad = 1; break; }
+        if (v < lo[m]) lo[m] = v;
+        if (v > hi[m]) hi[m] = v;
+    }
+    if (!bad) {
+        /* lo[m] becomes the slot of (m, 0): the major's offset less its lowest minor. */
+        for (Py_ssize_t m = 0; m < n_major && !sparse; m++) {
+            if (lo[m] > hi[m]) continue;
+            if (lo[m] <= -LIMIT || hi[m] >= LIMIT) { sparse = 1; break; }
+            int64_t span = hi[m] - lo[m] + 1;
+            if (span > (int64_t)limit - total) { sparse = 1; break; }
+            lo[m] = total - lo[m];
+            total += span;
+        }
+    }
+    if (!bad && !sparse) slots = calloc((size_t)(total ? total : 1), sizeof *slots);
+    if (slots) {
+        /* The slots are in range by construction; checked all the same (unsigned: one
+         * compare), in case the buffers changed under the released GIL. */
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            uint64_t m = (uint64_t)a[i], s = (uint64_t)(lo[m < (uint64_t)n_major ? m : 0] + b[i]);
+            if (m >= (uint64_t)n_major || s >= (uint64_t)total) bad = 1;
+            else slots[s] = 1;
+        }
+        for (int64_t s = 0; s < total && !bad; s++) slots[s] = slots[s] ? ids++ : -1;
+        int64_t *o = out.data;
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            uint64_t m = (uint64_t)a[i], s = (uint64_t)(lo[m < (uint64_t)n_major ? m : 0] + b[i]);
+            if (m >= (uint64_t)n_major || s >= (uint64_t)total) bad = 1;
+            else o[i] = slots[s];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "ranged_ids: a major code outside 0..n_major-1 "
+                        "(or the arrays changed while read)");
+        goto done;
+    }
+    if (sparse) { result = PyLong_FromLong(-1); goto done; }
+    if (!slots) { PyErr_NoMemory(); goto done; }
+    result = PyLong_FromLongLong(ids);
+done:
+    free(lo);
+    free(hi);
+    free(slots);
+    release(&major);
+    release(&minor);
+    release(&out);
+    return result;
+}
+
+static PyObject *reduce_at(PyObject *self, PyObject *args) {
+    (void)self;
+    int op;
+    PyObject *o_ids, *o_values, *o_out;
+    if (!PyArg_ParseTuple(args, "iOOO", &op, &o_ids, &o_values, &o_out)) return NULL;
+    if (op < 0 || op > 2) {
+        PyErr_SetString(PyExc_ValueError, "reduce_at: op is 0 (min), 1 (max) or 2 (first row)");
+        return NULL;
+    }
+    i64buf ids = {0}, values = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_i64(o_ids, &ids, 0, "ids") < 0 || get_i64(o_out, &out, 1, "out") < 0) goto done;
+    if (op != 2) {
+        if (get_i64(o_values, &values, 0, "values") < 0) goto done;
+        if (values.n != ids.n) {
+            PyErr_SetString(PyExc_ValueError, "reduce_at: ids and values differ in length");
+            goto done;
+        }
+    }
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const int64_t *k = ids.data, *v = values.data;
+    int64_t *o = out.data;
+    Py_ssize_t n = ids.n, m = out.n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = k[i];
+        if (g < 0 || g >= m) { bad = 1; break; }
+        if (op == 0) { if (v[i] < o[g]) o[g] = v[i]; }
+        else if (op == 1) { if (v[i] > o[g]) o[g] = v[i]; }
+        else if (o[g] == n) o[g] = i;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "reduce_at: an id outside the output");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&ids);
+    release(&values);
+    release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"ranged_ids", ranged_ids, METH_VARARGS,
+     "ranged_ids(major, minor, n_major, limit, out) -> distinct pairs, or -1 when too sparse"},
+    {"reduce_at", reduce_at, METH_VARARGS,
+     "reduce_at(op, ids, values, out): per id, min (0), max (1) or first row (2)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "analyzer._groupkeys",
+    "Compiled group-by kernels of analyzer.groupkeys (int64 buffers; indices checked).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__groupkeys(void) { return PyModule_Create(&module); }
