@@ -145,3 +145,20 @@ def test_blocks_of_dumps_give_the_tables_of_one_block(monkeypatch: pytest.Monkey
     whole = normalize(loaded, release=release)
     monkeypatch.setattr(tables_module._Columns, "BLOCK", 3)
     assert_same_tables(whole, normalize(spare, release=release))
+
+
+@pytest.mark.parametrize("release", [False, True])
+def test_columns_built_in_two_threads_are_those_built_in_one(monkeypatch: pytest.MonkeyPatch,
+                                                             release: bool) -> None:
+    """normalize builds its columns two at a time where there are two cores: on one core
+    (one at a time) the tables are the same, released or not, in blocks of 2 dumps."""
+    import analyzer.tables as tables_module
+
+    folder = SAMPLES / "nccl2_pp4_stall_w4"  # two buffers per rank: record ids re-ordered
+    loaded = load_dumps([folder], jobs=1)
+    spare = copy.deepcopy(loaded)
+    monkeypatch.setattr(tables_module._Columns, "BLOCK", 2)
+    monkeypatch.setattr(tables_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    threaded = normalize(loaded, release=release)
+    monkeypatch.setattr(tables_module.os, "sched_getaffinity", lambda pid: {0})
+    assert_same_tables(threaded, normalize(spare, release=release))
