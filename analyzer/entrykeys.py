@@ -17,6 +17,7 @@ from analyzer.groupkeys import (
     as_int64,
     compiled,
     dense_ids,
+    first_at_max,
     first_of,
     group_ids,
     maximum_at,
@@ -76,12 +77,7 @@ class EntryKeys:
 
 def _newest_rows(ids: np.ndarray, n: int, record: np.ndarray) -> np.ndarray:
     """Per id: the first row of its highest record id."""
-    newest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    maximum_at(newest, ids, record)
-    at_newest = np.flatnonzero(record == newest[ids])
-    last_row = np.full(n, len(record), dtype=np.int64)
-    minimum_at(last_row, ids[at_newest], at_newest)
-    return last_row
+    return first_at_max(ids, n, record)
 
 
 def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -115,9 +111,9 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     """The keys, each per-entry array let go as soon as what is kept has been read from it
     (at scale they set the peak of matching: 8 bytes per entry each)."""
     named = len(entries["pg_name"].cat.categories)
-    code = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
+    code = entries["pg_name"].cat.codes.to_numpy()  # narrow: the kernels read any width
     if len(code) and code.min() < 0:  # no group name: a code of its own, looked up by nobody
-        code = np.where(code < 0, named, code)
+        code = np.where(code < 0, named, code.astype(np.int64))
     member = pairs(code, entries["rank"].to_numpy())
     is_p2p = entries["is_p2p"].to_numpy(bool)
     coll = np.flatnonzero(~is_p2p)

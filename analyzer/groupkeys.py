@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Pairs", "as_int64", "compiled", "dense_ids", "first_of", "group_ids", "maximum_at",
+__all__ = ["Pairs", "as_int64", "compiled", "dense_ids", "first_at_max", "first_of", "group_ids", "maximum_at",
            "minimum_at", "pairs", "ranged_slots", "reduce_max", "reduce_min"]
 
 _kernels: Any
@@ -44,6 +44,11 @@ def compiled() -> bool:
 
 def _flat64(values: np.ndarray) -> bool:
     return values.dtype == _INT64 and values.ndim == 1 and values.flags.c_contiguous
+
+
+def _flat_signed(values: np.ndarray) -> bool:
+    """A 1-d contiguous array of signed integers, which the kernels read at any width."""
+    return values.dtype.kind == "i" and values.ndim == 1 and values.flags.c_contiguous
 
 
 def minimum_at(out: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
@@ -109,20 +114,21 @@ def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     ``major`` holds non-negative ints (category codes), ``minor`` any ints. Returns
     (id of each row, number of distinct pairs).
     """
-    major = as_int64(major)
-    minor = as_int64(minor)
+    major, minor = np.asarray(major), np.asarray(minor)
+    if _kernels is None or not (_flat_signed(major) and _flat_signed(minor)):
+        major, minor = as_int64(major), as_int64(minor)  # numpy's way below, or the kernel's
     n = len(major)
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
     if int(major.min()) < 0:
         raise ValueError("group_ids: major codes must be non-negative")
     n_major = int(major.max()) + 1
-    if _kernels is not None and _flat64(major) and _flat64(minor):
+    if _kernels is not None:
         ids = np.empty(n, dtype=np.int64)
         found = _kernels.ranged_ids(major, minor, n_major, _SPAN_FACTOR * n + 1024, ids)
         if found >= 0:
             return ids, int(found)
-        return _sorted_ids(major, minor)
+        return _sorted_ids(as_int64(major), as_int64(minor))
     lo = np.full(n_major, _LIMIT, dtype=np.int64)
     hi = np.full(n_major, -_LIMIT, dtype=np.int64)
     np.minimum.at(lo, major, minor)
@@ -178,6 +184,20 @@ def first_of(ids: np.ndarray, n_groups: int) -> np.ndarray:
         _kernels.reduce_at(2, ids, None, first)
     else:
         np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
+    return first
+
+
+def first_at_max(ids: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """Per group, the first row holding the group's largest value (``len(ids)`` for a group
+    without rows)."""
+    values = as_int64(values)
+    newest = reduce_max(ids, n_groups, values, empty=np.iinfo(np.int64).min)
+    first = np.full(n_groups, len(ids), dtype=np.int64)
+    if _kernels is not None and _flat64(ids) and _flat64(values):
+        _kernels.first_at(ids, values, newest, first)
+    else:
+        at = np.flatnonzero(values == newest[ids])
+        np.minimum.at(first, ids[at], at)
     return first
 
 

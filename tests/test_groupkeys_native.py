@@ -176,3 +176,27 @@ def test_large_blocks_come_from_the_heap_inside_and_from_mappings_after() -> Non
             inside = np.ones(size // 8, dtype=np.int64)  # nested: still on after the inner
         after = np.ones(size // 8, dtype=np.int64)
         assert in_heap(inside) and not in_heap(after)
+
+
+@needs_kernels
+def test_first_at_max_and_narrow_keys_as_numpy() -> None:
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 40, 30_000)
+    values = rng.integers(0, 9, 30_000)  # many ties: the first row of the largest is asked for
+    np.testing.assert_array_equal(groupkeys.first_at_max(ids, 43, values),
+                                  _numpy(groupkeys.first_at_max, ids, 43, values))
+    for major_type, minor_type in ((np.int8, np.int32), (np.int16, np.int64), (np.int32, np.int8)):
+        major = rng.integers(0, 100, 30_000).astype(major_type)
+        minor = rng.integers(-100, 100, 30_000).astype(minor_type)
+        got, want = groupkeys.group_ids(major, minor), _numpy(groupkeys.group_ids, major, minor)
+        assert got[1] == want[1]
+        np.testing.assert_array_equal(got[0], want[0])
+    assert KERNELS is not None
+    with pytest.raises(TypeError, match="signed"):
+        KERNELS.ranged_ids(np.array([0], dtype=np.uint8), np.array([0]), 1, 10, np.zeros(1, dtype=np.int64))
+    with pytest.raises(TypeError, match="signed"):
+        KERNELS.ranged_ids(np.array([0]), np.array([0.5]), 1, 10, np.zeros(1, dtype=np.int64))
+    guarded = np.full(6, 9, dtype=np.int64)
+    with pytest.raises(ValueError, match="outside"):
+        KERNELS.first_at(np.array([0, 4]), np.array([1, 1]), np.array([1, 1, 1]), guarded[:3])
+    assert (guarded[3:] == 9).all()

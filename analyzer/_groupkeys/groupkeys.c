@@ -3,14 +3,18 @@
  * versions (which stay as the reference, used where this module is not built).
  *
  * ranged_ids(major, minor, n_major, limit, out) -> number of distinct pairs, or -1
- *   Dense ids of the rows' (major, minor) pairs in sorted pair order, written to out: each
+ *   (major and minor: signed integers of 1, 2, 4 or 8 bytes; out: int64.) Dense ids of the rows' (major, minor) pairs in sorted pair order, written to out: each
  *   major gets a range of slots as wide as the span of its minors, used slots are numbered
- *   in order. -1 (out untouched) when the spans add up to more than `limit` slots or reach
+ *   in order: a bit per slot and a running count per 64 slots (0.19 bytes a slot, where an
+ *   id per slot would be 8: the slots may be several times the rows). -1 (out untouched) when the spans add up to more than `limit` slots or reach
  *   beyond +-2^59: the caller sorts instead.
  * reduce_at(op, ids, values, out) -> None
  *   out[ids[i]] = min (op 0) or max (op 1) of out[ids[i]] and values[i], as numpy's
  *   minimum.at / maximum.at; op 2: out[ids[i]] = i where out[ids[i]] is still len(ids)
  *   (the first row of each id, as minimum.at(out, ids, arange(n))).
+ * first_at(ids, values, target, out) -> None
+ *   out[ids[i]] = i where values[i] == target[ids[i]] and out[ids[i]] is still len(ids): the
+ *   first row of each id whose value is the id's target (its largest, say).
  *
  * Every index is checked against its buffer: a bad one raises ValueError and nothing is
  * written out of bounds (reduce_at may have reduced the rows before it). The GIL is
@@ -47,9 +51,87 @@ static int get_i64(PyObject *obj, i64buf *b, int writable, const char *name) {
     return 0;
 }
 
+/* A read-only buffer of signed integers of any width, read as int64 (kind: its width). */
+typedef struct {
+    Py_buffer view;
+    const void *data;
+    Py_ssize_t n;
+    int width, held;
+} intbuf;
+
+static int get_int(PyObject *obj, intbuf *b, const char *name) {
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    b->held = 1;
+    const char *f = b->view.format ? b->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int ok = f[0] && !f[1] && strchr("bhilq", f[0]) && (b->view.itemsize == 1 || b->view.itemsize == 2
+             || b->view.itemsize == 4 || b->view.itemsize == 8);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: an array of signed integers is needed", name);
+        return -1;
+    }
+    b->data = b->view.buf;
+    b->width = (int)b->view.itemsize;
+    b->n = b->view.len / b->view.itemsize;
+    return 0;
+}
+
+static inline int64_t at(const intbuf *b, Py_ssize_t i) {
+    switch (b->width) {
+    case 1: return ((const int8_t *)b->data)[i];
+    case 2: return ((const int16_t *)b->data)[i];
+    case 4: return ((const int32_t *)b->data)[i];
+    default: return ((const int64_t *)b->data)[i];
+    }
+}
+
+static void release_int(intbuf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
 static void release(i64buf *b) {
     if (b->held) PyBuffer_Release(&b->view);
     b->held = 0;
+}
+
+/* With the popcnt instruction where the processor has it (gcc picks the clone at load). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define POPCNT_CLONES
+#endif
+
+/* ranged_ids' numbering: a bit per used slot (base[m] + minor: the slot of a row of major m),
+ * a running count before each word, each row's id its slot's rank among the used ones.
+ * Returns 1 when a row falls outside the slots (the buffers changed under the released GIL:
+ * in range by construction otherwise), 0 when done; *count: the used slots. */
+POPCNT_CLONES
+static int number_slots(const intbuf *major, const intbuf *minor, const int64_t *base,
+                        Py_ssize_t n_major, int64_t total, uint64_t *bits, int64_t *before,
+                        size_t words, int64_t *out, int64_t *count) {
+    Py_ssize_t n = major->n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t m = (uint64_t)at(major, i);
+        uint64_t s = (uint64_t)(base[m < (uint64_t)n_major ? m : 0] + at(minor, i));
+        if (m >= (uint64_t)n_major || s >= (uint64_t)total) return 1;
+        bits[s >> 6] |= (uint64_t)1 << (s & 63);
+    }
+    int64_t used = 0;
+    for (size_t w = 0; w < words; w++) {
+        before[w] = used;
+        used += __builtin_popcountll(bits[w]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t m = (uint64_t)at(major, i);
+        uint64_t s = (uint64_t)(base[m < (uint64_t)n_major ? m : 0] + at(minor, i));
+        if (m >= (uint64_t)n_major || s >= (uint64_t)total) return 1;
+        uint64_t below = bits[s >> 6] & (((uint64_t)1 << (s & 63)) - 1);
+        out[i] = before[s >> 6] + __builtin_popcountll(below);
+    }
+    *count = used;
+    return 0;
 }
 
 static PyObject *ranged_ids(PyObject *self, PyObject *args) {
@@ -61,10 +143,12 @@ static PyObject *ranged_ids(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "ranged_ids: n_major must be positive, limit non-negative");
         return NULL;
     }
-    i64buf major = {0}, minor = {0}, out = {0};
-    int64_t *lo = NULL, *hi = NULL, *slots = NULL;
+    intbuf major = {0}, minor = {0};
+    i64buf out = {0};
+    int64_t *lo = NULL, *hi = NULL, *before = NULL;
+    uint64_t *bits = NULL;
     PyObject *result = NULL;
-    if (get_i64(o_major, &major, 0, "major") < 0 || get_i64(o_minor, &minor, 0, "minor") < 0
+    if (get_int(o_major, &major, "major") < 0 || get_int(o_minor, &minor, "minor") < 0
         || get_i64(o_out, &out, 1, "out") < 0)
         goto done;
     Py_ssize_t n = major.n;
@@ -80,9 +164,8 @@ static PyObject *ranged_ids(PyObject *self, PyObject *args) {
     int sparse = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t m = 0; m < n_major; m++) { lo[m] = INT64_MAX; hi[m] = INT64_MIN; }
-    const int64_t *a = major.data, *b = minor.data;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t m = a[i], v = b[i];
+        int64_t m = at(&major, i), v = at(&minor, i);
         if (m < 0 || m >= n_major) { bad = 1; break; }
         if (v < lo[m]) lo[m] = v;
         if (v > hi[m]) hi[m] = v;
@@ -98,23 +181,13 @@ static PyObject *ranged_ids(PyObject *self, PyObject *args) {
             total += span;
         }
     }
-    if (!bad && !sparse) slots = calloc((size_t)(total ? total : 1), sizeof *slots);
-    if (slots) {
-        /* The slots are in range by construction; checked all the same (unsigned: one
-         * compare), in case the buffers changed under the released GIL. */
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
-            uint64_t m = (uint64_t)a[i], s = (uint64_t)(lo[m < (uint64_t)n_major ? m : 0] + b[i]);
-            if (m >= (uint64_t)n_major || s >= (uint64_t)total) bad = 1;
-            else slots[s] = 1;
-        }
-        for (int64_t s = 0; s < total && !bad; s++) slots[s] = slots[s] ? ids++ : -1;
-        int64_t *o = out.data;
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
-            uint64_t m = (uint64_t)a[i], s = (uint64_t)(lo[m < (uint64_t)n_major ? m : 0] + b[i]);
-            if (m >= (uint64_t)n_major || s >= (uint64_t)total) bad = 1;
-            else o[i] = slots[s];
-        }
+    size_t words = (size_t)(total + 63) / 64 + 1;
+    if (!bad && !sparse) {
+        bits = calloc(words, sizeof *bits);
+        before = malloc(words * sizeof *before);
     }
+    if (bits && before) bad = number_slots(&major, &minor, lo, n_major, total, bits, before, words,
+                                           out.data, &ids);
     Py_END_ALLOW_THREADS
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "ranged_ids: a major code outside 0..n_major-1 "
@@ -122,14 +195,15 @@ static PyObject *ranged_ids(PyObject *self, PyObject *args) {
         goto done;
     }
     if (sparse) { result = PyLong_FromLong(-1); goto done; }
-    if (!slots) { PyErr_NoMemory(); goto done; }
+    if (!bits || !before) { PyErr_NoMemory(); goto done; }
     result = PyLong_FromLongLong(ids);
 done:
     free(lo);
     free(hi);
-    free(slots);
-    release(&major);
-    release(&minor);
+    free(bits);
+    free(before);
+    release_int(&major);
+    release_int(&minor);
     release(&out);
     return result;
 }
@@ -178,11 +252,50 @@ done:
     return result;
 }
 
+static PyObject *first_at(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_ids, *o_values, *o_target, *o_out;
+    if (!PyArg_ParseTuple(args, "OOOO", &o_ids, &o_values, &o_target, &o_out)) return NULL;
+    i64buf ids = {0}, values = {0}, target = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_i64(o_ids, &ids, 0, "ids") < 0 || get_i64(o_values, &values, 0, "values") < 0
+        || get_i64(o_target, &target, 0, "target") < 0 || get_i64(o_out, &out, 1, "out") < 0)
+        goto done;
+    if (values.n != ids.n || target.n != out.n) {
+        PyErr_SetString(PyExc_ValueError, "first_at: ids and values, or target and out, differ in length");
+        goto done;
+    }
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const int64_t *k = ids.data, *v = values.data, *t = target.data;
+    int64_t *o = out.data;
+    Py_ssize_t n = ids.n, m = out.n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = k[i];
+        if (g < 0 || g >= m) { bad = 1; break; }
+        if (v[i] == t[g] && o[g] == n) o[g] = i;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "first_at: an id outside the output");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&ids);
+    release(&values);
+    release(&target);
+    release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"ranged_ids", ranged_ids, METH_VARARGS,
      "ranged_ids(major, minor, n_major, limit, out) -> distinct pairs, or -1 when too sparse"},
     {"reduce_at", reduce_at, METH_VARARGS,
      "reduce_at(op, ids, values, out): per id, min (0), max (1) or first row (2)"},
+    {"first_at", first_at, METH_VARARGS,
+     "first_at(ids, values, target, out): per id, the first row whose value is the id's target"},
     {NULL, NULL, 0, NULL},
 };
 
