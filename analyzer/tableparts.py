@@ -13,6 +13,7 @@ import pandas as pd
 
 from analyzer import schema
 from analyzer.errors import InputError
+from analyzer.groupkeys import first_of, group_ids, pairs, reduce_min
 from analyzer.loader import Loaded
 from analyzer.reader import ParsedDump, SameMembers
 
@@ -133,47 +134,51 @@ def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
 def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object],
          ) -> tuple[dict[str, set[int]], dict[str, str], list[dict[int, str]],
                     list[tuple[str, int, int, int]]]:
-    """One pass over the dumps' rows of the entry columns (a few small numpy calls each,
-    never one per entry): the groups each rank recorded in and each group's first
-    description, the pg_id -> name pairs the entries show, and each rank's backend, first
-    and last record id and newest enqueue time."""
+    """What the entry columns say of each dump, over all rows at once (rows of one dump are
+    consecutive; (dump, value) pairs numbered by :func:`analyzer.groupkeys.pairs`): the
+    groups each rank recorded in and each group's first description, the pg_id -> name
+    pairs the entries show, and each rank's backend, first and last record id and newest
+    enqueue time."""
     pg_names, pg_descs, backends = _cat(data, "pg_name"), _cat(data, "pg_desc"), _cat(data, "backend")
     names_of, descs_of = list(pg_names.categories), list(pg_descs.categories)
     backend_of = list(backends.categories)
-    name_codes, desc_codes, backend_codes = pg_names.codes, pg_descs.codes, backends.codes
-    record_ids, created = _array(data, "record_id"), _array(data, "time_created_ns")
-    pg_ids = _array(data, "pg_id")
+    counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
+    dump_of = np.repeat(np.arange(len(dumps), dtype=np.int32), counts)
     seen_members: dict[str, set[int]] = defaultdict(set)
     seen_desc: dict[str, str] = {}
-    known_by_dump: list[dict[int, str]] = []
-    per_rank: list[tuple[str, int, int, int]] = []  # backend, first and last record, last time
-    for d, offset in zip(dumps, starts.tolist(), strict=True):
-        known: dict[int, str] = {}
-        known_by_dump.append(known)
-        if not d.n_entries:
-            per_rank.append(("", -1, -1, 0))
-            continue
-        rows = slice(offset, offset + d.n_entries)
-        # Groups: codes in this dump, each with its first entry (dumps are in entry order).
-        names = name_codes[rows]
-        present, first = np.unique(names, return_index=True)
-        descs = desc_codes[offset + first]
-        for code, desc_code in zip(present.tolist(), descs.tolist(), strict=True):
-            name = names_of[code]
-            seen_members[name].add(d.rank)
-            seen_desc.setdefault(name, descs_of[desc_code])
-        # pg_id -> name: for each pg_id the name with the smallest category code.
-        pids = pg_ids[rows].astype(np.int64)
-        order = np.lexsort((names, pids))
-        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
-        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist(), strict=True):
-            known[int(pid)] = names_of[code]
-        # Most frequent backend; a tie goes to the first category.
-        tally = np.bincount(backend_codes[rows])
-        top = int(np.flatnonzero(tally == tally.max())[0])
-        record = record_ids[rows]
-        per_rank.append((str(backend_of[top]), int(record.min()), int(record.max()),
-                         int(created[rows].max())))
+    known_by_dump: list[dict[int, str]] = [{} for _ in dumps]
+    # Groups: the names in each dump (in code order), each with its first entry's description.
+    named, n_named = group_ids(dump_of, pg_names.codes)
+    first = first_of(named, n_named)
+    del named
+    in_dump, name_codes = dump_of[first].tolist(), pg_names.codes[first].tolist()
+    for i, code, desc in zip(in_dump, name_codes, pg_descs.codes[first].tolist(), strict=True):
+        name = names_of[code]
+        seen_members[name].add(dumps[i].rank)
+        seen_desc.setdefault(name, descs_of[desc])
+    # pg_id -> name: for each pg_id of a dump, the name with the smallest category code.
+    ids = pairs(dump_of, _array(data, "pg_id"))
+    smallest = reduce_min(ids.ids, ids.n, pg_names.codes).tolist()
+    for i, pid, code in zip(ids.major.tolist(), ids.minor.tolist(), smallest, strict=True):
+        known_by_dump[i][pid] = names_of[code]
+    del ids
+    # Most frequent backend of each dump; a tie goes to the first category.
+    used = pairs(dump_of, backends.codes)
+    tally = np.bincount(used.ids, minlength=used.n)
+    del dump_of
+    order = np.lexsort((used.minor, -tally, used.major))
+    lead = order[np.flatnonzero(np.diff(used.major[order], prepend=-1) != 0)]
+    top = dict(zip(used.major[lead].tolist(), used.minor[lead].tolist(), strict=True))
+    # Record range and newest enqueue time: one reduction over each dump's rows.
+    live = np.flatnonzero(counts > 0)
+    at = starts[live]
+    record, created = _array(data, "record_id"), _array(data, "time_created_ns")
+    lows = dict(zip(live.tolist(), np.minimum.reduceat(record, at).tolist(), strict=True)) if len(live) else {}
+    highs = np.maximum.reduceat(record, at).tolist() if len(live) else []
+    newest = np.maximum.reduceat(created, at).tolist() if len(live) else []
+    per_rank: list[tuple[str, int, int, int]] = [("", -1, -1, 0)] * len(dumps)
+    for k, i in enumerate(live.tolist()):
+        per_rank[i] = (str(backend_of[top[i]]), int(lows[i]), int(highs[k]), int(newest[k]))
     return seen_members, seen_desc, known_by_dump, per_rank
 
 
@@ -254,26 +259,23 @@ def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[
     return groups
 
 
-def peers(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int, pg_names: pd.Categorical,
-          members_of: dict[str, tuple[int, ...]]) -> np.ndarray:
-    # Peers of send/recv: group-local ranks -> global ranks, through one flat array holding
-    # the members of every group, in the order of the pg_name categories.
-    peer = np.full(n, -1, dtype=np.int32)
+def peers(local: np.ndarray, pg_names: pd.Categorical, members_of: dict[str, tuple[int, ...]],
+          ) -> np.ndarray:
+    """Peers of send/recv: each entry's group-local peer (``local``: the entries'
+    ``peer_local``, -1 for none) as a global rank, through one flat array holding the members
+    of every group in the order of the pg_name categories; -1 where the group is unnamed or
+    has no such member."""
+    peer = np.full(len(local), -1, dtype=np.int32)
     lists = [members_of.get(str(name), ()) for name in pg_names.categories]
-    sizes = np.array([len(m) for m in lists], dtype=np.int64)
+    sizes = np.array([len(m) for m in lists] + [0], dtype=np.int64)  # the last: no name
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
     first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    name_codes = pg_names.codes
-    for d, offset in zip(dumps, starts.tolist(), strict=True):
-        if not d.n_entries:
-            continue
-        local = np.asarray(d.ints["peer_local"], dtype=np.int64)
-        rows = np.flatnonzero(local >= 0)
-        if len(rows):
-            codes = name_codes[offset + rows].astype(np.int64)
-            ok = local[rows] < sizes[codes]
-            peer[offset + rows[ok]] = flat[first_member[codes[ok]] + local[rows][ok]]
-
+    rows = np.flatnonzero(local >= 0)
+    codes = pg_names.codes[rows].astype(np.int64)
+    codes[codes < 0] = len(lists)
+    at = local[rows]
+    ok = at < sizes[codes]
+    peer[rows[ok]] = flat[first_member[codes[ok]] + at[ok]]
     return peer
 
 

@@ -262,8 +262,7 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
     world, config_votes = world_of(loaded, dumps, world_size, starts, data, config.max_rank)
     groups = group_table(world, config_votes, seen_members, seen_desc)
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
-    peer = peers(dumps, starts, n, pg_names, members_of)
-    cols.done("ints", "peer_local")
+    peer = peers(cols.numbers("ints", "peer_local", np.int64), pg_names, members_of)
     cols.done("ints", "self_local", last=True)
     ranks, status_rows = rank_rows(loaded, dumps, world, known_by_dump, per_rank)
     entry_data = {

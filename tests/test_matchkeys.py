@@ -185,3 +185,79 @@ def test_per_collective_figures_do_not_depend_on_the_chunk_size() -> None:
             state.isin(["completed", "started"]).groupby(coll["cid"]).sum())
     for got, expected in zip(whole, want, strict=True):
         assert got.tolist() == expected.reindex(range(k.n_cid)).tolist()
+
+
+def _scan_reference(dumps, starts, data):  # type: ignore[no-untyped-def]
+    """tableparts.scan as it was written per dump (a few numpy calls per dump)."""
+    from collections import defaultdict
+
+    pg_names, pg_descs, backends = data["pg_name"], data["pg_desc"], data["backend"]
+    names_of, descs_of, backend_of = (list(pg_names.categories), list(pg_descs.categories),
+                                      list(backends.categories))
+    seen_members, seen_desc, known_by_dump, per_rank = defaultdict(set), {}, [], []
+    for d, offset in zip(dumps, starts.tolist(), strict=True):
+        known: dict[int, str] = {}
+        known_by_dump.append(known)
+        if not d.n_entries:
+            per_rank.append(("", -1, -1, 0))
+            continue
+        rows = slice(offset, offset + d.n_entries)
+        names = pg_names.codes[rows]
+        present, first = np.unique(names, return_index=True)
+        for code, desc_code in zip(present.tolist(), pg_descs.codes[offset + first].tolist(), strict=True):
+            seen_members[names_of[code]].add(d.rank)
+            seen_desc.setdefault(names_of[code], descs_of[desc_code])
+        pids = data["pg_id"][rows].astype(np.int64)
+        order = np.lexsort((names, pids))
+        lead = np.flatnonzero(np.diff(pids[order], prepend=pids[order[0]] - 1) != 0)
+        for pid, code in zip(pids[order[lead]].tolist(), names[order[lead]].tolist(), strict=True):
+            known[int(pid)] = names_of[code]
+        tally = np.bincount(backends.codes[rows])
+        top = int(np.flatnonzero(tally == tally.max())[0])
+        record = data["record_id"][rows]
+        per_rank.append((str(backend_of[top]), int(record.min()), int(record.max()),
+                         int(data["time_created_ns"][rows].max())))
+    return dict(seen_members), seen_desc, known_by_dump, per_rank
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scan_over_all_rows_is_the_per_dump_scan(seed: int) -> None:
+    """The pass over the dumps' rows, done over all rows at once, against its per-dump
+    definition: random names, descriptions, pg_ids (several per name, names per pg_id),
+    backends with ties, record ids and times, dumps without entries among them."""
+    from types import SimpleNamespace
+
+    from analyzer.tableparts import scan
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 40, 30)
+    sizes[[0, 7]] = 0
+    dumps = [SimpleNamespace(rank=int(r), n_entries=int(k)) for r, k in zip(rng.permutation(30), sizes, strict=True)]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    n = int(sizes.sum())
+
+    def cat(words: list[str]) -> pd.Categorical:
+        return pd.Categorical.from_codes(rng.integers(0, len(words), n), categories=words)
+
+    data = {"pg_name": cat(["0", "1", "7", "tp", "dp"]), "pg_desc": cat(["default", "a", "b"]),
+            "backend": cat(["nccl", "gloo", "nccl2"]), "pg_id": rng.integers(-1, 4, n).astype(np.int32),
+            "record_id": rng.integers(-5, 1000, n), "time_created_ns": rng.integers(0, 10**15, n)}
+    got = scan(dumps, starts, data)  # type: ignore[arg-type]
+    want = _scan_reference(dumps, starts, data)
+    assert dict(got[0]) == want[0] and got[1] == want[1] and got[2] == want[2] and got[3] == want[3]
+    assert list(got[1]) == list(want[1])  # first descriptions in the same order
+
+
+def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() -> None:
+    from analyzer.tableparts import peers
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    names = pd.Categorical.from_codes(rng.integers(-1, 4, n), categories=["0", "tp", "pp", "none"])
+    members = {"0": (0, 1, 2, 3, 4, 5, 6, 7), "tp": (4, 5), "pp": (1, 5, 3)}  # "none": no list
+    local = rng.integers(-2, 9, n)
+    got = peers(local, names, members)
+    for i in range(n):
+        code, at = int(names.codes[i]), int(local[i])
+        group = members.get(str(names.categories[code]), ()) if code >= 0 else ()
+        assert got[i] == (group[at] if 0 <= at < len(group) else -1), i
