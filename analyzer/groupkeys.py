@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["Pairs", "as_int64", "compiled", "dense_ids", "first_at_max", "first_of", "group_ids", "maximum_at",
-           "minimum_at", "pairs", "ranged_slots", "reduce_max", "reduce_min"]
+           "minimum_at", "pairs", "ranged_slots", "reduce_max", "reduce_min", "remap_into"]
 
 _kernels: Any
 try:
@@ -185,6 +185,22 @@ def first_of(ids: np.ndarray, n_groups: int) -> np.ndarray:
     else:
         np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
     return first
+
+
+def remap_into(codes: list[np.ndarray], remaps: list[np.ndarray], out: np.ndarray) -> None:
+    """``out`` (as long as the codes together) = each ``codes[k]`` through ``remaps[k]``
+    (int32), laid end to end: per-dump category codes into the codes of one categorical."""
+    if _kernels is not None:
+        try:
+            _kernels.remap_into(codes, remaps, out)
+            return
+        except TypeError:  # an array the kernel does not read: numpy's way
+            pass
+    lengths = np.array([len(c) for c in codes], dtype=np.int64)
+    bases = np.cumsum([0] + [len(r) for r in remaps[:-1]], dtype=np.int64)
+    local = np.concatenate(codes).astype(np.int64)
+    local += np.repeat(bases, lengths)
+    out[:] = np.concatenate(remaps)[local]
 
 
 def first_at_max(ids: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:

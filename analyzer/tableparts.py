@@ -131,55 +131,71 @@ def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
     return stack_ids, stacks_rows
 
 
+#: Dumps scanned at once: a few calls per block instead of per dump, and temporaries of a
+#: block's rows (about half a million) instead of the entries' (262 MB each at 16,384 ranks).
+SCAN_BLOCK = 256
+
+
 def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object],
          ) -> tuple[dict[str, set[int]], dict[str, str], list[dict[int, str]],
                     list[tuple[str, int, int, int]]]:
-    """What the entry columns say of each dump, over all rows at once (rows of one dump are
-    consecutive; (dump, value) pairs numbered by :func:`analyzer.groupkeys.pairs`): the
-    groups each rank recorded in and each group's first description, the pg_id -> name
+    """What the entry columns say of each dump, :data:`SCAN_BLOCK` dumps at a time (rows of
+    one dump are consecutive; (dump, value) pairs numbered by :mod:`analyzer.groupkeys`):
+    the groups each rank recorded in and each group's first description, the pg_id -> name
     pairs the entries show, and each rank's backend, first and last record id and newest
     enqueue time."""
-    pg_names, pg_descs, backends = _cat(data, "pg_name"), _cat(data, "pg_desc"), _cat(data, "backend")
-    names_of, descs_of = list(pg_names.categories), list(pg_descs.categories)
-    backend_of = list(backends.categories)
-    counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
-    dump_of = np.repeat(np.arange(len(dumps), dtype=np.int32), counts)
     seen_members: dict[str, set[int]] = defaultdict(set)
     seen_desc: dict[str, str] = {}
     known_by_dump: list[dict[int, str]] = [{} for _ in dumps]
-    # Groups: the names in each dump (in code order), each with its first entry's description.
-    named, n_named = group_ids(dump_of, pg_names.codes)
-    first = first_of(named, n_named)
-    del named
-    in_dump, name_codes = dump_of[first].tolist(), pg_names.codes[first].tolist()
-    for i, code, desc in zip(in_dump, name_codes, pg_descs.codes[first].tolist(), strict=True):
-        name = names_of[code]
-        seen_members[name].add(dumps[i].rank)
-        seen_desc.setdefault(name, descs_of[desc])
-    # pg_id -> name: for each pg_id of a dump, the name with the smallest category code.
-    ids = pairs(dump_of, _array(data, "pg_id"))
-    smallest = reduce_min(ids.ids, ids.n, pg_names.codes).tolist()
-    for i, pid, code in zip(ids.major.tolist(), ids.minor.tolist(), smallest, strict=True):
-        known_by_dump[i][pid] = names_of[code]
-    del ids
-    # Most frequent backend of each dump; a tie goes to the first category.
-    used = pairs(dump_of, backends.codes)
-    tally = np.bincount(used.ids, minlength=used.n)
-    del dump_of
-    order = np.lexsort((used.minor, -tally, used.major))
-    lead = order[np.flatnonzero(np.diff(used.major[order], prepend=-1) != 0)]
-    top = dict(zip(used.major[lead].tolist(), used.minor[lead].tolist(), strict=True))
+    top: dict[int, int] = {}
+    counts = np.array([d.n_entries for d in dumps], dtype=np.int64)
+    for lo in range(0, len(dumps), SCAN_BLOCK):
+        hi = min(len(dumps), lo + SCAN_BLOCK)
+        if counts[lo:hi].any():
+            _scan_block(dumps, lo, counts[lo:hi], int(starts[lo]), data, seen_members, seen_desc,
+                        known_by_dump, top)
     # Record range and newest enqueue time: one reduction over each dump's rows.
+    backend_of = list(_cat(data, "backend").categories)
     live = np.flatnonzero(counts > 0)
     at = starts[live]
     record, created = _array(data, "record_id"), _array(data, "time_created_ns")
-    lows = dict(zip(live.tolist(), np.minimum.reduceat(record, at).tolist(), strict=True)) if len(live) else {}
+    lows = np.minimum.reduceat(record, at).tolist() if len(live) else []
     highs = np.maximum.reduceat(record, at).tolist() if len(live) else []
     newest = np.maximum.reduceat(created, at).tolist() if len(live) else []
     per_rank: list[tuple[str, int, int, int]] = [("", -1, -1, 0)] * len(dumps)
     for k, i in enumerate(live.tolist()):
-        per_rank[i] = (str(backend_of[top[i]]), int(lows[i]), int(highs[k]), int(newest[k]))
+        per_rank[i] = (str(backend_of[top[i]]), int(lows[k]), int(highs[k]), int(newest[k]))
     return seen_members, seen_desc, known_by_dump, per_rank
+
+
+def _scan_block(dumps: Sequence[ParsedDump], lo: int, counts: np.ndarray, start: int,
+                data: dict[str, object], seen_members: dict[str, set[int]], seen_desc: dict[str, str],
+                known_by_dump: list[dict[int, str]], top: dict[int, int]) -> None:
+    """:func:`scan`'s facts of dumps ``lo`` to ``lo + len(counts)`` (rows from ``start``)."""
+    pg_names, pg_descs, backends = _cat(data, "pg_name"), _cat(data, "pg_desc"), _cat(data, "backend")
+    names_of, descs_of = pg_names.categories, pg_descs.categories
+    rows = slice(start, start + int(counts.sum()))
+    dump_of = np.repeat(np.arange(lo, lo + len(counts), dtype=np.int64), counts)
+    name_codes = pg_names.codes[rows]
+    # Groups: the names in each dump (in code order), each with its first entry's description.
+    named, n_named = group_ids(dump_of, name_codes)
+    first = first_of(named, n_named)
+    descs = pg_descs.codes[rows][first].tolist()
+    for i, code, desc in zip(dump_of[first].tolist(), name_codes[first].tolist(), descs, strict=True):
+        name = names_of[code]
+        seen_members[name].add(dumps[i].rank)
+        seen_desc.setdefault(name, descs_of[desc])
+    # pg_id -> name: for each pg_id of a dump, the name with the smallest category code.
+    ids = pairs(dump_of, _array(data, "pg_id")[rows])
+    smallest = reduce_min(ids.ids, ids.n, name_codes).tolist()
+    for i, pid, code in zip(ids.major.tolist(), ids.minor.tolist(), smallest, strict=True):
+        known_by_dump[i][pid] = names_of[code]
+    # Most frequent backend of each dump; a tie goes to the first category.
+    used = pairs(dump_of, backends.codes[rows])
+    tally = np.bincount(used.ids, minlength=used.n)
+    order = np.lexsort((used.minor, -tally, used.major))
+    lead = order[np.flatnonzero(np.diff(used.major[order], prepend=-1) != 0)]
+    top.update(zip(used.major[lead].tolist(), used.minor[lead].tolist(), strict=True))
 
 
 def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None) -> None:
@@ -259,6 +275,9 @@ def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[
     return groups
 
 
+_PEER_CHUNK = 1 << 20
+
+
 def peers(local: np.ndarray, pg_names: pd.Categorical, members_of: dict[str, tuple[int, ...]],
           ) -> np.ndarray:
     """Peers of send/recv: each entry's group-local peer (``local``: the entries'
@@ -270,12 +289,14 @@ def peers(local: np.ndarray, pg_names: pd.Categorical, members_of: dict[str, tup
     sizes = np.array([len(m) for m in lists] + [0], dtype=np.int64)  # the last: no name
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
     first_member = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    rows = np.flatnonzero(local >= 0)
-    codes = pg_names.codes[rows].astype(np.int64)
-    codes[codes < 0] = len(lists)
-    at = local[rows]
-    ok = at < sizes[codes]
-    peer[rows[ok]] = flat[first_member[codes[ok]] + at[ok]]
+    for lo in range(0, len(local), _PEER_CHUNK):  # temporaries of a chunk's size, not the entries'
+        part = local[lo : lo + _PEER_CHUNK]
+        rows = np.flatnonzero(part >= 0)
+        codes = pg_names.codes[lo + rows].astype(np.int64)
+        codes[codes < 0] = len(lists)
+        at = part[rows]
+        ok = at < sizes[codes]
+        peer[lo + rows[ok]] = flat[first_member[codes[ok]] + at[ok]]
     return peer
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 from analyzer import schema
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import InputError
+from analyzer.groupkeys import remap_into
 from analyzer.loader import Loaded, Skipped
 from analyzer.multidump import per_rank as _per_rank_dumps
 from analyzer.multidump import process_order
@@ -162,16 +163,12 @@ class _Columns:
         codes = np.empty(self.n, dtype=width)
         offset = 0
         for i, block in enumerate(self._blocks()):
-            # A block's codes index its dumps' remaps laid end to end: one gather a block.
+            # Each dump's codes through its remap (one compiled call a block).
             own = remaps[i * self.BLOCK : (i + 1) * self.BLOCK]
             live = [(d, r) for d, r in zip(block, own, strict=True) if d.n_entries]
             if live:
-                lengths = np.array([d.n_entries for d, _ in live], dtype=np.int64)
-                bases = np.cumsum([0] + [len(r) for _, r in live[:-1]], dtype=np.int64)
-                local = np.concatenate([d.strings[field] for d, _ in live]).astype(np.int64)
-                local += np.repeat(bases, lengths)
-                end = offset + len(local)
-                codes[offset:end] = np.concatenate([r for _, r in live])[local]
+                end = offset + sum(d.n_entries for d, _ in live)
+                remap_into([d.strings[field] for d, _ in live], [r for _, r in live], codes[offset:end])
                 offset = end
             self._block_copied(block, "strings", field)
         self._copied_all("strings", field)
@@ -262,7 +259,9 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
     world, config_votes = world_of(loaded, dumps, world_size, starts, data, config.max_rank)
     groups = group_table(world, config_votes, seen_members, seen_desc)
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
-    peer = peers(cols.numbers("ints", "peer_local", np.int64), pg_names, members_of)
+    # The group-local peers, as wide as their widest part (the readers narrow each column).
+    wide = any(d.ints["peer_local"].dtype.itemsize > 4 for d in dumps if d.n_entries)
+    peer = peers(cols.numbers("ints", "peer_local", np.int64 if wide else np.int32), pg_names, members_of)
     cols.done("ints", "self_local", last=True)
     ranks, status_rows = rank_rows(loaded, dumps, world, known_by_dump, per_rank)
     entry_data = {

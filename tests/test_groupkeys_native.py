@@ -200,3 +200,33 @@ def test_first_at_max_and_narrow_keys_as_numpy() -> None:
     with pytest.raises(ValueError, match="outside"):
         KERNELS.first_at(np.array([0, 4]), np.array([1, 1]), np.array([1, 1, 1]), guarded[:3])
     assert (guarded[3:] == 9).all()
+
+
+@needs_kernels
+@pytest.mark.parametrize("width", [np.int8, np.int16, np.int32, np.int64])
+def test_remap_into_as_numpy(width: type) -> None:
+    rng = np.random.default_rng(9)
+    remaps = [rng.permutation(50)[: int(k)].astype(np.int32) for k in rng.integers(1, 50, 40)]
+    codes = [rng.integers(0, len(r), int(rng.integers(0, 300))).astype(rng.choice([np.int8, np.int16, np.int32]))
+             for r in remaps]
+    total = sum(len(c) for c in codes)
+    got, want = np.full(total + 3, 7, dtype=width), np.full(total + 3, 7, dtype=width)
+    groupkeys.remap_into(codes, remaps, got[:total])
+    _numpy(groupkeys.remap_into, codes, remaps, want[:total])
+    np.testing.assert_array_equal(got, want)
+    assert (got[total:] == 7).all()
+    assert KERNELS is not None
+    with pytest.raises(ValueError, match="outside its remap"):
+        KERNELS.remap_into([np.array([0, 5])], [np.arange(5, dtype=np.int32)], np.zeros(2, dtype=np.int8))
+    with pytest.raises(ValueError, match="outside its remap"):
+        KERNELS.remap_into([np.array([-1])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.int8))
+    guarded = np.zeros(4, dtype=np.int16)
+    with pytest.raises(ValueError, match="more values"):
+        KERNELS.remap_into([np.array([0, 1, 2])], [np.arange(5, dtype=np.int32)], guarded[:2])
+    assert not guarded[2:].any()
+    with pytest.raises(TypeError, match="int32"):
+        KERNELS.remap_into([np.array([0])], [np.arange(5)], np.zeros(1, dtype=np.int8))
+    with pytest.raises(ValueError, match="as many"):
+        KERNELS.remap_into([np.array([0])], [], np.zeros(1, dtype=np.int8))
+    with pytest.raises(TypeError, match="signed"):
+        KERNELS.remap_into([np.array([0])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.uint8))

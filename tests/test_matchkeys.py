@@ -220,18 +220,22 @@ def _scan_reference(dumps, starts, data):  # type: ignore[no-untyped-def]
     return dict(seen_members), seen_desc, known_by_dump, per_rank
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_scan_over_all_rows_is_the_per_dump_scan(seed: int) -> None:
-    """The pass over the dumps' rows, done over all rows at once, against its per-dump
+@pytest.mark.parametrize("seed,block", [(0, 256), (1, 4), (2, 1)])
+def test_scan_by_blocks_is_the_per_dump_scan(seed: int, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass over the dumps' rows, done a block of dumps at a time, against its per-dump
     definition: random names, descriptions, pg_ids (several per name, names per pg_id),
-    backends with ties, record ids and times, dumps without entries among them."""
+    backends with ties, record ids and times, dumps without entries among them (a block of
+    only such dumps too)."""
     from types import SimpleNamespace
 
+    import analyzer.tableparts
     from analyzer.tableparts import scan
+
+    monkeypatch.setattr(analyzer.tableparts, "SCAN_BLOCK", block)
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 40, 30)
-    sizes[[0, 7]] = 0
+    sizes[[0, 7, 12, 13, 14, 15]] = 0
     dumps = [SimpleNamespace(rank=int(r), n_entries=int(k)) for r, k in zip(rng.permutation(30), sizes, strict=True)]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     n = int(sizes.sum())
@@ -261,3 +265,16 @@ def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() ->
         code, at = int(names.codes[i]), int(local[i])
         group = members.get(str(names.categories[code]), ()) if code >= 0 else ()
         assert got[i] == (group[at] if 0 <= at < len(group) else -1), i
+
+
+def test_peers_in_chunks_are_the_peers_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import analyzer.tableparts
+    from analyzer.tableparts import peers
+
+    rng = np.random.default_rng(6)
+    names = pd.Categorical.from_codes(rng.integers(-1, 3, 1000), categories=["0", "tp", "pp"])
+    members = {"0": tuple(range(16)), "tp": (3, 9), "pp": (1, 5, 3)}
+    local = rng.integers(-1, 17, 1000).astype(np.int32)
+    whole = peers(local, names, members)
+    monkeypatch.setattr(analyzer.tableparts, "_PEER_CHUNK", 7)
+    np.testing.assert_array_equal(peers(local, names, members), whole)

@@ -12,6 +12,10 @@
  *   out[ids[i]] = min (op 0) or max (op 1) of out[ids[i]] and values[i], as numpy's
  *   minimum.at / maximum.at; op 2: out[ids[i]] = i where out[ids[i]] is still len(ids)
  *   (the first row of each id, as minimum.at(out, ids, arange(n))).
+ * remap_into(codes, remaps, out) -> values written
+ *   codes and remaps: lists of arrays, pair by pair (codes: signed integers of any width;
+ *   remaps: int32); out (int8 to int64): each pair's remap[code], the pairs laid end to end.
+ *   A code outside its remap, or more values than out holds, raises ValueError.
  * first_at(ids, values, target, out) -> None
  *   out[ids[i]] = i where values[i] == target[ids[i]] and out[ids[i]] is still len(ids): the
  *   first row of each id whose value is the id's target (its largest, say).
@@ -289,11 +293,87 @@ done:
     return result;
 }
 
+/* out (any signed width) at i: v. */
+static inline void put(void *out, int width, Py_ssize_t i, int64_t v) {
+    switch (width) {
+    case 1: ((int8_t *)out)[i] = (int8_t)v; break;
+    case 2: ((int16_t *)out)[i] = (int16_t)v; break;
+    case 4: ((int32_t *)out)[i] = (int32_t)v; break;
+    default: ((int64_t *)out)[i] = v; break;
+    }
+}
+
+static PyObject *remap_into(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_codes, *o_remaps, *o_out;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &o_codes, &PyList_Type, &o_remaps, &o_out))
+        return NULL;
+    Py_ssize_t pairs = PyList_GET_SIZE(o_codes);
+    if (PyList_GET_SIZE(o_remaps) != pairs) {
+        PyErr_SetString(PyExc_ValueError, "remap_into: as many remaps as code arrays are needed");
+        return NULL;
+    }
+    Py_buffer outv;
+    if (PyObject_GetBuffer(o_out, &outv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return NULL;
+    const char *f = outv.format ? outv.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int width = (int)outv.itemsize;
+    if (!(f[0] && !f[1] && strchr("bhilq", f[0]) && (width == 1 || width == 2 || width == 4 || width == 8))) {
+        PyBuffer_Release(&outv);
+        PyErr_SetString(PyExc_TypeError, "remap_into: out must be an array of signed integers");
+        return NULL;
+    }
+    Py_ssize_t room = outv.len / width, at_ = 0;
+    const char *why = NULL;
+    for (Py_ssize_t p = 0; p < pairs && !why; p++) {
+        intbuf codes = {0};
+        Py_buffer rv;
+        int have_r = 0;
+        if (get_int(PyList_GET_ITEM(o_codes, p), &codes, "codes") < 0) { why = ""; goto next; }
+        if (PyObject_GetBuffer(PyList_GET_ITEM(o_remaps, p), &rv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            why = "";
+            goto next;
+        }
+        have_r = 1;
+        if (rv.itemsize != 4 || !rv.format || strchr("il", rv.format[strlen(rv.format) - 1]) == NULL) {
+            PyErr_SetString(PyExc_TypeError, "remap_into: remaps must be int32 arrays");
+            why = "";
+            goto next;
+        }
+        if (codes.n > room - at_) { why = "remap_into: more values than out holds"; goto next; }
+        {
+            const int32_t *r = rv.buf;
+            Py_ssize_t nr = rv.len / 4;
+            int bad = 0;
+            Py_BEGIN_ALLOW_THREADS  /* the other normalize thread goes on meanwhile */
+            for (Py_ssize_t i = 0; i < codes.n; i++) {
+                int64_t c = at(&codes, i);
+                if (c < 0 || c >= nr) { bad = 1; break; }
+                put(outv.buf, width, at_ + i, r[c]);
+            }
+            Py_END_ALLOW_THREADS
+            if (bad) why = "remap_into: a code outside its remap";
+            at_ += codes.n;
+        }
+    next:
+        release_int(&codes);
+        if (have_r) PyBuffer_Release(&rv);
+    }
+    PyBuffer_Release(&outv);
+    if (why) {
+        if (*why) PyErr_SetString(PyExc_ValueError, why);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at_);
+}
+
 static PyMethodDef methods[] = {
     {"ranged_ids", ranged_ids, METH_VARARGS,
      "ranged_ids(major, minor, n_major, limit, out) -> distinct pairs, or -1 when too sparse"},
     {"reduce_at", reduce_at, METH_VARARGS,
      "reduce_at(op, ids, values, out): per id, min (0), max (1) or first row (2)"},
+    {"remap_into", remap_into, METH_VARARGS,
+     "remap_into(codes, remaps, out) -> values written: each pair's remap[code], end to end"},
     {"first_at", first_at, METH_VARARGS,
      "first_at(ids, values, target, out): per id, the first row whose value is the id's target"},
     {NULL, NULL, 0, NULL},
