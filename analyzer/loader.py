@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import sys
 import time
 from collections import Counter, defaultdict
@@ -27,7 +28,7 @@ from analyzer.discovery import Candidate, Found, RankFile, find, is_dump_name, r
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.fastreader import read_payload
-from analyzer.parsebatch import ParseBatch
+from analyzer.parsebatch import ParseBatch, read_in_thread, spill, spill_folder
 from analyzer.payload import Refusal, payloads
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
@@ -134,10 +135,12 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
     return out
 
 
-def _parse_batch(items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG) -> ParseBatch:
+def _parse_batch(items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG,
+                 folder: str | None = None) -> ParseBatch | str:
     """:func:`_parse` of each file of a chunk, in a parser process: the results cross to the
-    loader as one :class:`ParseBatch` (each entry column of its dumps as one array)."""
-    return ParseBatch([_parse(item, config) for item in items])
+    loader as one :class:`ParseBatch` (each entry column of its dumps as one array), through
+    a file of ``folder`` when there is one (:func:`analyzer.parsebatch.spill`)."""
+    return spill(ParseBatch([_parse(item, config) for item in items]), folder)
 
 
 def _foreign_reason(reason: str) -> str:
@@ -308,14 +311,17 @@ def start_loading(
                 import multiprocessing
 
                 ctx = multiprocessing.get_context("fork")
+            folder = spill_folder()
+            if folder is not None:  # removed after the pool is let go (callbacks run last first)
+                stack.callback(shutil.rmtree, folder, ignore_errors=True)
             # The parsers make no garbage cycles: a collection would only walk what they keep.
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=gc.disable)
             # Let go unfinished: the chunks not started yet are dropped, not parsed first.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
             # Every chunk is submitted now; each comes back as one ParseBatch.
-            batches = pool.map(partial(_parse_batch, config=config),
+            batches = pool.map(partial(_parse_batch, config=config, folder=folder),
                                [items[i : i + chunk] for i in range(0, len(items), chunk)])
-            parsed = (results for batch in batches for results in batch.results)
+            parsed = (results for batch in read_in_thread(batches) for results in batch.results)
     except BaseException:
         stack.close()
         raise

@@ -10,7 +10,14 @@ once normalize has copied every dump of the batch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import pickle
+import tempfile
+import threading
+from collections.abc import Iterator
+from queue import SimpleQueue
 from typing import Any
 
 import numpy as np
@@ -18,7 +25,7 @@ import numpy as np
 from analyzer.reader import ParsedDump
 from analyzer.release import COLUMN_FIELDS as _KINDS
 
-__all__ = ["ParseBatch"]
+__all__ = ["SPILL_WAITING", "ParseBatch", "read_in_thread", "spill", "spill_folder", "unspill"]
 
 
 def _joinable(d: object) -> bool:
@@ -71,3 +78,88 @@ class ParseBatch:
             for kind, fields in _KINDS:
                 setattr(d, kind, {f: columns[f"{kind}.{f}"][lo:hi] for f in fields})
         self.results = light
+
+
+#: Batches a folder may hold unread before the parser processes send theirs through the
+#: pipe again (which waits for the loader to read: the memory in flight stays bounded).
+SPILL_WAITING = 8
+
+
+def spill_folder() -> str | None:
+    """A private folder in memory (``/dev/shm``) for batches on their way to the loader, or
+    None where there is none (the batches then go through the pool's pipe)."""
+    shm = "/dev/shm"
+    if not (os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)):
+        return None
+    try:
+        return tempfile.mkdtemp(prefix="hangscope-batches-", dir=shm)
+    except OSError:
+        return None
+
+
+def spill(batch: ParseBatch, folder: str | None) -> ParseBatch | str:
+    """In a parser process: ``batch`` written to a file of ``folder`` and its path returned,
+    so that the process parses its next files instead of waiting for the loader to read this
+    batch through the pipe (at 4,096 ranks the cores idled about a fifth of the load). The
+    batch itself when there is no folder, when it already holds :data:`SPILL_WAITING`
+    unread batches, or when the file cannot be written (a full ``/dev/shm``)."""
+    if folder is None:
+        return batch
+    try:
+        if len(os.listdir(folder)) >= SPILL_WAITING:
+            return batch
+        fd, path = tempfile.mkstemp(dir=folder, suffix=".batch")
+    except OSError:
+        return batch
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return batch
+    return path
+
+
+def unspill(got: ParseBatch | str) -> ParseBatch:
+    """In the loader: the batch a parser process sent, read (and its file removed) if it
+    was spilled. The file was written by this run's own parser process in a folder only
+    this user can write to: it holds what the pipe would have carried."""
+    if isinstance(got, ParseBatch):
+        return got
+    try:
+        with open(got, "rb") as f:
+            data = f.read()  # whole, as the pipe gives it: its arrays are laid out alike
+        batch = pickle.loads(data)
+        del data
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(got)
+    if not isinstance(batch, ParseBatch):
+        raise TypeError(f"{got}: not a batch of parse results")
+    return batch
+
+
+def read_in_thread(batches: Iterator[ParseBatch | str]) -> Iterator[ParseBatch]:
+    """The parser processes' batches, read (spilled ones from their files) by a thread of
+    their own as they come, in order. Their arrays are allocated by that thread, in a C heap
+    (glibc arena) of its own, as when the pool's own thread unpickled them from its pipe: in
+    the main thread's heap, the holes normalize leaves when it frees them kept matching from
+    reusing its memory (at 16,384 ranks match peaked at 5.5 GB instead of 4.8 GB, and took
+    6.3 s instead of 3.5 s). An error of the pool is raised where the batch would have come."""
+    done = object()
+    queue: SimpleQueue[object] = SimpleQueue()  # unbounded: what it holds, the loader keeps anyway
+
+    def read() -> None:
+        try:
+            for got in batches:
+                queue.put(unspill(got))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            queue.put(exc)
+        queue.put(done)
+
+    threading.Thread(target=read, name="hangscope-batches", daemon=True).start()
+    while (item := queue.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item  # type: ignore[misc]

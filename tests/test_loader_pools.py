@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,71 @@ def test_a_parse_batch_crosses_with_joined_columns_and_gives_the_same_dumps() ->
                 assert_same_fields(x, y)
     first, last = back.results[0][0], back.results[-1][0]
     assert first.ints["seq"].base is not None and first.ints["seq"].base is last.ints["seq"].base
+
+
+def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parser processes write their batches to a private folder instead of waiting on the
+    pipe; the loader reads and removes each, and the folder goes with the pool. Through the
+    pipe (no folder) the dumps are the same."""
+    import analyzer.loader
+    import analyzer.parsebatch as parsebatch
+
+    job = _job(tmp_path)
+    made: list[str] = []
+
+    def folder() -> str | None:
+        made.append(str(tmp_path / "spill"))
+        (tmp_path / "spill").mkdir()
+        return made[-1]
+
+    spilled: list[object] = []
+    real_unspill = parsebatch.unspill
+    monkeypatch.setattr(analyzer.loader, "spill_folder", folder)
+    monkeypatch.setattr(parsebatch, "unspill", lambda got: spilled.append(got) or real_unspill(got))
+    monkeypatch.setattr(parsebatch, "SPILL_WAITING", 10_000)  # however far the reader lags
+    through_files = load_dumps([job], jobs=2)
+    assert made and not Path(made[0]).exists()  # removed with the pool
+    assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
+    monkeypatch.setattr(analyzer.loader, "spill_folder", lambda: None)
+    _same(through_files, load_dumps([job], jobs=2))
+    _same(through_files, load_dumps([job], jobs=1))
+
+
+def test_a_batch_goes_through_the_pipe_when_it_cannot_be_spilled(tmp_path: Path) -> None:
+    from analyzer.loader import _parse
+    from analyzer.parsebatch import SPILL_WAITING, ParseBatch, spill, unspill
+
+    files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:2]
+    batch = ParseBatch([_parse((r, str(p), True, False, None)) for r, p in enumerate(files)])
+    assert spill(batch, None) is batch
+    assert spill(batch, str(tmp_path / "gone")) is batch  # no such folder
+    full = tmp_path / "full"
+    full.mkdir()
+    for k in range(SPILL_WAITING):
+        (full / f"{k}.batch").write_bytes(b"")
+    assert spill(batch, str(full)) is batch  # enough unread batches already: the pipe waits
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    path = spill(batch, str(ok))
+    assert isinstance(path, str) and Path(path).parent == ok
+    back = unspill(path)
+    assert not Path(path).exists() and len(back.results) == 2
+    assert_same_fields(back.results[0][0], batch.results[0][0])
+    assert unspill(batch) is batch
+
+
+def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened() -> None:
+    from analyzer.parsebatch import ParseBatch, read_in_thread
+
+    sent = [ParseBatch([[k]]) for k in range(50)]
+
+    def failing() -> Iterator[ParseBatch]:
+        yield from sent[:3]
+        raise RuntimeError("the pool broke")
+
+    assert [b.results for b in read_in_thread(iter(sent))] == [[[k]] for k in range(50)]
+    got = read_in_thread(failing())
+    assert [next(got).results for _ in range(3)] == [[[0]], [[1]], [[2]]]
+    with pytest.raises(RuntimeError, match="the pool broke"):
+        next(got)
