@@ -8,9 +8,10 @@ when those spans add up to much more than the rows (sparse values) is a sort use
 Either way the ids come out in sorted (major, minor) order, as a sorted group-by numbers
 its groups.
 
-The compiled kernels of :mod:`analyzer._groupkeys` do the ranged numbering and the per-id
-minimum/maximum in one pass each, without numpy's temporaries of the rows' size; where that
-module is not built, the numpy code here (the reference: tests compare the two) runs.
+The compiled kernels of :mod:`analyzer._groupkeys` do the ranged numbering, the per-id
+minimum, maximum and first row, and the remap of per-dump category codes in one pass each,
+without numpy's temporaries of the rows' size; where that module is not built, the numpy
+code here (the reference: tests compare the two) runs.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ back as tens of thousands of small blocks of the main process's heap (at 16,384 
 442,000 of them), which normalize then frees one by one and glibc hands back only when the
 heap is trimmed. A batch crosses with each column of all its dumps as one array, and each
 dump's columns come back as views of it: one allocation per column and batch, freed whole
-once normalize has copied every dump of the batch.
+once normalize has copied every dump of the batch. A parser process spills its batch to a
+private folder in memory rather than wait for the loader to read the pipe (:func:`spill`),
+and a thread of the loader reads the batches as they come (:func:`read_in_thread`).
 """
 
 from __future__ import annotations
