@@ -100,10 +100,14 @@ def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs
         # process imports the analysis layers (pandas, pyarrow, networkx: about 0.45 s).
         loading = (None if any(is_store(p) for p in paths) else
                    start_loading(paths, prefix=prefix, jobs=jobs, scheduler=address))
-        from analyzer.analysis import analyze
+        try:
+            from analyzer.analysis import analyze
 
-        result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                         progress=ProgressPrinter(not quiet), scheduler=address, loading=loading)
+            result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
+                             progress=ProgressPrinter(not quiet), scheduler=address, loading=loading)
+        finally:  # analyze lets the parsers go; this covers a failure before it took them over
+            if loading is not None:
+                loading.close()
     if strict and result.loaded is not None:
         _refuse_different_dumps(result.loaded)
     return result

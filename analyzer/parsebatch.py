@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -87,16 +88,39 @@ class ParseBatch:
 SPILL_WAITING = 8
 
 
-def spill_folder() -> str | None:
+_SPILL_PREFIX = "hangscope-batches-"
+
+
+def spill_folder(shm: str = "/dev/shm") -> str | None:
     """A private folder in memory (``/dev/shm``) for batches on their way to the loader, or
-    None where there is none (the batches then go through the pool's pipe)."""
-    shm = "/dev/shm"
+    None where there is none (the batches then go through the pool's pipe). Its name carries
+    this process's id: the folders of this user's processes that are gone (killed before
+    they could remove theirs) are removed first."""
     if not (os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)):
         return None
+    _remove_orphans(shm)
     try:
-        return tempfile.mkdtemp(prefix="hangscope-batches-", dir=shm)
+        return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-", dir=shm)
     except OSError:
         return None
+
+
+def _remove_orphans(shm: str) -> None:
+    try:
+        names = [n for n in os.listdir(shm) if n.startswith(_SPILL_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_SPILL_PREFIX):].partition("-")[0]
+        path = os.path.join(shm, name)
+        try:
+            if not pid.isdigit() or os.stat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)  # still running (or another process has its id): kept
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except (OSError, ValueError):  # not ours to signal, or gone meanwhile
+            continue
 
 
 def spill(batch: ParseBatch, folder: str | None) -> ParseBatch | str:

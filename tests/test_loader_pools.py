@@ -208,3 +208,49 @@ def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened()
     assert [next(got).results for _ in range(3)] == [[[0]], [[1]], [[2]]]
     with pytest.raises(RuntimeError, match="the pool broke"):
         next(got)
+
+
+def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
+    import os
+
+    from analyzer.parsebatch import spill_folder
+
+    dead = tmp_path / "hangscope-batches-999999999-abc"  # no such process
+    alive = tmp_path / f"hangscope-batches-{os.getpid()}-abc"
+    other = tmp_path / "hangscope-batches-notapid"
+    for d in (dead, alive, other):
+        d.mkdir()
+        (d / "x.batch").write_bytes(b"")
+    made = spill_folder(str(tmp_path))
+    assert made is not None and Path(made).name.startswith(f"hangscope-batches-{os.getpid()}-")
+    assert not dead.exists() and alive.exists() and other.exists()
+    assert spill_folder(str(tmp_path / "missing")) is None
+
+
+def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+    import sys
+
+    import analyzer.loader
+    from analyzer import cli
+
+    job = _job(tmp_path)
+    made: list[Path] = []
+
+    def folder() -> str:
+        made.append(tmp_path / "spill")
+        made[-1].mkdir()
+        return str(made[-1])
+
+    def boom(*a: object, **k: object) -> object:
+        raise RuntimeError("something broke")
+
+    monkeypatch.setattr(analyzer.loader, "spill_folder", folder)
+    monkeypatch.setattr("analyzer.analysis.analyze", boom)
+    monkeypatch.setattr(sys, "argv", ["hangscope", "analyze", str(job), "--jobs", "2"])
+    before = set(multiprocessing.active_children())
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert made and not made[0].exists()
+    assert set(multiprocessing.active_children()) <= before
