@@ -119,7 +119,7 @@ def _remove_orphans(shm: str) -> None:
             os.kill(int(pid), 0)  # still running (or another process has its id): kept
         except ProcessLookupError:
             shutil.rmtree(path, ignore_errors=True)
-        except (OSError, ValueError):  # not ours to signal, or gone meanwhile
+        except (OSError, ValueError, OverflowError):  # not ours to signal, gone, or no pid at all
             continue
 
 

@@ -218,12 +218,13 @@ def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) ->
     dead = tmp_path / "hangscope-batches-999999999-abc"  # no such process
     alive = tmp_path / f"hangscope-batches-{os.getpid()}-abc"
     other = tmp_path / "hangscope-batches-notapid"
-    for d in (dead, alive, other):
+    huge = tmp_path / f"hangscope-batches-{10**30}-abc"  # no process id at all: kept
+    for d in (dead, alive, other, huge):
         d.mkdir()
         (d / "x.batch").write_bytes(b"")
     made = spill_folder(str(tmp_path))
     assert made is not None and Path(made).name.startswith(f"hangscope-batches-{os.getpid()}-")
-    assert not dead.exists() and alive.exists() and other.exists()
+    assert not dead.exists() and alive.exists() and other.exists() and huge.exists()
     assert spill_folder(str(tmp_path / "missing")) is None
 
 
