@@ -88,20 +88,16 @@ def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.
     keep = np.ones(n, dtype=bool)
     if not n:
         return keep
-    if compiled():  # numbering the pairs is one compiled pass: no shortcut needed
-        per_pair, n_pairs = group_ids(mid, seq)
-        if n_pairs == n:
-            return keep
-        keep[:] = False
-        keep[first_of(per_pair, n_pairs)] = True
-        return keep
-    slots = ranged_slots(mid, seq, lo, hi)
+    # Numbering the pairs is one pass of the compiled kernels: the shortcut is numpy's.
+    slots = None if compiled() else ranged_slots(mid, seq, lo, hi)
     if slots is None:
         per_pair, n_pairs = group_ids(mid, seq)
     elif int(np.count_nonzero(slots[1])) == n:
         return keep
     else:
         per_pair, n_pairs = dense_ids(*slots)
+    if n_pairs == n:
+        return keep
     keep[:] = False
     keep[first_of(per_pair, n_pairs)] = True
     return keep

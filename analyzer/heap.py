@@ -17,7 +17,7 @@ import ctypes.util
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["freed_memory_reused"]
+__all__ = ["freed_memory_reused", "trim_heap"]
 
 # glibc's mallopt parameters and their defaults (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -31,7 +31,7 @@ def _glibc() -> tuple[Callable[[int, int], int], Callable[[int], int]] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt, trim = libc.mallopt, libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc
+    except (OSError, AttributeError):  # not glibc: freed blocks stay with the allocator
         return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
@@ -40,6 +40,13 @@ def _glibc() -> tuple[Callable[[int, int], int], Callable[[int], int]] | None:
 
 _GLIBC = _glibc()
 _depth = 0
+
+
+def trim_heap() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere
+    nothing)."""
+    if _GLIBC is not None:
+        _GLIBC[1](0)
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 The loaded dumps and the entries table hold the same entries: at scale the two copies set
 the peak memory of a run. Once a column is copied, :func:`drop_column` frees it in every
-dump and :func:`trim_heap` hands the freed pages back (each dump's column is a small block
+dump and :func:`analyzer.heap.trim_heap` hands the freed pages back (each dump's column is a small block
 of the C heap, which glibc keeps unless asked), so the next column of the table reuses
 memory the process already had instead of growing it. A dump keeps everything else it read
 (rank, path, counts, ``pg_config``, ``pg_status``, warnings, vocabularies, stacks): what
@@ -11,13 +11,11 @@ the analysis notes and the report quote.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from analyzer.reader import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
 
-__all__ = ["COLUMN_FIELDS", "COLUMN_KINDS", "column_bytes", "drop_column", "is_released", "trim_heap"]
+__all__ = ["COLUMN_FIELDS", "COLUMN_KINDS", "column_bytes", "drop_column", "is_released"]
 
 #: The attributes of a :class:`ParsedDump` that hold per-entry columns, and the fields of each.
 COLUMN_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -46,22 +44,3 @@ def is_released(d: ParsedDump) -> bool:
     """Whether ``d`` handed its entry columns over (it still counts its entries)."""
     return d.n_entries > 0 and not (d.strings or d.ints or d.bools or d.floats)
 
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: freed blocks stay with the allocator
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_TRIM = _malloc_trim()
-
-
-def trim_heap() -> None:
-    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere
-    nothing)."""
-    if _TRIM is not None:
-        _TRIM(0)

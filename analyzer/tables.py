@@ -8,7 +8,6 @@ when gloo left it empty or wrong, from the entries), maps each rank's backend-lo
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +23,8 @@ from analyzer import schema
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import InputError
 from analyzer.groupkeys import remap_into
-from analyzer.loader import Loaded, Skipped
+from analyzer.heap import trim_heap
+from analyzer.loader import Loaded, Skipped, default_jobs
 from analyzer.multidump import per_rank as _per_rank_dumps
 from analyzer.multidump import process_order
 from analyzer.reader import (
@@ -33,7 +33,7 @@ from analyzer.reader import (
     STRING_FIELDS,
     ParsedDump,
 )
-from analyzer.release import column_bytes, drop_column, is_released, trim_heap
+from analyzer.release import column_bytes, drop_column, is_released
 from analyzer.tableparts import (
     check_world_size,
     group_table,
@@ -179,11 +179,7 @@ def _in_threads(work: Sequence[tuple[str, Callable[[], object]]]) -> dict[str, o
     """Each named column built, two at a time where there are two cores: copying the parts
     and faulting the new pages in release the GIL (at 16,384 ranks, 8.2 s of normalize, 5.4
     of them the kernel's, on one core). Each column is built as it would be alone."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        cores = os.cpu_count() or 1
-    if cores < 2 or len(work) < 2:
+    if default_jobs() < 2 or len(work) < 2:
         return {name: build() for name, build in work}
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hangscope-normalize") as pool:
         futures = {name: pool.submit(build) for name, build in work}

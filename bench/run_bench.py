@@ -185,8 +185,17 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except OSError:
+        return 0
+
+
 def _memory_kb(pid: int) -> int:
-    """Proportional set size (shared pages split between the processes sharing them)."""
+    """Proportional set size (shared pages split between the processes sharing them); the
+    resident size where the kernel gives no PSS."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
@@ -194,19 +203,7 @@ def _memory_kb(pid: int) -> int:
                     return int(line.split()[1])
     except OSError:
         pass
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    except OSError:
-        return 0
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    except OSError:
-        return 0
+    return _rss_kb(pid)
 
 
 def tree_memory_mb(pid: int, of: Callable[[int], int] = _memory_kb) -> float:

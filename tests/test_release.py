@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import pickle
 from pathlib import Path
 
@@ -158,7 +159,7 @@ def test_columns_built_in_two_threads_are_those_built_in_one(monkeypatch: pytest
     loaded = load_dumps([folder], jobs=1)
     spare = copy.deepcopy(loaded)
     monkeypatch.setattr(tables_module._Columns, "BLOCK", 2)
-    monkeypatch.setattr(tables_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # the cores default_jobs sees
     threaded = normalize(loaded, release=release)
-    monkeypatch.setattr(tables_module.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert_same_tables(threaded, normalize(spare, release=release))

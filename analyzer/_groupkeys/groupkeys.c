@@ -39,14 +39,21 @@ typedef struct {
     int held;
 } i64buf;
 
+/* The width of a buffer of signed integers in native order (1, 2, 4 or 8 bytes), 0 for any
+ * other buffer. */
+static int signed_width(const Py_buffer *v) {
+    const char *f = v->format ? v->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int w = (int)v->itemsize;
+    return f[0] && !f[1] && strchr("bhilq", f[0]) && (w == 1 || w == 2 || w == 4 || w == 8) ? w : 0;
+}
+
 static int get_i64(PyObject *obj, i64buf *b, int writable, const char *name) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     b->held = 0;
     if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
     b->held = 1;
-    const char *f = b->view.format ? b->view.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (b->view.itemsize != 8 || (strcmp(f, "l") != 0 && strcmp(f, "q") != 0)) {
+    if (signed_width(&b->view) != 8) {
         PyErr_Format(PyExc_TypeError, "%s: an int64 array is needed", name);
         return -1;
     }
@@ -55,28 +62,24 @@ static int get_i64(PyObject *obj, i64buf *b, int writable, const char *name) {
     return 0;
 }
 
-/* A read-only buffer of signed integers of any width, read as int64 (kind: its width). */
+/* A buffer of signed integers of any width, read (at) or written (put) as int64. */
 typedef struct {
     Py_buffer view;
-    const void *data;
+    void *data;
     Py_ssize_t n;
     int width, held;
 } intbuf;
 
-static int get_int(PyObject *obj, intbuf *b, const char *name) {
+static int get_int(PyObject *obj, intbuf *b, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     b->held = 0;
-    if (PyObject_GetBuffer(obj, &b->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
     b->held = 1;
-    const char *f = b->view.format ? b->view.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    int ok = f[0] && !f[1] && strchr("bhilq", f[0]) && (b->view.itemsize == 1 || b->view.itemsize == 2
-             || b->view.itemsize == 4 || b->view.itemsize == 8);
-    if (!ok) {
+    if (!(b->width = signed_width(&b->view))) {
         PyErr_Format(PyExc_TypeError, "%s: an array of signed integers is needed", name);
         return -1;
     }
     b->data = b->view.buf;
-    b->width = (int)b->view.itemsize;
     b->n = b->view.len / b->view.itemsize;
     return 0;
 }
@@ -152,7 +155,7 @@ static PyObject *ranged_ids(PyObject *self, PyObject *args) {
     int64_t *lo = NULL, *hi = NULL, *before = NULL;
     uint64_t *bits = NULL;
     PyObject *result = NULL;
-    if (get_int(o_major, &major, "major") < 0 || get_int(o_minor, &minor, "minor") < 0
+    if (get_int(o_major, &major, 0, "major") < 0 || get_int(o_minor, &minor, 0, "minor") < 0
         || get_i64(o_out, &out, 1, "out") < 0)
         goto done;
     Py_ssize_t n = major.n;
@@ -313,53 +316,40 @@ static PyObject *remap_into(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "remap_into: as many remaps as code arrays are needed");
         return NULL;
     }
-    Py_buffer outv;
-    if (PyObject_GetBuffer(o_out, &outv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) return NULL;
-    const char *f = outv.format ? outv.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    int width = (int)outv.itemsize;
-    if (!(f[0] && !f[1] && strchr("bhilq", f[0]) && (width == 1 || width == 2 || width == 4 || width == 8))) {
-        PyBuffer_Release(&outv);
-        PyErr_SetString(PyExc_TypeError, "remap_into: out must be an array of signed integers");
+    intbuf out = {0};
+    if (get_int(o_out, &out, 1, "out") < 0) {
+        release_int(&out);
         return NULL;
     }
-    Py_ssize_t room = outv.len / width, at_ = 0;
+    Py_ssize_t at_ = 0;
     const char *why = NULL;
     for (Py_ssize_t p = 0; p < pairs && !why; p++) {
-        intbuf codes = {0};
-        Py_buffer rv;
-        int have_r = 0;
-        if (get_int(PyList_GET_ITEM(o_codes, p), &codes, "codes") < 0) { why = ""; goto next; }
-        if (PyObject_GetBuffer(PyList_GET_ITEM(o_remaps, p), &rv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        intbuf codes = {0}, remap = {0};
+        if (get_int(PyList_GET_ITEM(o_codes, p), &codes, 0, "codes") < 0
+            || get_int(PyList_GET_ITEM(o_remaps, p), &remap, 0, "remaps") < 0) {
             why = "";
-            goto next;
-        }
-        have_r = 1;
-        if (rv.itemsize != 4 || !rv.format || strchr("il", rv.format[strlen(rv.format) - 1]) == NULL) {
+        } else if (remap.width != 4) {
             PyErr_SetString(PyExc_TypeError, "remap_into: remaps must be int32 arrays");
             why = "";
-            goto next;
-        }
-        if (codes.n > room - at_) { why = "remap_into: more values than out holds"; goto next; }
-        {
-            const int32_t *r = rv.buf;
-            Py_ssize_t nr = rv.len / 4;
+        } else if (codes.n > out.n - at_) {
+            why = "remap_into: more values than out holds";
+        } else {
+            const int32_t *r = remap.data;
             int bad = 0;
             Py_BEGIN_ALLOW_THREADS  /* the other normalize thread goes on meanwhile */
             for (Py_ssize_t i = 0; i < codes.n; i++) {
                 int64_t c = at(&codes, i);
-                if (c < 0 || c >= nr) { bad = 1; break; }
-                put(outv.buf, width, at_ + i, r[c]);
+                if (c < 0 || c >= remap.n) { bad = 1; break; }
+                put(out.data, out.width, at_ + i, r[c]);
             }
             Py_END_ALLOW_THREADS
             if (bad) why = "remap_into: a code outside its remap";
             at_ += codes.n;
         }
-    next:
         release_int(&codes);
-        if (have_r) PyBuffer_Release(&rv);
+        release_int(&remap);
     }
-    PyBuffer_Release(&outv);
+    release_int(&out);
     if (why) {
         if (*why) PyErr_SetString(PyExc_ValueError, why);
         return NULL;
