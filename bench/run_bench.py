@@ -175,7 +175,7 @@ class Run:
 
 
 def _children(pid: int) -> list[int]:
-    out = []
+    out: list[int] = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/children") as f:
@@ -724,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
     print("  above the peak so far (never below the largest process's max RSS).")
     print("us/entry: wall time per entry.")
     print(f"unpickle 1p / {jobs}p s: plain pickle.load of every dump file in one process / in {jobs}")
-    print("  processes (the floor; interpreter start not counted). hs/floor: hangscope wall / floor.")
+    print("  processes (the floor), wall time of its process, interpreter start included as for hangscope.")
+    print("  hs/floor: hangscope wall / floor.")
     print(f"fr_trace s: the faster of `python -m {FR_MODULE} DIR -p {PREFIX}` under each torch found")
     print(f"  ({', '.join(f'torch {v}: {_rel(py)}' for v, py in fr_pys) or 'none'}; fr X.Y s: each version; run on jobs of at most {args.fr_max_ranks:,} ranks),")
     print(f"  killed past {args.fr_timeout:.0f} s or {args.fr_mem_gb:.0f} GB. fr/hs: fr_trace wall / hangscope wall.")
