@@ -26,6 +26,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q analyzer  # the bytecode a wheel's install writes (editable installs do not)
 	touch $(STAMP)
 
 demo: $(STAMP)
