@@ -110,7 +110,8 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
     for got in payloads(path, fingerprint=fingerprint, lenient=named, config=config):
         member = got.label != path
         member_named = is_dump_name(got.name, prefix) if member else named
-        member_rank = (rank_from_name(got.name, prefix) if member else rank)
+        # An item's rank is -1 when its name carries none: such a dump is not a rank's.
+        member_rank = (rank_from_name(got.name, prefix) if member else None if rank < 0 else rank)
         if isinstance(got, Refusal):
             context = got.reason.startswith("a hangscope context file")
             if got.foreign and (not member_named or context):
