@@ -11,6 +11,7 @@ times) is kept and the other is reported as dropped.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,8 +37,10 @@ def per_rank(dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Skippe
     because another dump of the same rank holds the same backend's buffer."""
     by_key: dict[tuple[int, frozenset[str]], ParsedDump] = {}
     dropped: list[Skipped] = []
+    several = {r for r, n in Counter(d.rank for d in dumps).items() if n > 1}
     for d in dumps:
-        key = (d.rank, backends_of(d))
+        # A rank's only dump is kept whatever it holds: its backends are not looked at.
+        key = (d.rank, backends_of(d) if d.rank in several else frozenset())
         old = by_key.get(key)
         if old is None:
             by_key[key] = d
