@@ -20,13 +20,13 @@ import pandas as pd
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context import Contexts, apply_contexts, find_contexts
 from analyzer.diagnosis import Diagnosis, Verdict, diagnose
-from analyzer.errors import InputError
 from analyzer.graph import build_graph
 from analyzer.heap import freed_memory_reused
 from analyzer.loader import Loaded, Loading, Progress, load_dumps
 from analyzer.matching import Matching, match
 from analyzer.store import read_store, store_inputs
 from analyzer.storemerge import open_stores
+from analyzer.tableparts import check_world_option
 from analyzer.tables import Tables, normalize, without_hugepage_advice
 from analyzer.waits import waits
 
@@ -220,8 +220,7 @@ def analyze(
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     loaded: Loaded | None = None
     with loading or nullcontext(), _cyclic_gc_paused(), without_hugepage_advice():
-        if world_size is not None and world_size < 1:
-            raise InputError(f"world size {world_size}: a job has at least one rank")
+        check_world_option(world_size, config.max_rank)
         contexts = Contexts()
         stores = store_inputs(inputs)
         if stores == "tables":

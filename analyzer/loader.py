@@ -112,6 +112,12 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
         member_named = is_dump_name(got.name, prefix) if member else named
         # An item's rank is -1 when its name carries none: such a dump is not a rank's.
         member_rank = (rank_from_name(got.name, prefix) if member else None if rank < 0 else rank)
+        if member_rank is not None and member_rank >= config.max_rank:
+            # Every rank up to the highest one dumped is a row of the tables: one such name
+            # beside the dumps would have the analysis claim the memory of billions of ranks.
+            out.append(Skipped(got.label, -1, f"its name's rank number {member_rank} is beyond any "
+                               f"job's ranks (at most {config.max_rank - 1:,})"))
+            continue
         if isinstance(got, Refusal):
             context = got.reason.startswith("a hangscope context file")
             if got.foreign and (not member_named or context):

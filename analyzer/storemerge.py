@@ -281,10 +281,13 @@ def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None =
     what was loaded before anything is written (``--strict``)."""
     import gc
 
+    from analyzer.config import DEFAULT_CONFIG
     from analyzer.context import find_contexts
     from analyzer.loader import load_dumps
+    from analyzer.tableparts import check_world_option
     from analyzer.tables import normalize
 
+    check_world_option(world_size, DEFAULT_CONFIG.max_rank)  # before any file is read
     kind = store_inputs(inputs)
     if kind == "tables":
         raise InputError(f"{os.fspath(inputs[0])}: a store of format {TABLES_ONLY_VERSION!r} holds "

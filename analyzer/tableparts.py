@@ -17,7 +17,7 @@ from analyzer.groupkeys import first_of, group_ids, pairs, reduce_min
 from analyzer.loader import Loaded
 from analyzer.reader import ParsedDump, SameMembers
 
-__all__ = ["check_world_size", "default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
+__all__ = ["check_world_option", "check_world_size", "default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
            "world_of"]
 
 
@@ -202,8 +202,18 @@ def _scan_block(dumps: Sequence[ParsedDump], lo: int, counts: np.ndarray, start:
     top.update(zip(used.major[lead].tolist(), used.minor[lead].tolist(), strict=True))
 
 
-def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None) -> None:
-    """Refuse a given world size below the highest dumped rank + 1."""
+def check_world_option(world_size: int | None, max_rank: int) -> None:
+    """Refuse a given world size no job has: below one rank, or beyond ``max_rank`` ranks
+    (every rank is a row of the tables: the memory of billions of rows would be claimed)."""
+    if world_size is not None and world_size < 1:
+        raise InputError(f"world size {world_size}: a job has at least one rank")
+    if world_size is not None and world_size > max_rank:
+        raise InputError(f"world size {world_size:,}: beyond any job's (at most {max_rank:,} ranks)")
+
+
+def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None, max_rank: int) -> None:
+    """Refuse a given world size no job has, or below the highest dumped rank + 1."""
+    check_world_option(world_size, max_rank)
     top_dumped = max((d.rank for d in dumps), default=-1)
     if world_size is not None and world_size < top_dumped + 1:
         raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "

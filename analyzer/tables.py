@@ -226,7 +226,7 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
                release: bool) -> Tables:
     # Several dumps of one rank (one buffer per backend) become one rank's entries.
     dumps, dropped = _per_rank_dumps(loaded.dumps)
-    check_world_size(dumps, world_size)  # before any column is released
+    check_world_size(dumps, world_size, config.max_rank)  # before any column is released
     rank_count = Counter(d.rank for d in dumps)
     multi = {r for r, c in rank_count.items() if c > 1}
     counts = np.array([d.n_entries for d in dumps], dtype=np.int64)

@@ -160,3 +160,31 @@ def test_the_command_ends_with_its_exit_code_and_all_its_output() -> None:
     res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", "--no-such-option"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert res.returncode == 2 and "no-such-option" in res.stderr
+
+
+def test_a_dump_named_with_an_impossible_rank_is_skipped(tmp_path: Path) -> None:
+    # Every rank up to the highest dumped one is a row: nccl_trace_rank_2000000000 beside
+    # the dumps had the analysis claim all the memory there was (killed).
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "chain_tp_dp_w8", job)
+    shutil.copy(job / "nccl_trace_rank_0", job / "nccl_trace_rank_2000000000")
+    res = runner.invoke(app, ["analyze", str(job), "--format", "json"])
+    ref = runner.invoke(app, ["analyze", str(SAMPLES / "chain_tp_dp_w8"), "--format", "json"])
+    assert res.exit_code == ref.exit_code == 1
+    doc, want = json.loads(res.stdout), json.loads(ref.stdout)
+    for key in ("headline", "culprit_ranks", "world_size", "dumped_ranks", "entries", "missing_dumps"):
+        assert doc[key] == want[key], key
+    [skipped] = doc["skipped_files"]
+    assert skipped["path"].endswith("nccl_trace_rank_2000000000")
+    assert "rank number 2000000000 is beyond any job's ranks (at most 4,194,303)" in skipped["reason"]
+
+
+@pytest.mark.parametrize("command", ["analyze", "export"])
+def test_a_world_size_no_job_has_is_refused(tmp_path: Path, command: str) -> None:
+    out = ["-o", str(tmp_path / "store")] if command == "export" else []
+    res = runner.invoke(app, [command, str(SAMPLES / "chain_tp_dp_w8"), "--world-size", "2000000000", *out])
+    assert res.exit_code == 2
+    assert "world size 2,000,000,000: beyond any job's (at most 4,194,304 ranks)" in res.output
+    assert not (tmp_path / "store").exists()
