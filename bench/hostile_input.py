@@ -182,6 +182,16 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
         _copy(CHAIN, d)
         hostile.older_copy(d / "nccl_trace_rank_0", d / "old" / "nccl_trace_rank_0")
 
+    @case("unranked_copy", "culprit 3; backup.bin skipped (its name carries no rank)")
+    def _(d: Path) -> None:
+        _copy(CHAIN, d)
+        hostile.older_copy(d / "nccl_trace_rank_0", d / "backup.bin")
+
+    @case("absurd_rank_name", "culprit 3; nccl_trace_rank_2000000000 skipped")
+    def _(d: Path) -> None:
+        _copy(CHAIN, d)
+        shutil.copy(d / "nccl_trace_rank_0", d / "nccl_trace_rank_2000000000")
+
     @case("json_bom_utf16", "culprit 5; BOM and UTF-16 dumps read")
     def _(d: Path) -> None:
         _copy(JSON8, d)
@@ -209,6 +219,11 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
     def _(d: Path) -> list[str]:
         _copy(CHAIN, d)
         return [str(d), "--world-size", "4"]
+
+    @case("world_size_absurd", "exit 2, beyond any job's ranks")
+    def _(d: Path) -> list[str]:
+        _copy(CHAIN, d)
+        return [str(d), "--world-size", "2000000000"]
 
     @case("version", "exit 0, prints the version")
     def _(d: Path) -> list[str]:
