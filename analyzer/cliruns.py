@@ -5,6 +5,7 @@ them for export, write the output)."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,7 +92,7 @@ def _refuse_different_dumps(loaded: Loaded) -> None:
 def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
                    strict: bool = False, scheduler: str | None = None) -> Analysis:
     from analyzer.discovery import is_store
-    from analyzer.loader import ProgressPrinter, start_loading
+    from analyzer.loader import start_loading
 
     _check_counts(world, jobs)
     with _one_line_errors():
@@ -117,7 +118,6 @@ def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs:
                   quiet: bool, strict: bool, scheduler: str | None, output: Path) -> Exported | None:
     """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
     ``output`` first; None for a first-format store."""
-    from analyzer.loader import ProgressPrinter
     from analyzer.store import store_inputs
     from analyzer.storemerge import prepare_export
 
@@ -173,5 +173,32 @@ def write(text: str, output: Path | None) -> None:
         raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CLUSTER", "EXIT_FOUND", "EXIT_INTERNAL", "EXIT_OK", "analyze_inputs",
+class ProgressPrinter:
+    """Progress on stderr for long loads; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, entries: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done != total and now - self.last < 0.25:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        if elapsed < 1.0 and done != total:
+            return
+        sys.stderr.write(
+            f"\rreading dumps: {done}/{total} files, {entries:,} entries, "
+            f"{entries / elapsed:,.0f} entries/s"
+        )
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CLUSTER", "EXIT_FOUND", "EXIT_INTERNAL", "EXIT_OK", "ProgressPrinter", "analyze_inputs",
            "escaped", "export_tables", "fail", "inputs_check", "warn", "write"]

@@ -14,7 +14,6 @@ import gc
 import os
 import shutil
 import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -110,14 +109,10 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
     for got in payloads(path, fingerprint=fingerprint, lenient=named, config=config):
         member = got.label != path
         member_named = is_dump_name(got.name, prefix) if member else named
-        # An item's rank is -1 when its name carries none: such a dump is not a rank's.
-        member_rank = (rank_from_name(got.name, prefix) if member else None if rank < 0 else rank)
-        if member_rank is not None and member_rank >= config.max_rank:
-            # Every rank up to the highest one dumped is a row of the tables: one such name
-            # beside the dumps would have the analysis claim the memory of billions of ranks.
-            out.append(Skipped(got.label, -1, f"its name's rank number {member_rank} is beyond any "
-                               f"job's ranks (at most {config.max_rank - 1:,})"))
-            continue
+        # An item's rank is -1 when its name carries none. A rank no job has is none either:
+        # every rank up to the highest is a row of the tables (2e9 of them would take it all).
+        named_rank = rank_from_name(got.name, prefix) if member else None if rank < 0 else rank
+        member_rank = named_rank if named_rank is not None and named_rank < config.max_rank else None
         if isinstance(got, Refusal):
             context = got.reason.startswith("a hangscope context file")
             if got.foreign and (not member_named or context):
@@ -129,8 +124,10 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
         try:
             if member_rank is None:
                 parse_payload(-1, got, config=config)  # a dump without a rank, or no dump at all?
-                out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number "
-                                   "(use --prefix to say how the files are named)"))
+                out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number (use "
+                                   "--prefix to say how the files are named)" if named_rank is None else
+                                   f"a dump, but its name's rank number {named_rank} is beyond any "
+                                   f"job's ranks (at most {config.max_rank - 1:,})"))
                 continue
             out.append(read_payload(member_rank, got, config=config))  # the compiled reader, or the Python one
         except DumpFormatError as exc:
@@ -376,31 +373,4 @@ def _loaded(results: list[_Result], files: tuple[RankFile, ...], found: Found,
                   duplicates=tuple(duplicates), unreadable_dirs=found.unreadable_dirs)
 
 
-class ProgressPrinter:
-    """Progress on stderr for long loads; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int, entries: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done != total and now - self.last < 0.25:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if elapsed < 1.0 and done != total:
-            return
-        sys.stderr.write(
-            f"\rreading dumps: {done}/{total} files, {entries:,} entries, "
-            f"{entries / elapsed:,.0f} entries/s"
-        )
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "ProgressPrinter", "Skipped", "default_jobs", "load_dumps", "resolve_ranks"]
+__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "Skipped", "default_jobs", "load_dumps", "resolve_ranks"]

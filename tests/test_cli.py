@@ -178,7 +178,12 @@ def test_a_dump_named_with_an_impossible_rank_is_skipped(tmp_path: Path) -> None
         assert doc[key] == want[key], key
     [skipped] = doc["skipped_files"]
     assert skipped["path"].endswith("nccl_trace_rank_2000000000")
-    assert "rank number 2000000000 is beyond any job's ranks (at most 4,194,303)" in skipped["reason"]
+    assert "a dump, but its name's rank number 2000000000 is beyond any job's ranks (at most 4,194,303)" in skipped["reason"]
+    # Unreadable, named like a dump: skipped as before, and it does not extend the world.
+    (job / "nccl_trace_rank_2000000000").write_bytes(b"\x80\x04\x95 truncated")
+    doc = json.loads(runner.invoke(app, ["analyze", str(job), "--format", "json"]).stdout)
+    assert doc["world_size"] == 8 and doc["culprit_ranks"] == want["culprit_ranks"]
+    assert [s["rank"] for s in doc["skipped_files"]] == [-1]
 
 
 @pytest.mark.parametrize("command", ["analyze", "export"])
