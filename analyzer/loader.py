@@ -29,6 +29,7 @@ from analyzer.escape import clean
 from analyzer.fastreader import read_payload
 from analyzer.parsebatch import ParseBatch, read_in_thread, spill, spill_folder
 from analyzer.payload import Refusal, payloads
+from analyzer.pgtables import own_world
 from analyzer.reader import ParsedDump, SameMembers, parse_payload
 
 Progress = Callable[[int, int, int], None]
@@ -129,7 +130,13 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
                                    f"a dump, but its name's rank number {named_rank} is beyond any "
                                    f"job's ranks (at most {config.max_rank - 1:,})"))
                 continue
-            out.append(read_payload(member_rank, got, config=config))  # the compiled reader, or the Python one
+            dump = read_payload(member_rank, got, config=config)  # the compiled reader, or the Python one
+            world = own_world(dump.pg_config)
+            if world is not None and member_rank >= world:  # no evidence of that rank, nor of a world
+                out.append(Skipped(got.label, -1, f"a dump, but its name's rank {member_rank} is not in "
+                                   f"its own default group (ranks 0-{world - 1}): a copy or a renamed file?"))
+                continue
+            out.append(dump)
         except DumpFormatError as exc:
             if exc.reason.startswith("not a flight-recorder dump") and not member_named:
                 out.append(Ignored(got.label, exc.reason))

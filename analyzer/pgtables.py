@@ -10,7 +10,7 @@ from analyzer.config import AnalysisConfig
 from analyzer.escape import clean
 from analyzer.values import Reasons
 
-__all__ = ["GroupConfig", "GroupStatus", "SameMembers", "group_tables", "parse_ranks"]
+__all__ = ["GroupConfig", "GroupStatus", "SameMembers", "group_tables", "own_world", "parse_ranks"]
 
 #: group name -> (desc, member ranks or None when unknown).
 GroupConfig = dict[str, tuple[str, tuple[int, ...] | None]]
@@ -66,6 +66,24 @@ def _plausible(members: tuple[int, ...] | None, max_rank: int) -> tuple[int, ...
     if members and (min(members) < 0 or max(members) >= max_rank or len(members) > max_rank):
         return None
     return members
+
+
+_RANGES_SEEN: dict[int, tuple[tuple[int, ...], bool]] = {}
+
+
+def own_world(pg_config: GroupConfig) -> int | None:
+    """The world a dump's own ``pg_config`` gives: the size of its default group (``"0"``)
+    when that lists the ranks 0 to n-1; None otherwise (gloo's nameless entry, no list).
+    Remembered per member tuple, which :func:`_member_ranks` shares between dumps."""
+    members = pg_config.get("0", ("", None))[1]
+    if not members:
+        return None
+    known = _RANGES_SEEN.get(id(members))
+    if known is None or known[0] is not members:
+        if len(_RANGES_SEEN) >= 256:
+            _RANGES_SEEN.clear()
+        known = _RANGES_SEEN[id(members)] = (members, members == tuple(range(len(members))))
+    return len(members) if known[1] else None
 
 
 class SameMembers:

@@ -193,3 +193,23 @@ def test_a_world_size_no_job_has_is_refused(tmp_path: Path, command: str) -> Non
     assert res.exit_code == 2
     assert "world size 2,000,000,000: beyond any job's (at most 4,194,304 ranks)" in res.output
     assert not (tmp_path / "store").exists()
+
+
+def test_a_dump_named_outside_its_own_default_group_is_skipped(tmp_path: Path) -> None:
+    # A copy of rank 0's nccl2 dump named rank 4,000,000: its own pg_config says the default
+    # group is ranks 0-3. It is no evidence of that rank (nor of a world of 4M ranks, which
+    # cost 37 s and 7 GB to analyse).
+    import shutil
+
+    src = SAMPLES / "nccl2_stall_w4"
+    job = tmp_path / "job"
+    shutil.copytree(src, job)
+    shutil.copy(job / "nccl2_trace_rank_0", job / "nccl2_trace_rank_4000000")
+    doc = json.loads(runner.invoke(app, ["analyze", str(job), "--format", "json"]).stdout)
+    want = json.loads(runner.invoke(app, ["analyze", str(src), "--format", "json"]).stdout)
+    for key in ("headline", "culprit_ranks", "world_size", "dumped_ranks", "missing_dumps"):
+        assert doc[key] == want[key], key
+    [skipped] = doc["skipped_files"]
+    assert skipped["rank"] == -1 and skipped["path"].endswith("nccl2_trace_rank_4000000")
+    assert skipped["reason"].startswith("a dump, but its name's rank 4000000 is not in its own default "
+                                        "group (ranks 0-3)")
