@@ -213,3 +213,25 @@ def test_a_dump_named_outside_its_own_default_group_is_skipped(tmp_path: Path) -
     assert skipped["rank"] == -1 and skipped["path"].endswith("nccl2_trace_rank_4000000")
     assert skipped["reason"].startswith("a dump, but its name's rank 4000000 is not in its own default "
                                         "group (ranks 0-3)")
+
+
+def test_missing_ranks_are_runs_in_the_text(tmp_path: Path) -> None:
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLES / "chain_tp_dp_w8", job)
+    (job / "nccl_trace_rank_20").write_bytes(b"\x80\x04\x95 truncated")
+    res = runner.invoke(app, ["analyze", str(job), "--world-size", "40"])
+    assert "missing dumps: ranks 8-19, 20 (unreadable file), 21-39\n" in res.stdout
+    res = runner.invoke(app, ["analyze", str(job), "--world-size", "100000"])
+    line = next(x for x in res.stdout.splitlines() if x.startswith("missing dumps"))
+    assert line == "missing dumps: ranks 8-19, 20 (unreadable file), 21-99999"
+    for r in range(22, 60, 2):
+        (job / f"nccl_trace_rank_{r}").write_bytes(b"\x80\x04\x95 truncated")
+    res = runner.invoke(app, ["analyze", str(job), "--world-size", "100"])
+    line = next(x for x in res.stdout.splitlines() if x.startswith("missing dumps"))
+    assert line == ("missing dumps: ranks 8-19, 20 (unreadable file), 21, 22 (unreadable file), 23, "
+                    "24 (unreadable file), 25, 26 (unreadable file), 27, 28 (unreadable file), 29, "
+                    "30 (unreadable file), 31, 32 (unreadable file), 33, 34 (unreadable file), … (92 ranks in all)")
+    doc = json.loads(runner.invoke(app, ["analyze", str(job), "--world-size", "40", "-f", "json"]).stdout)
+    assert doc["missing_dumps"] == list(range(8, 40))  # the JSON keeps every rank

@@ -168,8 +168,14 @@ def full_dialect_text(analysis: Analysis) -> str:
     return "read as: " + "; ".join(parts) if parts else ""
 
 
+#: Items (a rank with a note, or a run of ranks) the text names before it counts the rest.
+MISSING_ITEMS = 16
+
+
 def missing_text(analysis: Analysis) -> str:
-    """``missing dumps: ranks 2, 5 (unreadable file), 7 (alive: context captured)``."""
+    """``missing dumps: ranks 2, 5 (unreadable file), 7 (alive: context captured), 9-1023``:
+    ranks with a note one by one, the others as runs, :data:`MISSING_ITEMS` of them at most
+    (a job whose ranks mostly wrote no file, as nccl2's, is not a page of numbers)."""
     from analyzer.render.inputs import input_notes
 
     d = analysis.diagnosis
@@ -181,4 +187,17 @@ def missing_text(analysis: Analysis) -> str:
             return f"{r} (alive: context captured)"
         return f"{r} (unreadable file)" if r in unreadable else str(r)
 
-    return "missing dumps: ranks " + ", ".join(one(r) for r in d.missing_dumps)
+    missing = sorted(d.missing_dumps)
+    items = [(r, one(r)) for r in missing if r in alive or r in unreadable]
+    plain = [r for r in missing if r not in alive and r not in unreadable]
+    i = 0
+    while i < len(plain):
+        j = i
+        while j + 1 < len(plain) and plain[j + 1] == plain[j] + 1:
+            j += 1
+        a, b = plain[i], plain[j]
+        items.append((a, str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}"))
+        i = j + 1
+    items.sort()
+    more = f", … ({len(missing):,} ranks in all)" if len(items) > MISSING_ITEMS else ""
+    return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more
