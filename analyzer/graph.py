@@ -61,7 +61,10 @@ def root_ranks(g: nx.DiGraph) -> Roots:
     """Sinks of the condensation that have waiters, and deadlock cycles."""
     if g.number_of_edges() == 0:
         return Roots((), (), ())
-    cond = nx.condensation(g)
+    # A rank with no wait either way is a component of its own without waiters: never a root
+    # nor in a cycle. Left out (a world of 1M ranks of which 9 dumped: 5 s of condensation).
+    active = [n for n, degree in g.degree() if degree]
+    cond = nx.condensation(g if len(active) == len(g) else g.subgraph(active))
     members = nx.get_node_attributes(cond, "members")
     roots: list[int] = []
     cycles: list[tuple[int, ...]] = []
