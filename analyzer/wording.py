@@ -19,6 +19,7 @@ __all__ = [
     "rank_list",
     "rank_runs",
     "rank_span",
+    "run_texts",
     "seq_word",
 ]
 
@@ -62,17 +63,25 @@ def rank_list(ranks: Iterable[int]) -> str:
     return ", ".join(str(r) for r in rs[:6]) + f", ... ({len(rs)} ranks)"
 
 
-def rank_runs(ranks: Sequence[int] | Iterable[int], limit: int = 8) -> str:
-    """``0-3, 8, 12`` style text for a set of ranks, shortened past ``limit`` runs."""
+def run_texts(ranks: Iterable[int]) -> list[tuple[int, str]]:
+    """Each run of consecutive ranks with its first rank: ``(0, "0-3")``, ``(8, "8, 9")``,
+    ``(12, "12")`` (a run of three or more as a range)."""
     rs = sorted(set(int(r) for r in ranks))
-    runs: list[str] = []
+    runs: list[tuple[int, str]] = []
     i = 0
     while i < len(rs):
         j = i
         while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
             j += 1
-        runs.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}" if j > i + 1 else f"{rs[i]}, {rs[j]}")
+        runs.append((rs[i], str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}" if j > i + 1 else f"{rs[i]}, {rs[j]}"))
         i = j + 1
+    return runs
+
+
+def rank_runs(ranks: Sequence[int] | Iterable[int], limit: int = 8) -> str:
+    """``0-3, 8, 12`` style text for a set of ranks, shortened past ``limit`` runs."""
+    rs = set(int(r) for r in ranks)
+    runs = [text for _, text in run_texts(rs)]
     if len(runs) > limit:
         return ", ".join(runs[:limit]) + f", … ({len(rs)} ranks)"
     return ", ".join(runs)

@@ -22,6 +22,7 @@ from analyzer.wording import (
     rank_list,
     rank_runs,
     rank_span,
+    run_texts,
     seq_word,
 )
 
@@ -187,17 +188,9 @@ def missing_text(analysis: Analysis) -> str:
             return f"{r} (alive: context captured)"
         return f"{r} (unreadable file)" if r in unreadable else str(r)
 
-    missing = sorted(d.missing_dumps)
-    items = [(r, one(r)) for r in missing if r in alive or r in unreadable]
-    plain = [r for r in missing if r not in alive and r not in unreadable]
-    i = 0
-    while i < len(plain):
-        j = i
-        while j + 1 < len(plain) and plain[j + 1] == plain[j] + 1:
-            j += 1
-        a, b = plain[i], plain[j]
-        items.append((a, str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}"))
-        i = j + 1
-    items.sort()
+    noted = alive | unreadable
+    missing = d.missing_dumps
+    items = sorted([(r, one(r)) for r in missing if r in noted]
+                   + run_texts(r for r in missing if r not in noted))
     more = f", … ({len(missing):,} ranks in all)" if len(items) > MISSING_ITEMS else ""
     return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more
