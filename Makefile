@@ -42,6 +42,7 @@ test: $(STAMP) browser torch
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 # The golden outputs of tests/test_golden.py: text (with exit code), JSON and graph text of

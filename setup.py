@@ -13,8 +13,13 @@ setup(
             # -fno-semantic-interposition: the core's exported functions (fp_spend, fp_plain,
             # ...) may be inlined into each other; without it they are called through the
             # PLT as a shared object requires, which costs the parse about a quarter.
-            extra_compile_args=["-O3", "-fno-semantic-interposition", "-std=c99", "-Wall",
-                                "-Wextra"],
+            extra_compile_args=[
+                "-O3",
+                "-fno-semantic-interposition",
+                "-std=c99",
+                "-Wall",
+                "-Wextra",
+            ],
             optional=True,
         ),
         # The group-by kernels of analyzer/groupkeys.py (numpy's versions are used without it).

@@ -18,14 +18,21 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Analysis": "analyzer.analysis", "analyze": "analyzer.analysis",
-    "KINDS": "analyzer.diagnosis", "SCHEMA_VERSION": "analyzer.diagnosis",
-    "Diagnosis": "analyzer.diagnosis", "Finding": "analyzer.diagnosis",
+    "Analysis": "analyzer.analysis",
+    "analyze": "analyzer.analysis",
+    "KINDS": "analyzer.diagnosis",
+    "SCHEMA_VERSION": "analyzer.diagnosis",
+    "Diagnosis": "analyzer.diagnosis",
+    "Finding": "analyzer.diagnosis",
     "Verdict": "analyzer.diagnosis",
-    "AnalysisConfig": "analyzer.config", "DEFAULT_CONFIG": "analyzer.config",
-    "AnalyzerError": "analyzer.errors", "DumpFormatError": "analyzer.errors",
-    "InputError": "analyzer.errors", "RankResolutionError": "analyzer.errors",
-    "SchemaError": "analyzer.errors", "UnsafeDumpError": "analyzer.errors",
+    "AnalysisConfig": "analyzer.config",
+    "DEFAULT_CONFIG": "analyzer.config",
+    "AnalyzerError": "analyzer.errors",
+    "DumpFormatError": "analyzer.errors",
+    "InputError": "analyzer.errors",
+    "RankResolutionError": "analyzer.errors",
+    "SchemaError": "analyzer.errors",
+    "UnsafeDumpError": "analyzer.errors",
 }
 
 if TYPE_CHECKING:

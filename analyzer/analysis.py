@@ -112,8 +112,15 @@ class Analysis:
 
     # Figures and the HTML report (render modules are imported lazily: plotly stays out of
     # the analysis layers). Defaults are those of the render functions (checked by a test).
-    def timeline(self, *, max_lanes: int = 64, window_s: float | None = None, clock: Clock = "job",
-                 collapse: bool | None = None, bar_budget: int = 8_000) -> go.Figure:
+    def timeline(
+        self,
+        *,
+        max_lanes: int = 64,
+        window_s: float | None = None,
+        clock: Clock = "job",
+        collapse: bool | None = None,
+        bar_budget: int = 8_000,
+    ) -> go.Figure:
         """The timeline figure: one lane per rank (or per set of ranks that behave alike), one
         bar per recorded op (:func:`analyzer.render.timeline.timeline`).
 
@@ -129,8 +136,14 @@ class Analysis:
         """
         from analyzer.render.figures import timeline
 
-        return timeline(self, max_lanes=max_lanes, window_s=window_s, clock=clock, collapse=collapse,
-                        bar_budget=bar_budget)
+        return timeline(
+            self,
+            max_lanes=max_lanes,
+            window_s=window_s,
+            clock=clock,
+            collapse=collapse,
+            bar_budget=bar_budget,
+        )
 
     def wait_graph_figure(self, *, max_nodes: int = 80, merge: bool | None = None) -> go.Figure:
         """The wait-for graph figure: culprits on the right, waiters further left by distance
@@ -150,8 +163,15 @@ class Analysis:
 
         return progress(self)
 
-    def report_html(self, *, plotlyjs: PlotlyJs = "inline", title: str | None = None,
-                    clock: Clock = "job", max_lanes: int = 64, window_s: float | None = None) -> str:
+    def report_html(
+        self,
+        *,
+        plotlyjs: PlotlyJs = "inline",
+        title: str | None = None,
+        clock: Clock = "job",
+        max_lanes: int = 64,
+        window_s: float | None = None,
+    ) -> str:
         """The self-contained HTML incident report, as a string
         (:func:`analyzer.render.html.render_html`).
 
@@ -162,17 +182,38 @@ class Analysis:
         """
         from analyzer.render.html import render_html
 
-        return render_html(self, plotlyjs=plotlyjs, title=title, clock=clock, max_lanes=max_lanes,
-                           window_s=window_s)
+        return render_html(
+            self,
+            plotlyjs=plotlyjs,
+            title=title,
+            clock=clock,
+            max_lanes=max_lanes,
+            window_s=window_s,
+        )
 
-    def save_report(self, path: PathLike, *, plotlyjs: PlotlyJs = "inline", title: str | None = None,
-                    clock: Clock = "job", max_lanes: int = 64, window_s: float | None = None) -> str:
+    def save_report(
+        self,
+        path: PathLike,
+        *,
+        plotlyjs: PlotlyJs = "inline",
+        title: str | None = None,
+        clock: Clock = "job",
+        max_lanes: int = 64,
+        window_s: float | None = None,
+    ) -> str:
         """Write the HTML incident report (:meth:`report_html`, same options) to ``path`` in
         UTF-8; returns the path as a string."""
         from analyzer.render.html import write_html
 
-        return write_html(self, path, plotlyjs=plotlyjs, title=title, clock=clock, max_lanes=max_lanes,
-                          window_s=window_s)
+        return write_html(
+            self,
+            path,
+            plotlyjs=plotlyjs,
+            title=title,
+            clock=clock,
+            max_lanes=max_lanes,
+            window_s=window_s,
+        )
 
     def _repr_html_(self) -> str:
         from analyzer.render.html import verdict_html
@@ -228,13 +269,25 @@ def analyze(
         elif stores:
             opened = open_stores(inputs)  # the parsed dumps of one or several stores
             loaded, contexts = opened.loaded, opened.contexts
-            world = (world_size or opened.world_option
-                     or contexts.world_hint(d.rank for d in loaded.dumps))
+            world = (
+                world_size
+                or opened.world_option
+                or contexts.world_hint(d.rank for d in loaded.dumps)
+            )
             tables = normalize(loaded, world_size=world, config=config, release=True)
         else:
-            loaded = (loading.finish(progress) if loading is not None else
-                      load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
-                                 scheduler=scheduler, config=config))
+            loaded = (
+                loading.finish(progress)
+                if loading is not None
+                else load_dumps(
+                    inputs,
+                    prefix=prefix,
+                    jobs=jobs,
+                    progress=progress,
+                    scheduler=scheduler,
+                    config=config,
+                )
+            )
             # Captured context files beside the dumps: where each rank is now, who is alive.
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
             world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
@@ -243,10 +296,20 @@ def analyze(
             matching = match(tables, config=config)
             wait_rows = waits(tables, matching, config=config)
             graph = build_graph(tables, wait_rows)
-            diagnosis = apply_contexts(diagnose(tables, matching, wait_rows, graph,
-                                                unsure=_unsure(loaded), config=config), contexts)
-    return Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
-                    diagnosis=diagnosis, contexts=contexts, loaded=loaded, config=config)
+            diagnosis = apply_contexts(
+                diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded), config=config),
+                contexts,
+            )
+    return Analysis(
+        tables=tables,
+        matching=matching,
+        waits=wait_rows,
+        graph=graph,
+        diagnosis=diagnosis,
+        contexts=contexts,
+        loaded=loaded,
+        config=config,
+    )
 
 
 def _unsure(loaded: Loaded | None) -> dict[int, str]:
@@ -254,7 +317,9 @@ def _unsure(loaded: Loaded | None) -> dict[int, str]:
     if loaded is None:
         return {}
     out = {r: "its file could not be read" for r in loaded.unreadable_ranks}
-    out.update({r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks})
+    out.update(
+        {r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks}
+    )
     return out
 
 

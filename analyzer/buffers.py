@@ -57,8 +57,9 @@ def _dump_calls(dist: Any, c10d: Any, entries: bool) -> list[tuple[str, Callable
     calls: list[tuple[str, Callable[[], bytes]]] = []
     if dump is not None:
         try:
-            dump(includeCollectives=False, includeStackTraces=False, onlyActive=False,
-                 backend="gloo")
+            dump(
+                includeCollectives=False, includeStackTraces=False, onlyActive=False, backend="gloo"
+            )
             per_backend = True
         except TypeError:  # torch < 2.15: one recorder
             per_backend = False
@@ -66,16 +67,37 @@ def _dump_calls(dist: Any, c10d: Any, entries: bool) -> list[tuple[str, Callable
             per_backend = True
         if per_backend:
             for name in _backend_names(dist):
-                calls.append((name, partial(dump, includeCollectives=entries,
-                                            includeStackTraces=entries, onlyActive=False,
-                                            backend=name)))
+                calls.append(
+                    (
+                        name,
+                        partial(
+                            dump,
+                            includeCollectives=entries,
+                            includeStackTraces=entries,
+                            onlyActive=False,
+                            backend=name,
+                        ),
+                    )
+                )
         else:
-            calls.append(("gloo", lambda: dump(includeCollectives=entries,
-                                               includeStackTraces=entries, onlyActive=False)))
+            calls.append(
+                (
+                    "gloo",
+                    lambda: dump(
+                        includeCollectives=entries, includeStackTraces=entries, onlyActive=False
+                    ),
+                )
+            )
     legacy = getattr(c10d, "_dump_nccl_trace", None)
     if legacy is not None:
-        calls.append(("nccl", lambda: legacy(includeCollectives=entries,
-                                             includeStackTraces=entries, onlyActive=False)))
+        calls.append(
+            (
+                "nccl",
+                lambda: legacy(
+                    includeCollectives=entries, includeStackTraces=entries, onlyActive=False
+                ),
+            )
+        )
     return calls
 
 
@@ -129,8 +151,14 @@ def progress_signature(dist: Any) -> tuple[Any, ...]:
     for backend, (_data, obj) in sorted(dump_buffers(dist, entries=False).items()):
         for key, st in sorted((obj.get("pg_status") or {}).items(), key=lambda kv: str(kv[0])):
             if isinstance(st, dict):
-                sig.append((backend, str(key), str(st.get("last_enqueued_collective")),
-                            str(st.get("last_completed_collective"))))
+                sig.append(
+                    (
+                        backend,
+                        str(key),
+                        str(st.get("last_enqueued_collective")),
+                        str(st.get("last_completed_collective")),
+                    )
+                )
     return tuple(sig)
 
 

@@ -74,14 +74,19 @@ def _hook_exceptions(cap: Capture) -> None:
 
     def sys_hook(tp: type[BaseException], val: BaseException, tb: TracebackType | None) -> None:
         if not issubclass(tp, (KeyboardInterrupt, SystemExit)):
-            cap.request(f"exception: {tp.__name__}: {str(val).splitlines()[0][:200] if str(val) else ''}",
-                        wait_s=cap.grace_s)
+            cap.request(
+                f"exception: {tp.__name__}: {str(val).splitlines()[0][:200] if str(val) else ''}",
+                wait_s=cap.grace_s,
+            )
         prev_sys(tp, val, tb)
 
     def thr_hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is not SystemExit and args.thread is not cap._thread:
-            cap.request(f"exception in thread {getattr(args.thread, 'name', '?')}: "
-                        f"{args.exc_type.__name__}", wait_s=0)
+            cap.request(
+                f"exception in thread {getattr(args.thread, 'name', '?')}: "
+                f"{args.exc_type.__name__}",
+                wait_s=0,
+            )
         prev_thr(args)
 
     sys.excepthook = sys_hook
@@ -89,13 +94,20 @@ def _hook_exceptions(cap: Capture) -> None:
 
 
 def _fr_on() -> None:
-    if not os.environ.get("TORCH_FR_BUFFER_SIZE") and not os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE"):
+    if not os.environ.get("TORCH_FR_BUFFER_SIZE") and not os.environ.get(
+        "TORCH_NCCL_TRACE_BUFFER_SIZE"
+    ):
         os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"
 
 
-def install(dump_dir: str | os.PathLike[str] | None = None, timeout_s: float | None = None, *,
-            poll_s: float | None = None, store: Any | None = None,
-            grace_s: float = 10.0) -> Capture | None:
+def install(
+    dump_dir: str | os.PathLike[str] | None = None,
+    timeout_s: float | None = None,
+    *,
+    poll_s: float | None = None,
+    store: Any | None = None,
+    grace_s: float = 10.0,
+) -> Capture | None:
     """Start the watcher of this process (once; later calls return the same one).
 
     ``dump_dir`` defaults to ``$HANGSCOPE_CAPTURE_DIR``; ``timeout_s`` (the watcher's own
@@ -116,8 +128,14 @@ def install(dump_dir: str | os.PathLike[str] | None = None, timeout_s: float | N
         poll = poll_s if poll_s is not None else max(0.05, min(1.0, timeout_s / 4))
         _fr_on()
         wake = wakeup.setup(signal.SIGUSR1, log)
-        cap = Capture(dump_dir=Path(where), timeout_s=float(timeout_s), poll_s=poll,
-                      grace_s=grace_s, store=store, wakeup=wake)
+        cap = Capture(
+            dump_dir=Path(where),
+            timeout_s=float(timeout_s),
+            poll_s=poll,
+            grace_s=grace_s,
+            store=store,
+            wakeup=wake,
+        )
         _hook_exceptions(cap)
         # At exit, let the watcher leave any torch call before the interpreter tears down
         # (a daemon thread inside a store or recorder call then can abort the process).

@@ -28,7 +28,9 @@ def codes_at(values: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
     return codes if rows is None else codes[rows]
 
 
-def in_labels(values: pd.Series, labels: Iterable[str], rows: np.ndarray | None = None) -> np.ndarray:
+def in_labels(
+    values: pd.Series, labels: Iterable[str], rows: np.ndarray | None = None
+) -> np.ndarray:
     """``values.isin(labels)`` (at ``rows``) as a boolean array, decided once per category:
     a missing value is in no list."""
     cats = values.cat.categories
@@ -55,22 +57,29 @@ def text_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) 
     return pd.Series(cats.take(codes), index=index, name=values.name)
 
 
-def from_codes(codes: np.ndarray, categories: pd.Index, index: pd.Index,
-               name: Hashable | None = None) -> pd.Series:
+def from_codes(
+    codes: np.ndarray, categories: pd.Index, index: pd.Index, name: Hashable | None = None
+) -> pd.Series:
     """A categorical Series of ``categories`` at ``codes`` (-1: missing) whose categories are
     just the values used, in lexical order: the same column whatever order the categories
     came in (a text in ``categories`` twice is one category), so sorting, grouping and
     comparing it behave as on its text."""
     codes = np.asarray(codes)
-    used = np.flatnonzero(np.bincount(codes[codes >= 0] if (codes < 0).any() else codes,
-                                      minlength=len(categories)))
+    used = np.flatnonzero(
+        np.bincount(codes[codes >= 0] if (codes < 0).any() else codes, minlength=len(categories))
+    )
     words, at = np.unique(np.asarray(categories.take(used), dtype=object), return_inverse=True)
     recode = np.full(len(categories) + 1, -1, dtype=np.int32)  # the last slot: code -1 stays -1
     recode[used] = at
     kept = pd.Index(words, dtype="str")
-    small = recode.astype(np.int8 if len(kept) < 128 else np.int16 if len(kept) < 32_768 else np.int32)
-    return pd.Series(pd.Categorical.from_codes(small[codes], categories=kept, validate=False),
-                     index=index, name=name)
+    small = recode.astype(
+        np.int8 if len(kept) < 128 else np.int16 if len(kept) < 32_768 else np.int32
+    )
+    return pd.Series(
+        pd.Categorical.from_codes(small[codes], categories=kept, validate=False),
+        index=index,
+        name=name,
+    )
 
 
 def category_at(values: pd.Series, rows: np.ndarray, index: pd.Index | None = None) -> pd.Series:

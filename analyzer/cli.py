@@ -33,7 +33,6 @@ from analyzer.cliruns import write as _write
 from analyzer.errors import AnalyzerError
 
 if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
-
     pass
 
 _DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
@@ -52,23 +51,48 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
-Paths = Annotated[list[str], typer.Argument(
-    help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
-    show_default=False)]
-PrefixOpt = Annotated[str | None, typer.Option(
-    "--prefix", help="File-name prefix before the rank number (when names are unusual)")]
-WorldOpt = Annotated[int | None, typer.Option(
-    "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)")]
-JobsOpt = Annotated[int | None, typer.Option(
-    "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False)]
+Paths = Annotated[
+    list[str],
+    typer.Argument(
+        help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
+        show_default=False,
+    ),
+]
+PrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+    ),
+]
+WorldOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
-StrictOpt = Annotated[bool, typer.Option(
-    "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)")]
-SchedulerOpt = Annotated[str | None, typer.Option(
-    "--scheduler", help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
-    "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
-    show_default=False)]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)"
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
+        "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
+        show_default=False,
+    ),
+]
 
 
 def _version() -> str:
@@ -88,10 +112,21 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_version_callback, is_eager=True, help="Print the version and exit")] = False,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="On an internal error, print the traceback (exit code 3 either way)")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version and exit",
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="On an internal error, print the traceback (exit code 3 either way)"
+        ),
+    ] = False,
 ) -> None:
     """Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps."""
     if debug:
@@ -101,8 +136,12 @@ def _main(
 @app.command()
 def analyze(
     paths: Paths,
-    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="text or json")] = OutputFormat.text,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="text or json")
+    ] = OutputFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -119,8 +158,11 @@ def analyze(
     from analyzer.render.jsondoc import to_json  # after: the files parse while it imports
     from analyzer.render.text import render_text
 
-    text = (json.dumps(to_json(result), indent=1) + "\n" if fmt is OutputFormat.json
-            else render_text(result, verbose=verbose))
+    text = (
+        json.dumps(to_json(result), indent=1) + "\n"
+        if fmt is OutputFormat.json
+        else render_text(result, verbose=verbose)
+    )
     _write(text, output)
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
@@ -129,8 +171,12 @@ def analyze(
 def entries(
     paths: Paths,
     rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks")] = None,
-    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")] = None,
-    last: Annotated[int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")] = 0,
+    group: Annotated[
+        list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")
+    ] = None,
+    last: Annotated[
+        int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")
+    ] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
     prefix: PrefixOpt = None,
     jobs: JobsOpt = None,
@@ -148,8 +194,21 @@ def entries(
     e = e.sort_values(["rank", "record_id"])
     if last > 0:
         e = e.groupby("rank", sort=False).tail(last)
-    cols = ["rank", "record_id", "pg_name", "pg_desc", "seq", "p2p_seq", "profiling_name",
-            "peer", "input_sizes", "input_dtypes", "state", "retired", "time_created_ns"]
+    cols = [
+        "rank",
+        "record_id",
+        "pg_name",
+        "pg_desc",
+        "seq",
+        "p2p_seq",
+        "profiling_name",
+        "peer",
+        "input_sizes",
+        "input_dtypes",
+        "state",
+        "retired",
+        "time_created_ns",
+    ]
     view = _escaped(e[cols])
     if fmt == "csv":
         _write(view.to_csv(index=False), None)
@@ -158,8 +217,16 @@ def entries(
     elif fmt == "text":
         import pandas as pd
 
-        with pd.option_context("display.max_rows", None, "display.width", 200,
-                               "display.max_columns", None, "display.max_colwidth", 40):
+        with pd.option_context(
+            "display.max_rows",
+            None,
+            "display.width",
+            200,
+            "display.max_columns",
+            None,
+            "display.max_colwidth",
+            40,
+        ):
             _write(view.to_string(index=False) + "\n" if len(view) else "no entries match\n", None)
     else:
         raise _fail(f"--format {fmt!r}: choose text, csv or json")
@@ -192,16 +259,24 @@ def export(
             folder, t = write_store(result.tables, output), result.tables
         else:
             t = made.tables
-            folder = write_store(t, output, loaded=made.loaded, contexts=made.contexts,
-                                 world_option=made.world_option, staged=made.parsed_in)
+            folder = write_store(
+                t,
+                output,
+                loaded=made.loaded,
+                contexts=made.contexts,
+                world_option=made.world_option,
+                staged=made.parsed_in,
+            )
     except OSError as exc:
         raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
-    typer.echo(f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
-               f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
-               f"{t.stacks['stack_id'].nunique():,} distinct stacks")
+    typer.echo(
+        f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
+        f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
+        f"{t.stacks['stack_id'].nunique():,} distinct stacks"
+    )
 
 
 class GraphFormat(StrEnum):
@@ -214,8 +289,12 @@ class GraphFormat(StrEnum):
 @app.command()
 def graph(
     paths: Paths,
-    fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")] = GraphFormat.text,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")] = None,
+    fmt: Annotated[
+        GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")
+    ] = GraphFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -256,18 +335,38 @@ class Clock(StrEnum):
 @app.command()
 def report(
     paths: Paths,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
-    plotlyjs: Annotated[PlotlyJs, typer.Option(
-        "--plotlyjs", help="inline: offline, one file (default); cdn: small file, loads plotly.js from its CDN")
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path(
+        "report.html"
+    ),
+    plotlyjs: Annotated[
+        PlotlyJs,
+        typer.Option(
+            "--plotlyjs",
+            help="inline: offline, one file (default); cdn: small file, loads plotly.js from its CDN",
+        ),
     ] = PlotlyJs.inline,
-    png: Annotated[Path | None, typer.Option(
-        "--png", help="Also write the timeline as a static image (.png via kaleido + Chromium; "
-        ".svg needs nothing)")] = None,
-    clock: Annotated[Clock, typer.Option(
-        "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)")] = Clock.job,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            help="Also write the timeline as a static image (.png via kaleido + Chromium; "
+            ".svg needs nothing)",
+        ),
+    ] = None,
+    clock: Annotated[
+        Clock,
+        typer.Option(
+            "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)"
+        ),
+    ] = Clock.job,
     max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
-    window: Annotated[float | None, typer.Option(
-        "--window", help="Seconds before the hang shown by default (default: the last ops of every rank)")] = None,
+    window: Annotated[
+        float | None,
+        typer.Option(
+            "--window",
+            help="Seconds before the hang shown by default (default: the last ops of every rank)",
+        ),
+    ] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -282,14 +381,20 @@ def report(
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render.html import render_html, verdict_line
 
-    _write(render_html(result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes,
-                       window_s=window), output)
+    _write(
+        render_html(
+            result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes, window_s=window
+        ),
+        output,
+    )
     typer.echo(f"wrote {output}")
     if png is not None:
         from analyzer.render.static import StaticImageError, write_timeline_image
 
         try:
-            write_timeline_image(result, png, clock=clock.value, max_lanes=max_lanes, window_s=window)
+            write_timeline_image(
+                result, png, clock=clock.value, max_lanes=max_lanes, window_s=window
+            )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
         typer.echo(f"wrote {png}")
@@ -299,10 +404,20 @@ def report(
 
 @app.command()
 def capture(
-    pids: Annotated[list[int], typer.Argument(help="Process ids of ranks (e.g. from nvidia-smi or ps)",
-                                              show_default=False)],
-    signal_: Annotated[bool, typer.Option("--signal", help="Send SIGUSR1: each rank that runs "
-                                          "analyzer.capture asks every rank to write its dumps and context")] = False,
+    pids: Annotated[
+        list[int],
+        typer.Argument(
+            help="Process ids of ranks (e.g. from nvidia-smi or ps)", show_default=False
+        ),
+    ],
+    signal_: Annotated[
+        bool,
+        typer.Option(
+            "--signal",
+            help="Send SIGUSR1: each rank that runs "
+            "analyzer.capture asks every rank to write its dumps and context",
+        ),
+    ] = False,
 ) -> None:
     """Ask a running job to capture its dumps now (the ranks must have analyzer.capture installed)."""
     import os
@@ -346,8 +461,11 @@ def main() -> None:
             import traceback
 
             traceback.print_exc()
-        typer.echo(f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
-                   "(please report it; run with --debug for the traceback)", err=True)
+        typer.echo(
+            f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
+            "(please report it; run with --debug for the traceback)",
+            err=True,
+        )
         raise SystemExit(EXIT_INTERNAL) from None
 
 

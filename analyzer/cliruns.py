@@ -38,8 +38,9 @@ def warn(message: str) -> None:
     typer.echo(f"hangscope: warning: {message}", err=True)
 
 
-def inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
-                  scheduler: str | None) -> str | None:
+def inputs_check(
+    paths: list[str], prefix: str | None, jobs: int | None, scheduler: str | None
+) -> str | None:
     """The scheduler address to use (None: in-process); warns about options that do not
     apply to stores (their dumps were parsed when they were exported)."""
     from analyzer.cluster import scheduler_address
@@ -47,9 +48,15 @@ def inputs_check(paths: list[str], prefix: str | None, jobs: int | None,
 
     address = scheduler_address(scheduler)
     if paths and all(is_store(p) for p in paths):
-        unused = [name for name, given in (("--prefix", prefix is not None),
-                                           ("--jobs", jobs is not None),
-                                           ("--scheduler", scheduler is not None)) if given]
+        unused = [
+            name
+            for name, given in (
+                ("--prefix", prefix is not None),
+                ("--jobs", jobs is not None),
+                ("--scheduler", scheduler is not None),
+            )
+            if given
+        ]
         if unused:
             warn(f"{', '.join(unused)} do(es) not apply to stores (already parsed): ignored")
         return None
@@ -89,8 +96,15 @@ def _refuse_different_dumps(loaded: Loaded) -> None:
         raise fail(f"--strict: {different[0].note}{more}")
 
 
-def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs: int | None, quiet: bool,
-                   strict: bool = False, scheduler: str | None = None) -> Analysis:
+def analyze_inputs(
+    paths: list[str],
+    prefix: str | None,
+    world: int | None,
+    jobs: int | None,
+    quiet: bool,
+    strict: bool = False,
+    scheduler: str | None = None,
+) -> Analysis:
     from analyzer.discovery import is_store
     from analyzer.loader import start_loading
 
@@ -99,13 +113,23 @@ def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs
         address = inputs_check(paths, prefix, jobs, scheduler)
         # Dumps (not stores) are handed to the parser processes first: they parse while this
         # process imports the analysis layers (pandas, pyarrow, networkx: about 0.45 s).
-        loading = (None if any(is_store(p) for p in paths) else
-                   start_loading(paths, prefix=prefix, jobs=jobs, scheduler=address))
+        loading = (
+            None
+            if any(is_store(p) for p in paths)
+            else start_loading(paths, prefix=prefix, jobs=jobs, scheduler=address)
+        )
         try:
             from analyzer.analysis import analyze
 
-            result = analyze(paths, prefix=prefix, world_size=world, jobs=jobs,
-                             progress=ProgressPrinter(not quiet), scheduler=address, loading=loading)
+            result = analyze(
+                paths,
+                prefix=prefix,
+                world_size=world,
+                jobs=jobs,
+                progress=ProgressPrinter(not quiet),
+                scheduler=address,
+                loading=loading,
+            )
         finally:  # analyze lets the parsers go; this covers a failure before it took them over
             if loading is not None:
                 loading.close()
@@ -114,8 +138,16 @@ def analyze_inputs(paths: list[str], prefix: str | None, world: int | None, jobs
     return result
 
 
-def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs: int | None,
-                  quiet: bool, strict: bool, scheduler: str | None, output: Path) -> Exported | None:
+def export_tables(
+    paths: list[str],
+    prefix: str | None,
+    world: int | None,
+    jobs: int | None,
+    quiet: bool,
+    strict: bool,
+    scheduler: str | None,
+    output: Path,
+) -> Exported | None:
     """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
     ``output`` first; None for a first-format store."""
     from analyzer.store import store_inputs
@@ -126,9 +158,16 @@ def export_tables(paths: list[str], prefix: str | None, world: int | None, jobs:
         address = inputs_check(paths, prefix, jobs, scheduler)
         if store_inputs(list(paths)) == "tables":
             return None
-        made = prepare_export(list(paths), prefix=prefix, world_size=world, jobs=jobs,
-                              progress=ProgressPrinter(not quiet), scheduler=address, parsed_to=output,
-                              check=_refuse_different_dumps if strict else None)
+        made = prepare_export(
+            list(paths),
+            prefix=prefix,
+            world_size=world,
+            jobs=jobs,
+            progress=ProgressPrinter(not quiet),
+            scheduler=address,
+            parsed_to=output,
+            check=_refuse_different_dumps if strict else None,
+        )
     return made
 
 
@@ -200,5 +239,18 @@ class ProgressPrinter:
         sys.stderr.flush()
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CLUSTER", "EXIT_FOUND", "EXIT_INTERNAL", "EXIT_OK", "ProgressPrinter", "analyze_inputs",
-           "escaped", "export_tables", "fail", "inputs_check", "warn", "write"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_CLUSTER",
+    "EXIT_FOUND",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "ProgressPrinter",
+    "analyze_inputs",
+    "escaped",
+    "export_tables",
+    "fail",
+    "inputs_check",
+    "warn",
+    "write",
+]

@@ -62,8 +62,10 @@ def _connect(address: str) -> Any:
     try:
         from distributed import Client
     except ImportError:
-        raise ClusterError(f"--scheduler {address}: parsing on a Dask cluster needs dask.distributed "
-                           "(pip install 'hangscope[dask]')") from None
+        raise ClusterError(
+            f"--scheduler {address}: parsing on a Dask cluster needs dask.distributed "
+            "(pip install 'hangscope[dask]')"
+        ) from None
     from distributed.comm import parse_address
     from distributed.comm.registry import get_backend
 
@@ -73,8 +75,10 @@ def _connect(address: str) -> Any:
         if not location:
             raise ValueError("no host")
     except (ValueError, TypeError) as exc:
-        raise ClusterError(f"--scheduler {address}: not a Dask scheduler address like "
-                           f"tcp://HOST:8786 ({str(exc).splitlines()[0][:120]})") from None
+        raise ClusterError(
+            f"--scheduler {address}: not a Dask scheduler address like "
+            f"tcp://HOST:8786 ({str(exc).splitlines()[0][:120]})"
+        ) from None
     timeout = _timeout()
     try:
         client = Client(address, timeout=f"{timeout}s", set_as_default=False)
@@ -85,8 +89,10 @@ def _connect(address: str) -> Any:
         client.wait_for_workers(1, timeout=timeout)
     except (OSError, TimeoutError) as exc:
         client.close()
-        raise ClusterError(f"the Dask scheduler at {address} has no worker "
-                           f"(none joined within {timeout:g} s): {type(exc).__name__}") from None
+        raise ClusterError(
+            f"the Dask scheduler at {address} has no worker "
+            f"(none joined within {timeout:g} s): {type(exc).__name__}"
+        ) from None
     return client
 
 
@@ -121,14 +127,20 @@ def parse_on_cluster(
             client.close(timeout=_timeout())
 
 
-def _gather(client: Any, address: str, items: Sequence[Item], parse: Callable[[Item], list[Result]],
-            failed: Callable[[Item, str], Result],
-            annotate: Callable[[Result, str], Result] | None) -> Iterator[list[Result]]:
+def _gather(
+    client: Any,
+    address: str,
+    items: Sequence[Item],
+    parse: Callable[[Item], list[Result]],
+    failed: Callable[[Item, str], Result],
+    annotate: Callable[[Result, str], Result] | None,
+) -> Iterator[list[Result]]:
     from distributed import as_completed
 
     batches = [list(items[i : i + BATCH_FILES]) for i in range(0, len(items), BATCH_FILES)]
-    futures = {client.submit(_run_batch, parse, batch, pure=False): n
-               for n, batch in enumerate(batches)}
+    futures = {
+        client.submit(_run_batch, parse, batch, pure=False): n for n, batch in enumerate(batches)
+    }
     done: dict[int, list[list[Result]]] = {}
     errors: list[str] = []
     next_out = 0
@@ -149,9 +161,15 @@ def _gather(client: Any, address: str, items: Sequence[Item], parse: Callable[[I
             yield from done.pop(next_out)
             next_out += 1
     if batches and len(errors) == len(batches):
-        raise ClusterError(f"every batch failed on the Dask workers at {address}: "
-                           f"{errors[0]}")
+        raise ClusterError(f"every batch failed on the Dask workers at {address}: {errors[0]}")
 
 
-__all__ = ["BATCH_FILES", "CONNECT_TIMEOUT_S", "SCHEDULER_ENV", "TIMEOUT_ENV", "ClusterError",
-           "parse_on_cluster", "scheduler_address"]
+__all__ = [
+    "BATCH_FILES",
+    "CONNECT_TIMEOUT_S",
+    "SCHEDULER_ENV",
+    "TIMEOUT_ENV",
+    "ClusterError",
+    "parse_on_cluster",
+    "scheduler_address",
+]

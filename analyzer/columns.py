@@ -18,8 +18,16 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "bools", "checked_ints", "column", "distinct", "floats", "int64", "narrow", "to_bool",
-    "to_int", "vocab",
+    "bools",
+    "checked_ints",
+    "column",
+    "distinct",
+    "floats",
+    "int64",
+    "narrow",
+    "to_bool",
+    "to_int",
+    "vocab",
 ]
 
 
@@ -129,8 +137,9 @@ def distinct(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return position[inverse.reshape(-1)], [values[i] for i in first[order]]
 
 
-_WIDTHS = tuple((np.dtype(w), int(np.iinfo(w).min), int(np.iinfo(w).max))
-                for w in (np.int8, np.int16, np.int32))
+_WIDTHS = tuple(
+    (np.dtype(w), int(np.iinfo(w).min), int(np.iinfo(w).max)) for w in (np.int8, np.int16, np.int32)
+)
 
 
 def narrow(values: np.ndarray, bounds: tuple[int, int] | None = None) -> np.ndarray:
@@ -149,8 +158,9 @@ def narrow(values: np.ndarray, bounds: tuple[int, int] | None = None) -> np.ndar
 def vocab(texts: list[Any]) -> tuple[np.ndarray, list[Any]]:
     """Codes of ``texts`` into their distinct values, in order of first appearance."""
     index: dict[Any, int] = {}
-    codes = np.fromiter((index.setdefault(t, len(index)) for t in texts), dtype=np.int32,
-                        count=len(texts))
+    codes = np.fromiter(
+        (index.setdefault(t, len(index)) for t in texts), dtype=np.int32, count=len(texts)
+    )
     return codes, list(index)
 
 
@@ -180,7 +190,9 @@ def _one_int(value: Any, default: int, lo: int, hi: int) -> tuple[int, bool]:
     return (n, False) if lo <= n < hi else (default, True)
 
 
-def checked_ints(values: list[Any], default: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def checked_ints(
+    values: list[Any], default: int, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The values as int64 (None and ``""`` read as ``default``), and a mask of the values
     that were present but not an integer in [lo, hi) (they read as ``default`` too)."""
     if values and type(values[0]) is int:  # the common case: a column of plain ints
@@ -204,5 +216,7 @@ def checked_ints(values: list[Any], default: int, lo: int, hi: int) -> tuple[np.
             out[bad] = default
         return out, bad
     pairs = [_one_int(v, default, lo, hi) for v in values]
-    return (np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs)),
-            np.fromiter((p[1] for p in pairs), dtype=bool, count=len(pairs)))
+    return (
+        np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs)),
+        np.fromiter((p[1] for p in pairs), dtype=bool, count=len(pairs)),
+    )

@@ -62,7 +62,9 @@ class AnalysisConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"AnalysisConfig.{f.name} must be a non-negative int, not {value!r}")
+                raise ValueError(
+                    f"AnalysisConfig.{f.name} must be a non-negative int, not {value!r}"
+                )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AnalysisConfig:
@@ -70,8 +72,10 @@ class AnalysisConfig:
         ``HANGSCOPE_MAX_ARCHIVE_MB``); a value that is not a whole number is ignored."""
         env = os.environ if environ is None else environ
         kw: dict[str, int] = {}
-        for name, var in (("max_dump_bytes", "HANGSCOPE_MAX_DUMP_MB"),
-                          ("max_archive_bytes", "HANGSCOPE_MAX_ARCHIVE_MB")):
+        for name, var in (
+            ("max_dump_bytes", "HANGSCOPE_MAX_DUMP_MB"),
+            ("max_archive_bytes", "HANGSCOPE_MAX_ARCHIVE_MB"),
+        ):
             text = env.get(var, "").strip()
             if text.isdigit():
                 kw[name] = int(text) * _MB

@@ -78,18 +78,33 @@ class RankContext:
         if main is None:
             return ()
         frames = list(main.frames)
-        own = [i for i, f in enumerate(frames) if str(f["filename"]).endswith("analyzer/capture.py")]
-        return tuple(frames[own[-1] + 1:] if own else frames)
+        own = [
+            i for i, f in enumerate(frames) if str(f["filename"]).endswith("analyzer/capture.py")
+        ]
+        return tuple(frames[own[-1] + 1 :] if own else frames)
 
     def to_dict(self) -> dict[str, Any]:
         main = self.main_thread
-        return {"rank": self.rank, "host": self.host, "pid": self.pid, "local_rank": self.local_rank,
-                "device": self.device, "time": self.time, "reason": self.reason,
-                "by_rank": self.by_rank, "thread": main.name if main else "",
-                "frames": [dict(f) for f in self.where_now()],
-                "other_threads": [{"name": t.name, "frames": [dict(f) for f in t.frames[:16]]}
-                                  for t in self.threads if not t.main],
-                "versions": dict(self.versions), "dumps": list(self.dumps), "path": self.path}
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "pid": self.pid,
+            "local_rank": self.local_rank,
+            "device": self.device,
+            "time": self.time,
+            "reason": self.reason,
+            "by_rank": self.by_rank,
+            "thread": main.name if main else "",
+            "frames": [dict(f) for f in self.where_now()],
+            "other_threads": [
+                {"name": t.name, "frames": [dict(f) for f in t.frames[:16]]}
+                for t in self.threads
+                if not t.main
+            ],
+            "versions": dict(self.versions),
+            "dumps": list(self.dumps),
+            "path": self.path,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,19 +155,26 @@ def _text(v: Any, limit: int = MAX_TEXT) -> str:
 
 
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 else None
 
 
 def _frames(raw: Any) -> tuple[dict[str, Any], ...]:
     out = []
     for f in raw[:MAX_FRAMES] if isinstance(raw, list) else ():
         if isinstance(f, dict):
-            out.append({"name": _text(f.get("name"), 200), "filename": _text(f.get("filename"), 500),
-                        "line": _int(f.get("line")) or 0})
+            out.append(
+                {
+                    "name": _text(f.get("name"), 200),
+                    "filename": _text(f.get("filename"), 500),
+                    "line": _int(f.get("line")) or 0,
+                }
+            )
     return tuple(out)
 
 
-def read_context(path: str | os.PathLike[str], *, config: AnalysisConfig = DEFAULT_CONFIG) -> RankContext:
+def read_context(
+    path: str | os.PathLike[str], *, config: AnalysisConfig = DEFAULT_CONFIG
+) -> RankContext:
     """Parse one context file (at most ``config.max_context_bytes``); raises
     :class:`ContextError` with a one-line reason."""
     p = Path(path)
@@ -173,18 +195,31 @@ def read_context(path: str | os.PathLike[str], *, config: AnalysisConfig = DEFAU
     threads = []
     for t in doc.get("threads", [])[:MAX_THREADS] if isinstance(doc.get("threads"), list) else ():
         if isinstance(t, dict):
-            threads.append(ThreadStack(name=_text(t.get("name"), 200), main=t.get("main") is True,
-                                       frames=_frames(t.get("frames"))))
+            threads.append(
+                ThreadStack(
+                    name=_text(t.get("name"), 200),
+                    main=t.get("main") is True,
+                    frames=_frames(t.get("frames")),
+                )
+            )
     trig: dict[str, Any] = doc["trigger"] if isinstance(doc.get("trigger"), dict) else {}
     versions: dict[str, Any] = doc["versions"] if isinstance(doc.get("versions"), dict) else {}
     dumps: list[Any] = doc["dumps"] if isinstance(doc.get("dumps"), list) else []
     return RankContext(
-        rank=rank, path=str(p), host=_text(doc.get("host"), 255), pid=_int(doc.get("pid")),
-        local_rank=_int(doc.get("local_rank")), device=_text(doc.get("device"), 64),
-        time=_text(doc.get("time"), 64), time_ns=_int(doc.get("time_ns")),
-        world_size=_int(doc.get("world_size")), reason=_text(trig.get("reason")),
+        rank=rank,
+        path=str(p),
+        host=_text(doc.get("host"), 255),
+        pid=_int(doc.get("pid")),
+        local_rank=_int(doc.get("local_rank")),
+        device=_text(doc.get("device"), 64),
+        time=_text(doc.get("time"), 64),
+        time_ns=_int(doc.get("time_ns")),
+        world_size=_int(doc.get("world_size")),
+        reason=_text(trig.get("reason")),
         by_rank=_int(trig.get("by_rank")),
-        versions={_text(k, 64): _text(v, 200) for k, v in list(versions.items())[:32] if v is not None},
+        versions={
+            _text(k, 64): _text(v, 200) for k, v in list(versions.items())[:32] if v is not None
+        },
         dumps=tuple(_text(d.get("backend"), 64) for d in dumps[:64] if isinstance(d, dict)),
         threads=tuple(threads),
     )
@@ -204,11 +239,17 @@ def _candidates(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[P
     for d in sorted(dirs_flat):
         for f in sorted(d.glob("*.json")):
             out.setdefault(f, None)
-    return [f for f in out if f.is_file() and f.resolve() not in known and not f.name.startswith(".")]
+    return [
+        f for f in out if f.is_file() and f.resolve() not in known and not f.name.startswith(".")
+    ]
 
 
-def find_contexts(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[Path] = (), *,
-                  config: AnalysisConfig = DEFAULT_CONFIG) -> Contexts:
+def find_contexts(
+    inputs: Sequence[str | os.PathLike[str]],
+    dump_files: Iterable[Path] = (),
+    *,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> Contexts:
     """Context files among ``inputs`` (directories searched recursively) and beside the dump
     files. Two files for one rank: the newer capture (``time_ns``) is kept."""
     by_rank: dict[int, RankContext] = {}
@@ -248,11 +289,16 @@ def apply_contexts(diagnosis: Any, contexts: Contexts) -> Any:
             where = f" on {c.host}" if c.host else ""
             pid = f" (pid {c.pid})" if c.pid is not None else ""
             rest = _NO_DUMP.sub("", f.summary).replace(_CRASHED, "")
-            summary = (f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
-                       f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
-                       f"{rest}. It did not crash: it is stalled outside communication")
-            evidence = (dataclasses.replace(f.evidence, alive=True, context=c.path)
-                        if isinstance(f.evidence, RootEvidence) else f.evidence)
+            summary = (
+                f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
+                f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
+                f"{rest}. It did not crash: it is stalled outside communication"
+            )
+            evidence = (
+                dataclasses.replace(f.evidence, alive=True, context=c.path)
+                if isinstance(f.evidence, RootEvidence)
+                else f.evidence
+            )
             f = dataclasses.replace(f, kind="not_joined", summary=summary, evidence=evidence)
             changed = True
         findings.append(f)

@@ -36,8 +36,18 @@ def _from_pickle(label: str, data: bytes) -> Any:
                 label, f"unsafe pickle: {exc} (a real dump holds only plain data; not executed)"
             ) from None
         raise DumpFormatError(label, f"truncated or corrupt pickle ({str(exc)[:160]})") from None
-    except (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
-            MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as exc:
+    except (
+        EOFError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        MemoryError,
+        RecursionError,
+        UnicodeDecodeError,
+        OverflowError,
+    ) as exc:
         raise DumpFormatError(
             label, f"truncated or corrupt pickle ({type(exc).__name__})"
         ) from None
@@ -52,7 +62,9 @@ def decode(payload: Payload) -> dict[str, Any]:
     label, data = payload.label, payload.data
     obj = _from_json(label, data) if payload.fmt == "json" else _from_pickle(label, data)
     if not isinstance(obj, dict):
-        raise DumpFormatError(label, f"not a flight-recorder dump (top level is {type(obj).__name__})")
+        raise DumpFormatError(
+            label, f"not a flight-recorder dump (top level is {type(obj).__name__})"
+        )
     if "version" not in obj or not ({"entries", "pg_config", "pg_status"} & obj.keys()):
         keys = sorted(clean(str(k))[:40] for k in list(obj)[:64])[:8]
         raise DumpFormatError(label, f"not a flight-recorder dump (keys {keys})")
@@ -68,8 +80,11 @@ def load_raw(path: Path, *, config: AnalysisConfig = DEFAULT_CONFIG) -> tuple[di
     """
     for item in payloads(str(path), lenient=True, config=config):
         if isinstance(item, Refusal):
-            reason = item.reason if not item.foreign or item.reason.startswith(
-                ("not a", "empty")) else f"not a flight-recorder dump ({item.reason})"
+            reason = (
+                item.reason
+                if not item.foreign or item.reason.startswith(("not a", "empty"))
+                else f"not a flight-recorder dump ({item.reason})"
+            )
             raise DumpFormatError(item.label, reason)
         return decode(item), item.fmt
     raise DumpFormatError(str(path), "empty archive")

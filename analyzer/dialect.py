@@ -97,8 +97,11 @@ class Dialects:
         """Ranks whose backend records no send/recv and counts ``pg_status`` in op_ids
         (gloo): an op_id gap between their entries is send/recv that ran, monitored_barrier's
         among them."""
-        return frozenset(r for r, d in self.by_rank.items()
-                         if d.backend and not d.records_p2p and d.counter == "op_id")
+        return frozenset(
+            r
+            for r, d in self.by_rank.items()
+            if d.backend and not d.records_p2p and d.counter == "op_id"
+        )
 
     @property
     def p2p_unrecorded(self) -> bool:
@@ -109,8 +112,9 @@ class Dialects:
     def dumps_only_failed(self) -> bool:
         """A rank's backend writes a file only when its own ops time out (nccl2): a missing
         file is the normal mark of a rank stalled outside communication."""
-        return (any(d.dump_policy == OWN_TIMEOUT for d in self.by_rank.values() if d.backend)
-                or any(default_for(b).dump_policy == OWN_TIMEOUT for b in self.backends if b))
+        return any(d.dump_policy == OWN_TIMEOUT for d in self.by_rank.values() if d.backend) or any(
+            default_for(b).dump_policy == OWN_TIMEOUT for b in self.backends if b
+        )
 
     def names(self) -> dict[int, str]:
         return {r: d.name for r, d in sorted(self.by_rank.items())}
@@ -131,8 +135,16 @@ class Dialects:
         groups: dict[tuple[Any, ...], list[int]] = {}
         first: dict[tuple[Any, ...], Dialect] = {}
         for r, d in sorted(self.by_rank.items()):
-            key = (d.name, d.backend, d.completion, d.counter, d.one_sided_p2p, d.records_p2p,
-                   d.dump_policy, d.evidence)
+            key = (
+                d.name,
+                d.backend,
+                d.completion,
+                d.counter,
+                d.one_sided_p2p,
+                d.records_p2p,
+                d.dump_policy,
+                d.evidence,
+            )
             groups.setdefault(key, []).append(r)
             first.setdefault(key, d)
         return {
@@ -148,10 +160,16 @@ def p2p_payload(p: pd.DataFrame, one_sided: np.ndarray) -> tuple[np.ndarray, np.
     as the legacy NCCL recorder writes them)."""
     recv = (p["op"].astype(str) == "recv").to_numpy()
     use_out = recv & one_sided
-    sizes = np.where(use_out, p["output_sizes"].astype(str).to_numpy(dtype=object),
-                     p["input_sizes"].astype(str).to_numpy(dtype=object))
-    dtypes = np.where(use_out, p["output_dtypes"].astype(str).to_numpy(dtype=object),
-                      p["input_dtypes"].astype(str).to_numpy(dtype=object))
+    sizes = np.where(
+        use_out,
+        p["output_sizes"].astype(str).to_numpy(dtype=object),
+        p["input_sizes"].astype(str).to_numpy(dtype=object),
+    )
+    dtypes = np.where(
+        use_out,
+        p["output_dtypes"].astype(str).to_numpy(dtype=object),
+        p["input_dtypes"].astype(str).to_numpy(dtype=object),
+    )
     return sizes, dtypes
 
 
@@ -164,8 +182,10 @@ def _from_content(backend: str, f: dict[str, Any]) -> Dialect:
         why.append("completed entries: the backend reports completion")
     elif not f.get("completed") and not f.get("open") and d.completion != NONE:
         d = replace(d, completion=NONE)
-        why.append("no entry completed and every entry is retired: completion is not reported "
-                   "(ops retire when issued)")
+        why.append(
+            "no entry completed and every entry is retired: completion is not reported "
+            "(ops retire when issued)"
+        )
     if f.get("one_sided") and not f.get("two_sided") and not d.one_sided_p2p:
         d = replace(d, one_sided_p2p=True)
         why.append("send entries carry only inputs and recv entries only outputs")
@@ -175,14 +195,19 @@ def _from_content(backend: str, f: dict[str, Any]) -> Dialect:
     vote = f.get("counter")
     if vote and vote != d.counter:
         d = replace(d, counter=vote)
-        why.append(f"pg_status counters equal the last entries' {'op_id' if vote == 'op_id' else 'sequence numbers'}")
+        why.append(
+            f"pg_status counters equal the last entries' {'op_id' if vote == 'op_id' else 'sequence numbers'}"
+        )
     buffers = sorted(f.get("buffers", set()) - {backend, ""})
     if buffers:
         # Several buffers of one process (one per backend), merged: named after all.
         names = [d.name] + [default_for(b).name for b in buffers]
         why.append(f"{len(buffers) + 1} buffers merged: {', '.join([backend] + buffers)}")
-        policy = OWN_TIMEOUT if any(default_for(b).dump_policy == OWN_TIMEOUT
-                                    for b in [backend] + buffers) else d.dump_policy
+        policy = (
+            OWN_TIMEOUT
+            if any(default_for(b).dump_policy == OWN_TIMEOUT for b in [backend] + buffers)
+            else d.dump_policy
+        )
         d = replace(d, name="+".join(sorted(set(names))), dump_policy=policy)
     return replace(d, evidence=tuple(why))
 
@@ -215,13 +240,19 @@ def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
         if not backend:
             # No entries: read as the job's majority (its counters still need a unit).
             base = default_for(majority) if majority else legacy("")
-            out[r] = replace(base, backend="", evidence=(
-                f"no entries: read as the job's majority backend {majority or 'unknown'}",))
+            out[r] = replace(
+                base,
+                backend="",
+                evidence=(
+                    f"no entries: read as the job's majority backend {majority or 'unknown'}",
+                ),
+            )
             continue
         out[r] = _from_content(backend, facts.get(r, {}))
     seen = _backends_seen(e["backend"]) if len(e) else frozenset()
-    return Dialects(by_rank=out, backends=seen,
-                    unrecorded_groups=unrecorded_groups(tables, out, held, keys))
+    return Dialects(
+        by_rank=out, backends=seen, unrecorded_groups=unrecorded_groups(tables, out, held, keys)
+    )
 
 
 __all__ = [

@@ -41,8 +41,11 @@ def _single_backend(e: pd.DataFrame) -> str | None:
     return str(backend.cat.categories[0]) if int(backend.cat.codes.min()) >= 0 else None
 
 
-def _backend_pairs(e: pd.DataFrame, k_codes: np.ndarray, present: np.ndarray | None = None,
-                   ) -> list[tuple[int, str]]:
+def _backend_pairs(
+    e: pd.DataFrame,
+    k_codes: np.ndarray,
+    present: np.ndarray | None = None,
+) -> list[tuple[int, str]]:
     """(key code, backend) of every pair the rows carry: one bincount over (key, backend)
     codes, no sort of the rows. ``present``: the distinct key codes (>= 0) of the rows, when
     known; with a single backend they are the answer."""
@@ -107,8 +110,11 @@ def _p2p_shapes(e: pd.DataFrame, facts: dict[int, dict[str, Any]]) -> None:
         facts.setdefault(int(r), {})["two_sided"] = True
 
 
-def rank_facts(tables: Tables, ranks: list[int], keys: EntryKeys | None = None,
-               ) -> tuple[dict[int, dict[str, Any]], dict[int, set[str]] | None]:
+def rank_facts(
+    tables: Tables,
+    ranks: list[int],
+    keys: EntryKeys | None = None,
+) -> tuple[dict[int, dict[str, Any]], dict[int, set[str]] | None]:
     """Per rank: whether entries completed (``completed``), are still open (``open``), are
     one- or two-sided send/recv, which buffers it holds (``buffers``) and what its pg_status
     counters count (``counter``); and the backends of each rank (None without entries).
@@ -144,7 +150,9 @@ def _counter_votes(tables: Tables, k: EntryKeys) -> dict[int, str]:
     if e.empty or st.empty:
         return {}
     st = st.drop_duplicates(["pg_name", "rank"], keep="last")
-    code = e["pg_name"].cat.categories.get_indexer(pd.Index(st["pg_name"].to_numpy(dtype=object), dtype=object))
+    code = e["pg_name"].cat.categories.get_indexer(
+        pd.Index(st["pg_name"].to_numpy(dtype=object), dtype=object)
+    )
     s_rank = st["rank"].to_numpy(np.int64)
     pair = np.where(code >= 0, k.member.find(np.maximum(code, 0), s_rank), -1)
     found = pair >= 0
@@ -176,9 +184,12 @@ def _per_backend_buffer(backend: str) -> bool:
     return d.counter == "op_id" and d.records_p2p
 
 
-def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
-                      held: dict[int, set[str]] | None = None,
-                      keys: EntryKeys | None = None) -> dict[str, dict[str, Any]]:
+def unrecorded_groups(
+    tables: Tables,
+    dialects: dict[int, Dialect],
+    held: dict[int, set[str]] | None = None,
+    keys: EntryKeys | None = None,
+) -> dict[str, dict[str, Any]]:
     """Groups some evidence names but no loaded dump recorded, per group: the backend its
     entries carry elsewhere, the members whose dumps hold no buffer of that backend, and the
     evidence. A backend keeps one buffer per process and a file holds one buffer, so a
@@ -200,12 +211,20 @@ def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
         # Only hook-recorded backends keep a buffer per backend name in one process.
         if not any(_per_backend_buffer(b) for b in backends):
             continue
-        missing = [int(m) for m in members.get(g, ())
-                   if m in dumped and held.get(m) and not (held[m] & backends)
-                   and m not in status_ranks.get(g, set())]
+        missing = [
+            int(m)
+            for m in members.get(g, ())
+            if m in dumped
+            and held.get(m)
+            and not (held[m] & backends)
+            and m not in status_ranks.get(g, set())
+        ]
         if missing:
-            out[g] = {"backend": "+".join(sorted(backends)), "members_without_buffer": missing,
-                      "evidence": "entries of other members"}
+            out[g] = {
+                "backend": "+".join(sorted(backends)),
+                "members_without_buffer": missing,
+                "evidence": "entries of other members",
+            }
     # Group names are global and numbered in creation order: a gap among the names the
     # dumps show is a group no loaded dump recorded at all.
     # A group in some loaded pg_config is in a loaded buffer (it just ran no op).
@@ -215,6 +234,11 @@ def unrecorded_groups(tables: Tables, dialects: dict[int, Dialect],
     if hooked and names:
         for n in range(0, max(names) + 1):
             if str(n) not in known and str(n) not in out:
-                out[str(n)] = {"backend": "", "members_without_buffer": [],
-                               "evidence": "a gap in the group names"}
-    return dict(sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0])))
+                out[str(n)] = {
+                    "backend": "",
+                    "members_without_buffer": [],
+                    "evidence": "a gap in the group names",
+                }
+    return dict(
+        sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0]))
+    )

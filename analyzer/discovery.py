@@ -22,8 +22,19 @@ from analyzer.errors import InputError
 #: Extensions a dump may carry; the rank number sits right before them.
 DUMP_SUFFIXES: tuple[str, ...] = (".json", ".pkl", ".pickle", ".bin", ".trace", ".fr")
 #: Compression and archive extensions, taken off a name before its rank is read.
-PACKED_SUFFIXES: tuple[str, ...] = (".tar.gz", ".tgz", ".tar.zst", ".tar.bz2", ".tar.xz",
-                                    ".gz", ".zst", ".bz2", ".xz", ".tar", ".zip")
+PACKED_SUFFIXES: tuple[str, ...] = (
+    ".tar.gz",
+    ".tgz",
+    ".tar.zst",
+    ".tar.bz2",
+    ".tar.xz",
+    ".gz",
+    ".zst",
+    ".bz2",
+    ".xz",
+    ".tar",
+    ".zip",
+)
 _TRAILING_INT = re.compile(r"(\d+)$")
 #: How dump files are named: ``..rank_N``, ``_dump_N``, ``trace_rankN``, ``..rank_node02_N``.
 _DUMP_NAME = re.compile(r"(?:rank|dump|trace)[_\-.]?(?:[A-Za-z]+\d*[_\-])?\d+$", re.IGNORECASE)
@@ -59,7 +70,7 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
         base = os.path.basename(prefix)
         if not stem.startswith(base):
             return None
-        rest = stem[len(base):]
+        rest = stem[len(base) :]
         return int(rest) if rest.isdigit() else None
     match = _TRAILING_INT.search(stem)
     return int(match.group(1)) if match else None
@@ -92,7 +103,7 @@ def is_dump_name(name: str, prefix: str | None = None) -> bool:
     stem = _stem(name)
     if prefix is not None:
         base = os.path.basename(prefix)
-        return stem.startswith(base) and stem[len(base):].isdigit()
+        return stem.startswith(base) and stem[len(base) :].isdigit()
     return _DUMP_NAME.search(stem) is not None
 
 
@@ -182,7 +193,11 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
     for spec in inputs:
         spec_s = os.fspath(spec)
         spec_prefix = prefix
-        if spec_prefix is None and not Path(spec_s).exists() and not any(c in spec_s for c in "*?["):
+        if (
+            spec_prefix is None
+            and not Path(spec_s).exists()
+            and not any(c in spec_s for c in "*?[")
+        ):
             spec_prefix = spec_s
         for path in _expand(spec_s, unreadable):
             key = os.path.realpath(path)
@@ -192,8 +207,14 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
             if path.name.startswith("."):
                 hidden.append(str(path))
                 continue
-            out.append(Candidate(path, rank_from_name(path.name, spec_prefix),
-                                 is_dump_name(path.name, spec_prefix), spec_prefix))
+            out.append(
+                Candidate(
+                    path,
+                    rank_from_name(path.name, spec_prefix),
+                    is_dump_name(path.name, spec_prefix),
+                    spec_prefix,
+                )
+            )
     if not out:
         where = ", ".join(os.fspath(s) for s in inputs)
         raise InputError(f"{where}: no files found")
@@ -219,4 +240,3 @@ def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None
             "(e.g. nccl_trace_rank_3, _dump_3, rank_3.json); use --prefix to say how they are named"
         )
     return sorted(ranked, key=lambda f: (f.rank, str(f.path)))
-

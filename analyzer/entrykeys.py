@@ -80,7 +80,9 @@ def _newest_rows(ids: np.ndarray, n: int, record: np.ndarray) -> np.ndarray:
     return first_at_max(ids, n, record)
 
 
-def _first_of_each_seq(mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _first_of_each_seq(
+    mid: np.ndarray, seq: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
     """Rows that are the first of their (member, seq) pair. ``lo`` and ``hi`` are each
     member's seq range (``lo > hi``: none). Distinct pairs are the common case (no coalesced
     entries): one scatter into the members' seq ranges proves it without numbering pairs."""
@@ -131,7 +133,20 @@ def entry_keys(entries: pd.DataFrame) -> EntryKeys:
     maximum_at(hi, c_mid, c_seq)
     keep = _first_of_each_seq(c_mid, c_seq, lo, hi)
     none = lo > hi
-    return EntryKeys(p2p_codes=p2p_codes, member=member, coll=coll, cid=cid,
-                     n_cid=n_cid, first=first_of(cid, n_cid), keep=keep, last_row=last_row,
-                     coll_lo=np.where(none, -1, lo), coll_hi=np.where(none, -1, hi),
-                     seq_hi=seq_hi, op_hi=op_hi, c_member=c_mid, c_seq=c_seq, named=named)
+    return EntryKeys(
+        p2p_codes=p2p_codes,
+        member=member,
+        coll=coll,
+        cid=cid,
+        n_cid=n_cid,
+        first=first_of(cid, n_cid),
+        keep=keep,
+        last_row=last_row,
+        coll_lo=np.where(none, -1, lo),
+        coll_hi=np.where(none, -1, hi),
+        seq_hi=seq_hi,
+        op_hi=op_hi,
+        c_member=c_mid,
+        c_seq=c_seq,
+        named=named,
+    )

@@ -68,9 +68,14 @@ class MismatchEvidence(Evidence):
     decided_by: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"values": self.by_rank, "majority": self.majority,
-                "agreeing_members": self.agreeing_members, "recorded_members": self.recorded_members,
-                "ambiguous": self.ambiguous, "decided_by": self.decided_by}
+        return {
+            "values": self.by_rank,
+            "majority": self.majority,
+            "agreeing_members": self.agreeing_members,
+            "recorded_members": self.recorded_members,
+            "ambiguous": self.ambiguous,
+            "decided_by": self.decided_by,
+        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -88,9 +93,15 @@ class P2PMismatchEvidence(Evidence):
     usual_recv: Any
 
     def to_dict(self) -> dict[str, Any]:
-        return {"values": self.by_rank, "sender": self.sender, "receiver": self.receiver,
-                "send_seq": self.send_seq, "recv_seq": self.recv_seq,
-                f"usual_send_{self.what}": self.usual_send, f"usual_recv_{self.what}": self.usual_recv}
+        return {
+            "values": self.by_rank,
+            "sender": self.sender,
+            "receiver": self.receiver,
+            "send_seq": self.send_seq,
+            "recv_seq": self.recv_seq,
+            f"usual_send_{self.what}": self.usual_send,
+            f"usual_recv_{self.what}": self.usual_recv,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +116,14 @@ class WaitedIn:
     waiters: tuple[int, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "group_desc": self.group_desc, "seq": self.seq, "op": self.op,
-                "kind": self.kind, "waiters": list(self.waiters)}
+        return {
+            "group": self.group,
+            "group_desc": self.group_desc,
+            "seq": self.seq,
+            "op": self.op,
+            "kind": self.kind,
+            "waiters": list(self.waiters),
+        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -127,9 +144,12 @@ class RootEvidence(Evidence):
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "waited_in": [w.to_dict() for w in self.waited_in], "all_waiters": self.all_waiters,
-            "waited_op": self.waited_op, "last_recorded_op": self.last_recorded_op,
-            "wait_kind": self.wait_kind}
+            "waited_in": [w.to_dict() for w in self.waited_in],
+            "all_waiters": self.all_waiters,
+            "waited_op": self.waited_op,
+            "last_recorded_op": self.last_recorded_op,
+            "wait_kind": self.wait_kind,
+        }
         if self.no_dump is not None:
             out["no_dump"] = self.no_dump
         if self.last_recorded_stack is not None:
@@ -178,8 +198,11 @@ class StuckEvidence(Evidence):
     last_to_start: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"members": list(self.members), "started": self.started,
-                               "completed": self.completed}
+        out: dict[str, Any] = {
+            "members": list(self.members),
+            "started": self.started,
+            "completed": self.completed,
+        }
         if self.last_to_start is not None:
             out["last_to_start"] = list(self.last_to_start)
         out["suspect"] = self.suspect
@@ -210,8 +233,14 @@ class CycleEdge:
     op: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"waiter": self.waiter, "holder": self.holder, "pg_name": self.pg_name,
-                "pg_desc": self.pg_desc, "seq": self.seq, "op": self.op}
+        return {
+            "waiter": self.waiter,
+            "holder": self.holder,
+            "pg_name": self.pg_name,
+            "pg_desc": self.pg_desc,
+            "seq": self.seq,
+            "op": self.op,
+        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -242,8 +271,10 @@ class OpGapEvidence(Evidence):
     gaps_before_seq: tuple[int, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"unrecorded_ops_per_rank": self.unrecorded_ops_per_rank,
-                "gaps_before_seq": list(self.gaps_before_seq)}
+        return {
+            "unrecorded_ops_per_rank": self.unrecorded_ops_per_rank,
+            "gaps_before_seq": list(self.gaps_before_seq),
+        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)

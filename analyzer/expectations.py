@@ -53,74 +53,129 @@ class Expectation:
 #: one dtype), shapes are not compared (see :data:`UNKNOWN_OP`).
 EXPECTATIONS: tuple[Expectation, ...] = (
     Expectation(
-        ("all_reduce", "allreduce", "all_reduce_coalesced", "allreduce_coalesced",
-         "all_reduce_barrier"), "both", "both", False,
+        (
+            "all_reduce",
+            "allreduce",
+            "all_reduce_coalesced",
+            "allreduce_coalesced",
+            "all_reduce_barrier",
+        ),
+        "both",
+        "both",
+        False,
         "every member reduces the same tensors elementwise; gloo's reduce_scatter (list and "
         "tensor form) is recorded as one all_reduce per output or one all_reduce of the whole "
         "input, alike on every member",
         "sample_dumps/opmix_healthy_w4 (reduce_scatter, reduce_scatter_tensor), "
-        "size_desync_w4, dtype_desync_w4"),
+        "size_desync_w4, dtype_desync_w4",
+    ),
     Expectation(
-        ("broadcast",), "both", "both", True,
+        ("broadcast",),
+        "both",
+        "both",
+        True,
         "every member passes a tensor of the source's shape; a recorder that writes only the "
         "source's side leaves the other side empty; broadcast_object_list is a Long size "
         "broadcast then a Byte broadcast of the largest pickled object, alike on every member",
-        "sample_dumps/opmix_healthy_w4 (broadcast, broadcast_object_list, scatter_object_list)"),
+        "sample_dumps/opmix_healthy_w4 (broadcast, broadcast_object_list, scatter_object_list)",
+    ),
     Expectation(
-        ("reduce",), "both", "both", True,
+        ("reduce",),
+        "both",
+        "both",
+        True,
         "every member contributes a tensor of one shape; the result lands on the root only, and "
         "a recorder may leave non-root outputs empty",
-        "sample_dumps/opmix_healthy_w4 (reduce)"),
+        "sample_dumps/opmix_healthy_w4 (reduce)",
+    ),
     Expectation(
-        ("gather",), "inputs", "inputs", True,
+        ("gather",),
+        "inputs",
+        "inputs",
+        True,
         "every member sends one tensor of one shape; only the root records the gathered outputs "
         "(the others record none); gather_object is an all_gather of Long sizes then a Byte "
         "gather padded to the largest object",
-        "sample_dumps/opmix_healthy_w4 (gather, gather_object)"),
+        "sample_dumps/opmix_healthy_w4 (gather, gather_object)",
+    ),
     Expectation(
-        ("scatter",), "outputs", "outputs", True,
+        ("scatter",),
+        "outputs",
+        "outputs",
+        True,
         "every member receives one tensor of one shape; only the source records the scattered "
         "inputs; scatter_object_list is a Long broadcast, then Byte and Long scatters from the "
         "source",
-        "sample_dumps/opmix_healthy_w4 (scatter, scatter_object_list)"),
+        "sample_dumps/opmix_healthy_w4 (scatter, scatter_object_list)",
+    ),
     Expectation(
-        ("all_to_all", "all_to_all_single", "alltoall", "alltoall_base"), "both", "", False,
+        ("all_to_all", "all_to_all_single", "alltoall", "alltoall_base"),
+        "both",
+        "",
+        False,
         "input and output splits are per member (uneven all_to_all_single, and NCCL's list "
         "all_to_all): shapes differ by design, dtypes do not",
-        "sample_dumps/opmix_healthy_w4 (all_to_all_single with uneven splits, all_to_all)"),
+        "sample_dumps/opmix_healthy_w4 (all_to_all_single with uneven splits, all_to_all)",
+    ),
     Expectation(
-        ("all_gather", "allgather"), "both", "outputs", False,
+        ("all_gather", "allgather"),
+        "both",
+        "outputs",
+        False,
         "every member gathers the same outputs; with NCCL's uneven all_gather each member's input "
         "is its own slot of the output list, so inputs may differ; gloo records "
         "all_gather_into_tensor as all_gather with one [world, n] output, and all_gather_object "
         "as a Long all_gather of sizes and a Byte all_gather padded to the largest object",
-        "sample_dumps/opmix_healthy_w4 (all_gather, all_gather_into_tensor, all_gather_object)"),
+        "sample_dumps/opmix_healthy_w4 (all_gather, all_gather_into_tensor, all_gather_object)",
+    ),
     Expectation(
-        ("reduce_scatter",), "both", "inputs", False,
+        ("reduce_scatter",),
+        "both",
+        "inputs",
+        False,
         "every member reduces the same input list; with NCCL's uneven reduce_scatter each "
         "member's output is its own slot, so outputs may differ (gloo records reduce_scatter as "
         "all_reduce entries instead, see above)",
-        "sample_dumps/nccl2_opmix_healthy_w4, sample_dumps/nccl2_opmix_stall_w4 (uneven: simulated op mix, tools/simulate --op-mix)"),
+        "sample_dumps/nccl2_opmix_healthy_w4, sample_dumps/nccl2_opmix_stall_w4 (uneven: simulated op mix, tools/simulate --op-mix)",
+    ),
     Expectation(
-        ("_all_gather_base", "all_gather_into_tensor", "_reduce_scatter_base",
-         "reduce_scatter_tensor", "all_gather_into_tensor_coalesced",
-         "reduce_scatter_tensor_coalesced", "allgather_coalesced", "allgather_into_tensor_coalesced"),
-        "both", "both", False,
+        (
+            "_all_gather_base",
+            "all_gather_into_tensor",
+            "_reduce_scatter_base",
+            "reduce_scatter_tensor",
+            "all_gather_into_tensor_coalesced",
+            "reduce_scatter_tensor_coalesced",
+            "allgather_coalesced",
+            "allgather_into_tensor_coalesced",
+        ),
+        "both",
+        "both",
+        False,
         "the flat tensor forms split one buffer into equal chunks: every member records the same "
         "input and output shapes",
-        "sample_dumps/nccl2_opmix_healthy_w4 (_all_gather_base, _reduce_scatter_base), ../shared/fixtures/nvrx-megatron-moe (coalesced forms: simulated jobs, tools/simulate)"),
+        "sample_dumps/nccl2_opmix_healthy_w4 (_all_gather_base, _reduce_scatter_base), ../shared/fixtures/nvrx-megatron-moe (coalesced forms: simulated jobs, tools/simulate)",
+    ),
     Expectation(
-        ("barrier",), "both", "both", False,
+        ("barrier",),
+        "both",
+        "both",
+        False,
         "no tensors in gloo (empty sides on every member), one element in NCCL: alike everywhere",
-        "sample_dumps/opmix_healthy_w4 (barrier), healthy_w4"),
+        "sample_dumps/opmix_healthy_w4 (barrier), healthy_w4",
+    ),
     Expectation(
-        ("monitored_barrier",), "", "", False,
+        ("monitored_barrier",),
+        "",
+        "",
+        False,
         "gloo runs it as send/recv between the first member and every other one and records no "
         "entry: it leaves a gap of two collective sequence numbers on every member, skipping two "
         "op_ids on the others and 2 x (members - 1) on the first member, whose op counter (and "
         "pg_status) then runs ahead of the others' by 2 x (members - 2) per barrier; such gaps "
         "are not unrecorded work (see monitored_barrier_gaps)",
-        "sample_dumps/opmix_healthy_w4 (monitored_barrier, with and without wait_all_ranks)"),
+        "sample_dumps/opmix_healthy_w4 (monitored_barrier, with and without wait_all_ranks)",
+    ),
 )
 
 #: What an op missing from the table must agree on.
@@ -145,9 +200,14 @@ def expectation(op: str) -> Expectation:
             sides &= set(_SIDES[getattr(line, attr)])
         return "both" if len(sides) == 2 else next(iter(sides), "")
 
-    return Expectation(tuple(parts), common("dtypes"), common("sizes"),
-                       any(line.one_sided for line in lines), "coalesced: " + "; ".join(
-                           line.why for line in lines), "")
+    return Expectation(
+        tuple(parts),
+        common("dtypes"),
+        common("sizes"),
+        any(line.one_sided for line in lines),
+        "coalesced: " + "; ".join(line.why for line in lines),
+        "",
+    )
 
 
 def sides(value: str) -> tuple[str, ...]:
@@ -168,8 +228,9 @@ def barrier_op_gap(missing_seqs: int, first_member: bool, n_members: int) -> int
     return missing_seqs * (n_members - 1) if first_member else missing_seqs
 
 
-def monitored_barrier_gaps(entries: pd.DataFrame, members: dict[str, tuple[int, ...]],
-                           groups: Iterable[str] | None = None) -> dict[str, list[int]]:
+def monitored_barrier_gaps(
+    entries: pd.DataFrame, members: dict[str, tuple[int, ...]], groups: Iterable[str] | None = None
+) -> dict[str, list[int]]:
     """gloo groups whose recorded collectives skip sequence numbers the way monitored_barrier
     does: per group, the first skipped seq of each gap.
 
@@ -207,8 +268,11 @@ def monitored_barrier_gaps(entries: pd.DataFrame, members: dict[str, tuple[int, 
         found = set().union(*gaps_by_rank.values()) if gaps_by_rank else set()
         if not explained or not found:
             continue
-        if all((first, width) in gaps_by_rank[rank]
-               for first, width in found for rank, (lo, hi) in windows.items()
-               if lo < first and first + width <= hi):
+        if all(
+            (first, width) in gaps_by_rank[rank]
+            for first, width in found
+            for rank, (lo, hi) in windows.items()
+            if lo < first and first + width <= hi
+        ):
             out[str(name)] = sorted(first for first, _ in found)
     return out

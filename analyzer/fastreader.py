@@ -54,11 +54,27 @@ PYTHON = "python"
 
 # Column order of the compiled core (core.h); checked against the module at import.
 _FIELDS = (
-    "record_id", "pg_id", "collective_seq_id", "p2p_seq_id", "op_id", "time_created_ns",
-    "time_discovered_started_ns", "time_discovered_completed_ns", "timeout_ms",
-    "is_p2p", "retired", "duration_ms",
-    "profiling_name", "process_group", "input_sizes", "output_sizes", "input_dtypes",
-    "output_dtypes", "state", "thread_name", "frames",
+    "record_id",
+    "pg_id",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "op_id",
+    "time_created_ns",
+    "time_discovered_started_ns",
+    "time_discovered_completed_ns",
+    "timeout_ms",
+    "is_p2p",
+    "retired",
+    "duration_ms",
+    "profiling_name",
+    "process_group",
+    "input_sizes",
+    "output_sizes",
+    "input_dtypes",
+    "output_dtypes",
+    "state",
+    "thread_name",
+    "frames",
 )
 if _fastpickle is not None and _fastpickle.field_names() != _FIELDS:  # pragma: no cover
     _fastpickle = None
@@ -85,8 +101,9 @@ def read_dump(rank: int, path: Path, *, config: AnalysisConfig = DEFAULT_CONFIG)
     return read_payload(rank, first_payload(path, config=config), config=config)
 
 
-def read_payload(rank: int, payload: Payload, *,
-                 config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump:
+def read_payload(
+    rank: int, payload: Payload, *, config: AnalysisConfig = DEFAULT_CONFIG
+) -> ParsedDump:
     """One dump candidate: the compiled reader for a plain pickle file, else the Python reader.
 
     Decompressed data, archive members and JSON (with a byte-order mark or not) always go to
@@ -100,8 +117,9 @@ def read_payload(rank: int, payload: Payload, *,
     return parse_payload(rank, payload, config=config)
 
 
-def parse_native(rank: int, path: Path, *,
-                 config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump | str:
+def parse_native(
+    rank: int, path: Path, *, config: AnalysisConfig = DEFAULT_CONFIG
+) -> ParsedDump | str:
     """The compiled reader's :class:`ParsedDump` of ``path``, or why it declined it."""
     if _fastpickle is None:
         return "compiled reader not built"
@@ -160,6 +178,7 @@ def _list_text(key: str) -> _Derive:
     def derive(v: Any, config: AnalysisConfig) -> Any:
         texts, ok = val.check_lists([v], key, config)
         return texts[0] if ok[0] else _DECLINE
+
     return derive
 
 
@@ -167,6 +186,7 @@ def _checked(check: Callable[[list[Any]], tuple[list[str], list[bool]]]) -> _Der
     def derive(v: Any, config: AnalysisConfig) -> Any:
         texts, ok = check([v])
         return texts[0] if ok[0] else _DECLINE
+
     return derive
 
 
@@ -178,9 +198,14 @@ def _stack(v: Any, config: AnalysisConfig) -> Any:
 #: What the Python reader makes of one distinct value of each object field (``_DECLINE``:
 #: a value it would drop, count in ``warnings`` or bound).
 _DERIVE: dict[str, _Derive] = {
-    "profiling_name": _name, "process_group": _group,
-    **{key: _list_text(key) for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes")},
-    "state": _checked(val.check_state), "thread_name": _checked(val.check_thread),
+    "profiling_name": _name,
+    "process_group": _group,
+    **{
+        key: _list_text(key)
+        for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
+    },
+    "state": _checked(val.check_state),
+    "thread_name": _checked(val.check_thread),
     "frames": _stack,
 }
 #: Per config and field: canonical bytes of a distinct value -> what ``_DERIVE`` made of it.
@@ -227,8 +252,10 @@ def _derived(key: str, keys: list[bytes], config: AnalysisConfig) -> list[Any]:
 
 def _objects(objects: list[Any], config: AnalysisConfig) -> dict[str, tuple[np.ndarray, list[Any]]]:
     """The object fields as (each entry's index into the distinct values, what they read as)."""
-    return {key: (np.frombuffer(codes, dtype=np.int32).astype(np.intp), _derived(key, keys, config))
-            for key, (codes, keys) in zip(_FIELDS[12:], objects)}
+    return {
+        key: (np.frombuffer(codes, dtype=np.int32).astype(np.intp), _derived(key, keys, config))
+        for key, (codes, keys) in zip(_FIELDS[12:], objects)
+    }
 
 
 def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns) -> None:
@@ -238,14 +265,21 @@ def _strings(obj: dict[str, tuple[np.ndarray, list[Any]]], cols: Columns) -> Non
     index, parts = obj["process_group"]
     cols.encode("pg_name", index, [pg[0] for pg in parts])
     cols.encode("pg_desc", index, [pg[1] for pg in parts])
-    for key in ("input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state",
-                "thread_name"):
+    for key in (
+        "input_sizes",
+        "output_sizes",
+        "input_dtypes",
+        "output_dtypes",
+        "state",
+        "thread_name",
+    ):
         index, texts = obj[key]
         cols.encode(key, index, texts)
 
 
-def _ints(int_cols: list[bytes], bounds: list[tuple[int, int]], cols: Columns,
-          config: AnalysisConfig) -> None:
+def _ints(
+    int_cols: list[bytes], bounds: list[tuple[int, int]], cols: Columns, config: AnalysisConfig
+) -> None:
     """The integer columns, every value within its range (the core gives each column's
     smallest and largest value)."""
     by_key = dict(zip(_FIELDS[:9], zip(int_cols, bounds)))
@@ -259,8 +293,9 @@ def _ints(int_cols: list[bytes], bounds: list[tuple[int, int]], cols: Columns,
             cols.bounds[name] = (smallest, largest)
 
 
-def _assemble(rank: int, path: str, result: tuple[Any, ...],
-              config: AnalysisConfig) -> ParsedDump | str:
+def _assemble(
+    rank: int, path: str, result: tuple[Any, ...], config: AnalysisConfig
+) -> ParsedDump | str:
     """The same steps as :func:`analyzer.reader.parse_payload`, over distinct values.
 
     Only a dump the Python reader reads without dropping or counting anything is assembled
@@ -283,11 +318,14 @@ def _assemble(rank: int, path: str, result: tuple[Any, ...],
     tables = group_tables(top, why, config)
     if why.entries or why.fields:
         return _DROPS
-    flags = (np.frombuffer(bool_cols[0], dtype=np.bool_),
-             np.frombuffer(bool_cols[1], dtype=np.bool_).copy(),
-             np.frombuffer(float_col, dtype=np.float64))
-    parsed = cols.finish(rank=rank, path=str(path), fmt="pickle", top=top, n=int(n),
-                         flags=flags, tables=tables)
+    flags = (
+        np.frombuffer(bool_cols[0], dtype=np.bool_),
+        np.frombuffer(bool_cols[1], dtype=np.bool_).copy(),
+        np.frombuffer(float_col, dtype=np.float64),
+    )
+    parsed = cols.finish(
+        rank=rank, path=str(path), fmt="pickle", top=top, n=int(n), flags=flags, tables=tables
+    )
     parsed.stacks = stacks
     parsed.reader = NATIVE
     return parsed

@@ -37,11 +37,28 @@ def build_graph(tables: Tables, wait_rows: pd.DataFrame) -> nx.DiGraph:
         heads = first.first()
         counts = first.size().reindex(heads.index)
         g.add_edges_from(
-            (int(w), int(h), {"pg_name": str(pg), "pg_desc": str(d), "seq": int(s), "op": str(op),
-                              "kind": str(k), "count": int(c)})
+            (
+                int(w),
+                int(h),
+                {
+                    "pg_name": str(pg),
+                    "pg_desc": str(d),
+                    "seq": int(s),
+                    "op": str(op),
+                    "kind": str(k),
+                    "count": int(c),
+                },
+            )
             for (w, h), pg, d, s, op, k, c in zip(
-                heads.index, heads["pg_name"], heads["pg_desc"], heads["seq"].tolist(), heads["op"],
-                heads["kind"], counts.tolist()))
+                heads.index,
+                heads["pg_name"],
+                heads["pg_desc"],
+                heads["seq"].tolist(),
+                heads["op"],
+                heads["kind"],
+                counts.tolist(),
+            )
+        )
     return g
 
 
@@ -88,7 +105,9 @@ def _odd_ones(g: nx.DiGraph, ranks: list[int]) -> list[int]:
     inside = set(ranks)
     blocked_in: dict[int, str] = {}
     for r in ranks:
-        groups = sorted({d["pg_desc"] or d["pg_name"] for _, h, d in g.out_edges(r, data=True) if h in inside})
+        groups = sorted(
+            {d["pg_desc"] or d["pg_name"] for _, h, d in g.out_edges(r, data=True) if h in inside}
+        )
         blocked_in[r] = "|".join(groups)
     counts = Counter(blocked_in.values())
     if len(counts) < 2:
@@ -120,8 +139,15 @@ class ChainStep(Mapping[str, Any]):
     """A :class:`~analyzer.kinds.WaitKind`."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"waiter": self.waiter, "holder": self.holder, "pg_name": self.pg_name,
-                "pg_desc": self.pg_desc, "seq": self.seq, "op": self.op, "kind": self.kind}
+        return {
+            "waiter": self.waiter,
+            "holder": self.holder,
+            "pg_name": self.pg_name,
+            "pg_desc": self.pg_desc,
+            "seq": self.seq,
+            "op": self.op,
+            "kind": self.kind,
+        }
 
     def __getitem__(self, key: str) -> Any:
         if key not in _CHAIN_KEYS:
@@ -161,9 +187,17 @@ def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[ChainStep, ...]:
     while node != root and len(steps) < limit:
         holder = nxt[node]
         data = g.edges[node, holder]
-        steps.append(ChainStep(waiter=node, holder=holder, pg_name=data["pg_name"],
-                               pg_desc=data["pg_desc"], seq=data["seq"], op=data["op"],
-                               kind=data["kind"]))
+        steps.append(
+            ChainStep(
+                waiter=node,
+                holder=holder,
+                pg_name=data["pg_name"],
+                pg_desc=data["pg_desc"],
+                seq=data["seq"],
+                op=data["op"],
+                kind=data["kind"],
+            )
+        )
         node = holder
     return tuple(steps)
 

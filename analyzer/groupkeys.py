@@ -23,8 +23,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Pairs", "as_int64", "compiled", "dense_ids", "first_at_max", "first_of", "group_ids", "maximum_at",
-           "minimum_at", "pairs", "ranged_slots", "reduce_max", "reduce_min", "remap_into"]
+__all__ = [
+    "Pairs",
+    "as_int64",
+    "compiled",
+    "dense_ids",
+    "first_at_max",
+    "first_of",
+    "group_ids",
+    "maximum_at",
+    "minimum_at",
+    "pairs",
+    "ranged_slots",
+    "reduce_max",
+    "reduce_min",
+    "remap_into",
+]
 
 _kernels: Any
 try:
@@ -97,7 +111,9 @@ class Pairs:
         if not self.n or not len(major):
             return np.full(len(major), -1, dtype=np.int64)
         index = pd.MultiIndex.from_arrays([self.major, self.minor])
-        query = pd.MultiIndex.from_arrays([np.asarray(major, np.int64), np.asarray(minor, np.int64)])
+        query = pd.MultiIndex.from_arrays(
+            [np.asarray(major, np.int64), np.asarray(minor, np.int64)]
+        )
         return np.asarray(index.get_indexer(query), dtype=np.int64)
 
 
@@ -105,8 +121,12 @@ def pairs(major: np.ndarray, minor: np.ndarray) -> Pairs:
     """The distinct (major, minor) pairs of the rows, see :func:`group_ids`."""
     ids, n = group_ids(major, minor)
     first = first_of(ids, n)
-    return Pairs(ids=ids, n=n, major=as_int64(np.asarray(major)[first]),
-                 minor=as_int64(np.asarray(minor)[first]))
+    return Pairs(
+        ids=ids,
+        n=n,
+        major=as_int64(np.asarray(major)[first]),
+        minor=as_int64(np.asarray(minor)[first]),
+    )
 
 
 def group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
@@ -153,13 +173,18 @@ def _sorted_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
     return ids, int(new.sum())
 
 
-def ranged_slots(major: np.ndarray, minor: np.ndarray, lo: np.ndarray,
-                 hi: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def ranged_slots(
+    major: np.ndarray, minor: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Each row's slot in the ranges of its major code (``lo``/``hi``: each major's smallest
     and largest minor; ``lo > hi``: none), and which slots are used; None when the ranges
     add up to far more than the rows (or reach beyond int64), where only a sort will do."""
     present = lo <= hi
-    if not present.any() or int(lo[present].min()) <= -_LIMIT // 2 or int(hi[present].max()) >= _LIMIT // 2:
+    if (
+        not present.any()
+        or int(lo[present].min()) <= -_LIMIT // 2
+        or int(hi[present].max()) >= _LIMIT // 2
+    ):
         return None
     span = np.where(present, hi - lo + 1, 0)
     total = int(span.sum())

@@ -65,10 +65,14 @@ class Duplicate:
     @property
     def note(self) -> str:
         if self.identical:
-            return (f"rank {self.rank}: {clean(self.dropped)} is a byte-identical copy of "
-                    f"{clean(self.kept)} (merged)")
-        return (f"rank {self.rank}: two different dumps; kept {clean(self.kept)} (newer entries), "
-                f"dropped {clean(self.dropped)}")
+            return (
+                f"rank {self.rank}: {clean(self.dropped)} is a byte-identical copy of "
+                f"{clean(self.kept)} (merged)"
+            )
+        return (
+            f"rank {self.rank}: two different dumps; kept {clean(self.kept)} (newer entries), "
+            f"dropped {clean(self.dropped)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,41 +117,67 @@ def _parse(item: _Item, config: AnalysisConfig = DEFAULT_CONFIG) -> list[_Result
         # An item's rank is -1 when its name carries none. A rank no job has is none either:
         # every rank up to the highest is a row of the tables (2e9 of them would take it all).
         named_rank = rank_from_name(got.name, prefix) if member else None if rank < 0 else rank
-        member_rank = named_rank if named_rank is not None and named_rank < config.max_rank else None
+        member_rank = (
+            named_rank if named_rank is not None and named_rank < config.max_rank else None
+        )
         if isinstance(got, Refusal):
             context = got.reason.startswith("a hangscope context file")
             if got.foreign and (not member_named or context):
                 out.append(Ignored(got.label, got.reason))
             else:
-                out.append(Skipped(got.label, -1 if member_rank is None else member_rank,
-                                   _foreign_reason(got.reason) if got.foreign else got.reason))
+                out.append(
+                    Skipped(
+                        got.label,
+                        -1 if member_rank is None else member_rank,
+                        _foreign_reason(got.reason) if got.foreign else got.reason,
+                    )
+                )
             continue
         try:
             if member_rank is None:
                 parse_payload(-1, got, config=config)  # a dump without a rank, or no dump at all?
-                out.append(Skipped(got.label, -1, "a dump, but its name carries no rank number (use "
-                                   "--prefix to say how the files are named)" if named_rank is None else
-                                   f"a dump, but its name's rank number {named_rank} is beyond any "
-                                   f"job's ranks (at most {config.max_rank - 1:,})"))
+                out.append(
+                    Skipped(
+                        got.label,
+                        -1,
+                        "a dump, but its name carries no rank number (use "
+                        "--prefix to say how the files are named)"
+                        if named_rank is None
+                        else f"a dump, but its name's rank number {named_rank} is beyond any "
+                        f"job's ranks (at most {config.max_rank - 1:,})",
+                    )
+                )
                 continue
-            dump = read_payload(member_rank, got, config=config)  # the compiled reader, or the Python one
+            dump = read_payload(
+                member_rank, got, config=config
+            )  # the compiled reader, or the Python one
             world = own_world(dump.pg_config)
-            if world is not None and member_rank >= world:  # no evidence of that rank, nor of a world
-                out.append(Skipped(got.label, -1, f"a dump, but its name's rank {member_rank} is not in "
-                                   f"its own default group (ranks 0-{world - 1}): a copy or a renamed file?"))
+            if (
+                world is not None and member_rank >= world
+            ):  # no evidence of that rank, nor of a world
+                out.append(
+                    Skipped(
+                        got.label,
+                        -1,
+                        f"a dump, but its name's rank {member_rank} is not in "
+                        f"its own default group (ranks 0-{world - 1}): a copy or a renamed file?",
+                    )
+                )
                 continue
             out.append(dump)
         except DumpFormatError as exc:
             if exc.reason.startswith("not a flight-recorder dump") and not member_named:
                 out.append(Ignored(got.label, exc.reason))
             else:
-                out.append(Skipped(exc.path, -1 if member_rank is None else member_rank,
-                                   exc.reason))
+                out.append(
+                    Skipped(exc.path, -1 if member_rank is None else member_rank, exc.reason)
+                )
     return out
 
 
-def _parse_batch(items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG,
-                 folder: str | None = None) -> ParseBatch | str:
+def _parse_batch(
+    items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG, folder: str | None = None
+) -> ParseBatch | str:
     """:func:`_parse` of each file of a chunk, in a parser process: the results cross to the
     loader as one :class:`ParseBatch` (each entry column of its dumps as one array), through
     a file of ``folder`` when there is one (:func:`analyzer.parsebatch.spill`)."""
@@ -155,7 +185,11 @@ def _parse_batch(items: list[_Item], config: AnalysisConfig = DEFAULT_CONFIG,
 
 
 def _foreign_reason(reason: str) -> str:
-    return reason if reason.startswith(("not a", "empty")) else f"not a flight-recorder dump ({reason})"
+    return (
+        reason
+        if reason.startswith(("not a", "empty"))
+        else f"not a flight-recorder dump ({reason})"
+    )
 
 
 def _backends(d: ParsedDump) -> frozenset[str]:
@@ -217,9 +251,12 @@ def _failed_on_worker(item: _Item, reason: str) -> _Result:
 def _on_worker(result: _Result, host: str) -> _Result:
     """A file a Dask worker could not open: say which host tried (paths must exist there)."""
     if isinstance(result, Skipped) and result.reason.startswith("cannot read: "):
-        return Skipped(result.path, result.rank,
-                       f"cannot read on the Dask worker at {clean(host)}: "
-                       f"{result.reason[len('cannot read: '):]}")
+        return Skipped(
+            result.path,
+            result.rank,
+            f"cannot read on the Dask worker at {clean(host)}: "
+            f"{result.reason[len('cannot read: ') :]}",
+        )
     return result
 
 
@@ -237,9 +274,15 @@ class Loading:
     parse: the CLI imports the analysis layers meanwhile. Use it as a context manager, or
     call :meth:`finish`: either way the parser processes are let go."""
 
-    def __init__(self, items: list[_Item], files: tuple[RankFile, ...], found: Found,
-                 inputs: Sequence[str | os.PathLike[str]], parsed: Iterator[list[_Result]],
-                 stack: ExitStack) -> None:
+    def __init__(
+        self,
+        items: list[_Item],
+        files: tuple[RankFile, ...],
+        found: Found,
+        inputs: Sequence[str | os.PathLike[str]],
+        parsed: Iterator[list[_Result]],
+        stack: ExitStack,
+    ) -> None:
         self._items = items
         self._files = files
         self._found = found
@@ -275,8 +318,10 @@ class Loading:
             for result in batch:
                 if isinstance(result, ParsedDump):
                     entries += result.n_entries
-                    result.pg_config = {name: (desc, same(name, members) if members else members)
-                                        for name, (desc, members) in result.pg_config.items()}
+                    result.pg_config = {
+                        name: (desc, same(name, members) if members else members)
+                        for name, (desc, members) in result.pg_config.items()
+                    }
                 results.append(result)
             if progress:
                 progress(i, len(self._items), entries)
@@ -298,8 +343,13 @@ def start_loading(
     found = find(inputs, prefix=prefix)
     by_rank = Counter(c.rank for c in found.candidates if c.rank is not None)
     items: list[_Item] = [
-        (-1 if c.rank is None else c.rank, str(c.path), c.named,
-         c.rank is not None and by_rank[c.rank] > 1, c.prefix)
+        (
+            -1 if c.rank is None else c.rank,
+            str(c.path),
+            c.named,
+            c.rank is not None and by_rank[c.rank] > 1,
+            c.prefix,
+        )
         for c in found.candidates
     ]
     files = tuple(RankFile(c.rank, c.path) for c in found.candidates if c.rank is not None)
@@ -311,8 +361,9 @@ def start_loading(
         if scheduler:
             from analyzer.cluster import parse_on_cluster
 
-            parsed = parse_on_cluster(scheduler, items, parse, _failed_on_worker,
-                                      annotate=_on_worker)
+            parsed = parse_on_cluster(
+                scheduler, items, parse, _failed_on_worker, annotate=_on_worker
+            )
         elif jobs <= 1 or len(items) < 8:
             parsed = map(parse, items)
         else:
@@ -330,8 +381,10 @@ def start_loading(
             # Let go unfinished: the chunks not started yet are dropped, not parsed first.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
             # Every chunk is submitted now; each comes back as one ParseBatch.
-            batches = pool.map(partial(_parse_batch, config=config, folder=folder),
-                               [items[i : i + chunk] for i in range(0, len(items), chunk)])
+            batches = pool.map(
+                partial(_parse_batch, config=config, folder=folder),
+                [items[i : i + chunk] for i in range(0, len(items), chunk)],
+            )
             parsed = (results for batch in read_in_thread(batches) for results in batch.results)
     except BaseException:
         stack.close()
@@ -355,13 +408,18 @@ def load_dumps(
     Dask scheduler whose workers parse the files (:mod:`analyzer.cluster`; ``jobs`` does not
     apply then); None parses in this process and its pool.
     """
-    with start_loading(inputs, prefix=prefix, jobs=jobs, scheduler=scheduler,
-                       config=config) as loading:
+    with start_loading(
+        inputs, prefix=prefix, jobs=jobs, scheduler=scheduler, config=config
+    ) as loading:
         return loading.finish(progress)
 
 
-def _loaded(results: list[_Result], files: tuple[RankFile, ...], found: Found,
-            inputs: Sequence[str | os.PathLike[str]]) -> Loaded:
+def _loaded(
+    results: list[_Result],
+    files: tuple[RankFile, ...],
+    found: Found,
+    inputs: Sequence[str | os.PathLike[str]],
+) -> Loaded:
     all_dumps = [r for r in results if isinstance(r, ParsedDump)]
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
@@ -372,12 +430,29 @@ def _loaded(results: list[_Result], files: tuple[RankFile, ...], found: Found,
             where = ", ".join(clean(os.fspath(s)) for s in inputs)
             raise InputError(
                 f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "
-                f"(pickle or JSON with its keys, or such a dump compressed or archived)")
+                f"(pickle or JSON with its keys, or such a dump compressed or archived)"
+            )
         reasons = "; ".join(f"{clean(Path(s.path).name)}: {s.reason}" for s in skipped[:3])
         more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
         raise InputError(f"no readable dump among {len(skipped)} file(s): {reasons}{more}")
-    return Loaded(dumps=tuple(dumps), skipped=skipped, files=files, ignored=ignored,
-                  duplicates=tuple(duplicates), unreadable_dirs=found.unreadable_dirs)
+    return Loaded(
+        dumps=tuple(dumps),
+        skipped=skipped,
+        files=files,
+        ignored=ignored,
+        duplicates=tuple(duplicates),
+        unreadable_dirs=found.unreadable_dirs,
+    )
 
 
-__all__ = ["Candidate", "Duplicate", "Ignored", "InputError", "Loaded", "Skipped", "default_jobs", "load_dumps", "resolve_ranks"]
+__all__ = [
+    "Candidate",
+    "Duplicate",
+    "Ignored",
+    "InputError",
+    "Loaded",
+    "Skipped",
+    "default_jobs",
+    "load_dumps",
+    "resolve_ranks",
+]

@@ -38,8 +38,17 @@ from analyzer.p2pmatch import P2P_MISMATCH_COLUMNS, match_p2p, p2p_mismatches
 from analyzer.progress import EntryKeys, entry_keys, member_progress
 from analyzer.tables import Tables
 
-__all__ = ["NO_MAJORITY", "P2P_MISMATCH_COLUMNS", "SIZE_CHECKED_OPS", "Matching", "blocked_in",
-           "match", "p2p_mismatches", "stale_completers", "stuck_collectives"]
+__all__ = [
+    "NO_MAJORITY",
+    "P2P_MISMATCH_COLUMNS",
+    "SIZE_CHECKED_OPS",
+    "Matching",
+    "blocked_in",
+    "match",
+    "p2p_mismatches",
+    "stale_completers",
+    "stuck_collectives",
+]
 
 
 @dataclass(frozen=True)
@@ -63,8 +72,9 @@ class Matching:
     does (every member alike): group -> first skipped seq of each gap. Not unrecorded work."""
 
 
-def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
-                    q_value: np.ndarray) -> np.ndarray:
+def _count_at_least(
+    group: np.ndarray, value: np.ndarray, q_group: np.ndarray, q_value: np.ndarray
+) -> np.ndarray:
     """For each query i: how many pairs (group[j], value[j]) have group q_group[i] and a value
     of at least q_value[i]. Groups are ids >= 0; a query group of -1 counts nothing.
 
@@ -78,8 +88,9 @@ def _count_at_least(group: np.ndarray, value: np.ndarray, q_group: np.ndarray,
     # of distinct values below q.
     keys = np.sort(np.asarray(group, np.int64) * width + np.searchsorted(distinct, value))
     q = np.asarray(q_group, np.int64)
-    start = np.searchsorted(keys, q * width + np.searchsorted(distinct, np.asarray(q_value, np.int64)),
-                            side="left")
+    start = np.searchsorted(
+        keys, q * width + np.searchsorted(distinct, np.asarray(q_value, np.int64)), side="left"
+    )
     end = np.searchsorted(keys, (q + 1) * width, side="left")
     return np.where(q >= 0, end - start, 0)
 
@@ -90,16 +101,34 @@ def _per_category(values: pd.Series, mapping: Mapping[str, object] | pd.Series) 
     return pd.Series(values.cat.categories.astype(str)).map(mapping).to_numpy()
 
 
-_COLLECTIVE_COLUMNS = ["pg_name", "pg_desc", "seq", "op", "input_sizes", "input_dtypes", "n_members",
-                       "n_recorded", "n_joined", "n_completed", "n_started", "first_created_ns",
-                       "last_created_ns", "last_started_ns", "state"]
+_COLLECTIVE_COLUMNS = [
+    "pg_name",
+    "pg_desc",
+    "seq",
+    "op",
+    "input_sizes",
+    "input_dtypes",
+    "n_members",
+    "n_recorded",
+    "n_joined",
+    "n_completed",
+    "n_started",
+    "first_created_ns",
+    "last_created_ns",
+    "last_started_ns",
+    "state",
+]
 
 #: Values of ``state`` by code.
-_STATES = pd.Index([MatchState.FULLY_MATCHED.value, MatchState.IN_FLIGHT.value,
-                    MatchState.NOT_JOINED.value], dtype="str")
+_STATES = pd.Index(
+    [MatchState.FULLY_MATCHED.value, MatchState.IN_FLIGHT.value, MatchState.NOT_JOINED.value],
+    dtype="str",
+)
 
 
-def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, tables: Tables) -> pd.DataFrame:
+def _collectives(
+    entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, tables: Tables
+) -> pd.DataFrame:
     """One row per (group, seq), in group then seq order, with counts of recorded, joined and
     completed members (a member's coalesced entries of one seq count once).
 
@@ -114,7 +143,8 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
     lead = k.coll[k.first]  # the first entry of each (group, seq)
     seq = entries["seq"].to_numpy()[lead].astype(np.int64, copy=False)
     first_created, last_created, last_started, n_completed, n_started = _per_collective(
-        entries, rows, cid, n)
+        entries, rows, cid, n
+    )
     # Per group (category code): its size, members of unknown progress, and the id used to
     # count joined members; -1 / 0 where the group has no name.
     name = entries["pg_name"]
@@ -125,7 +155,9 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
     unknown = progress.assign(u=progress["enqueued"] < 0).groupby("pg_name")["u"].sum()
     if named.all():
         n_members = pd.Series(_per_category(name, sizes)[at]).fillna(0).astype("int32").to_numpy()
-        unknown_members = pd.Series(_per_category(name, unknown)[at]).fillna(0).astype(int).to_numpy()
+        unknown_members = (
+            pd.Series(_per_category(name, unknown)[at]).fillna(0).astype(int).to_numpy()
+        )
         texts = _as_str(pd.Series(name.cat.categories.astype(str)))
     else:  # a collective without a group name: read per row, as text
         names = _as_str(name.iloc[lead])
@@ -137,24 +169,39 @@ def _collectives(entries: pd.DataFrame, k: EntryKeys, progress: pd.DataFrame, ta
     known = progress[progress["enqueued"] >= 0]
     known_names = pd.Index(_as_str(known["pg_name"]).unique())
     n_joined = _count_at_least(
-        known_names.get_indexer(_as_str(known["pg_name"])), known["enqueued"].to_numpy(),
-        known_names.get_indexer(pd.Index(texts))[at], seq).astype(np.int32)
+        known_names.get_indexer(_as_str(known["pg_name"])),
+        known["enqueued"].to_numpy(),
+        known_names.get_indexer(pd.Index(texts))[at],
+        seq,
+    ).astype(np.int32)
     state = np.where(n_completed >= n_members, 0, 1)
     state[n_joined + unknown_members < n_members] = 2
-    out = pd.DataFrame({
-        "pg_name": category_at(name, lead), "pg_desc": category_at(entries["pg_desc"], lead), "seq": seq,
-        "op": category_at(entries["op"], lead), "input_sizes": category_at(entries["input_sizes"], lead),
-        "input_dtypes": category_at(entries["input_dtypes"], lead), "n_members": n_members,
-        "n_recorded": np.bincount(cid, minlength=n), "n_joined": n_joined,
-        "n_completed": n_completed, "n_started": n_started, "first_created_ns": first_created,
-        "last_created_ns": last_created, "last_started_ns": last_started,
-        "state": from_codes(state, _STATES, pd.RangeIndex(len(state))),
-    }, copy=False)
+    out = pd.DataFrame(
+        {
+            "pg_name": category_at(name, lead),
+            "pg_desc": category_at(entries["pg_desc"], lead),
+            "seq": seq,
+            "op": category_at(entries["op"], lead),
+            "input_sizes": category_at(entries["input_sizes"], lead),
+            "input_dtypes": category_at(entries["input_dtypes"], lead),
+            "n_members": n_members,
+            "n_recorded": np.bincount(cid, minlength=n),
+            "n_joined": n_joined,
+            "n_completed": n_completed,
+            "n_started": n_started,
+            "first_created_ns": first_created,
+            "last_created_ns": last_created,
+            "last_started_ns": last_started,
+            "state": from_codes(state, _STATES, pd.RangeIndex(len(state))),
+        },
+        copy=False,
+    )
     return out
 
 
-def _per_collective(entries: pd.DataFrame, rows: np.ndarray, cid: np.ndarray, n: int,
-                    chunk: int = 1 << 20) -> tuple[np.ndarray, ...]:
+def _per_collective(
+    entries: pd.DataFrame, rows: np.ndarray, cid: np.ndarray, n: int, chunk: int = 1 << 20
+) -> tuple[np.ndarray, ...]:
     """Per (group, seq) id: the earliest and latest enqueue time, the latest start time, and
     how many of its rows are completed and started (or completed), read a chunk of rows at a
     time: no column of the collectives' size is gathered whole."""
@@ -182,8 +229,12 @@ def _per_collective(entries: pd.DataFrame, rows: np.ndarray, cid: np.ndarray, n:
     return first, last, started, n_completed, n_started
 
 
-def stale_completers(progress: pd.DataFrame, observed: frozenset[int] | None = None, *,
-                     config: AnalysisConfig = DEFAULT_CONFIG) -> dict[int, dict[str, object]]:
+def stale_completers(
+    progress: pd.DataFrame,
+    observed: frozenset[int] | None = None,
+    *,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> dict[int, dict[str, object]]:
     """Members whose completed counter lags what a majority of their group completed, in
     ops they enqueued too.
 
@@ -214,16 +265,25 @@ def stale_completers(progress: pd.DataFrame, observed: frozenset[int] | None = N
     laggers: dict[int, dict[str, object]] = {}
     for i in late.tolist():
         g = codes[i]
-        laggers.setdefault(int(rank[i]), {
-            "group": str(names[g]), "group_desc": str(first_desc[g]),
-            "completed": int(done[i]), "peers_completed": int(top[g]), "enqueued": int(enq[i])})
+        laggers.setdefault(
+            int(rank[i]),
+            {
+                "group": str(names[g]),
+                "group_desc": str(first_desc[g]),
+                "completed": int(done[i]),
+                "peers_completed": int(top[g]),
+                "enqueued": int(enq[i]),
+            },
+        )
     return laggers
 
 
 def _p2p_tables(tables: Tables, dialects: Dialects) -> tuple[pd.DataFrame, pd.DataFrame]:
     p2p = match_p2p(tables, dialects)
-    return (schema.conform(p2p, schema.P2P, "p2p"),
-            schema.conform(p2p_mismatches(p2p), schema.P2P_MISMATCHES, "p2p_mismatches"))
+    return (
+        schema.conform(p2p, schema.P2P, "p2p"),
+        schema.conform(p2p_mismatches(p2p), schema.P2P_MISMATCHES, "p2p_mismatches"),
+    )
 
 
 def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matching:
@@ -243,23 +303,35 @@ def match(tables: Tables, *, config: AnalysisConfig = DEFAULT_CONFIG) -> Matchin
     if barrier_gaps:
         progress = _discount_monitored_barriers(progress, entries, members, barrier_gaps)
     progress = schema.conform(progress, schema.PROGRESS, "progress")
-    collectives = schema.conform(_collectives(entries, keys, progress, tables), schema.COLLECTIVES,
-                                 "collectives")
-    mismatches = schema.conform(collective_mismatches(entries, keys.coll, keys.cid, keys.first),
-                                schema.MISMATCHES, "mismatches")
+    collectives = schema.conform(
+        _collectives(entries, keys, progress, tables), schema.COLLECTIVES, "collectives"
+    )
+    mismatches = schema.conform(
+        collective_mismatches(entries, keys.coll, keys.cid, keys.first),
+        schema.MISMATCHES,
+        "mismatches",
+    )
     del keys
     p2p, p2p_mm = _p2p_tables(tables, dialects)
     return Matching(
-        progress=progress, collectives=collectives, mismatches=mismatches, p2p=p2p,
-        p2p_mismatches=p2p_mm, dialects=dialects,
-        stale_completers=({} if dialects.completion_unobserved
-                          else stale_completers(progress, dialects.observed_ranks, config=config)),
+        progress=progress,
+        collectives=collectives,
+        mismatches=mismatches,
+        p2p=p2p,
+        p2p_mismatches=p2p_mm,
+        dialects=dialects,
+        stale_completers=(
+            {}
+            if dialects.completion_unobserved
+            else stale_completers(progress, dialects.observed_ranks, config=config)
+        ),
         barrier_gaps=barrier_gaps,
     )
 
 
-def _groups_without_p2p_records(members: Mapping[str, tuple[int, ...]],
-                                 dialects: Dialects) -> list[str]:
+def _groups_without_p2p_records(
+    members: Mapping[str, tuple[int, ...]], dialects: Dialects
+) -> list[str]:
     """Groups every dumped member of which reads as a dialect that records no send/recv and
     counts ``pg_status`` in op_ids (:attr:`Dialects.p2p_unrecorded_ranks`)."""
     unseen = dialects.p2p_unrecorded_ranks
@@ -271,9 +343,12 @@ def _groups_without_p2p_records(members: Mapping[str, tuple[int, ...]],
     return out
 
 
-def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
-                                 members: dict[str, tuple[int, ...]],
-                                 gaps: dict[str, list[int]]) -> pd.DataFrame:
+def _discount_monitored_barriers(
+    progress: pd.DataFrame,
+    entries: pd.DataFrame,
+    members: dict[str, tuple[int, ...]],
+    gaps: dict[str, list[int]],
+) -> pd.DataFrame:
     """gloo's monitored_barrier runs 2 x (members - 1) unrecorded send/recv on the group's
     first member and two on each other member, so the first member's ``op_id`` drifts ahead
     of its ``collective_seq_id`` by 2 x (members - 2) per barrier more than the others' do.
@@ -285,9 +360,12 @@ def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
     names = out["pg_name"].astype(str)
     coll = entries.loc[~entries["is_p2p"], ["pg_name", "rank", "seq", "op_id", "record_id"]]
     newest = coll.loc[coll.groupby(["pg_name", "rank"], observed=True)["record_id"].idxmax()]
-    drift = pd.Series((newest["op_id"] - newest["seq"]).to_numpy(),
-                      index=pd.MultiIndex.from_arrays([newest["pg_name"].astype(str),
-                                                       newest["rank"].astype(int)]))
+    drift = pd.Series(
+        (newest["op_id"] - newest["seq"]).to_numpy(),
+        index=pd.MultiIndex.from_arrays(
+            [newest["pg_name"].astype(str), newest["rank"].astype(int)]
+        ),
+    )
     for name in gaps:
         ranks = members.get(name, ())
         n = len(ranks)
@@ -304,7 +382,9 @@ def _discount_monitored_barriers(progress: pd.DataFrame, entries: pd.DataFrame,
     return out
 
 
-def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -> dict[int, tuple[bool, str, int]]:
+def blocked_in(
+    tables: Tables, stale: set[int] | frozenset[int] = frozenset()
+) -> dict[int, tuple[bool, str, int]]:
     """Each rank's earliest unfinished op, the one it is blocked in now: ``(is_p2p, group,
     seq)`` with the p2p sequence number for send/recv. Its later ops wait behind it on the
     GPU (and on the peers' streams), so what they wait for is not what holds the rank.
@@ -313,7 +393,11 @@ def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -
     state = e["state"]
     cats = list(state.cat.categories)
     codes = state.cat.codes.to_numpy()
-    open_rows = np.flatnonzero(codes != cats.index("completed")) if "completed" in cats else np.arange(len(e))
+    open_rows = (
+        np.flatnonzero(codes != cats.index("completed"))
+        if "completed" in cats
+        else np.arange(len(e))
+    )
     if not len(open_rows):
         return {}
     rank = e["rank"].to_numpy()[open_rows].astype(np.int64)
@@ -328,13 +412,16 @@ def blocked_in(tables: Tables, stale: set[int] | frozenset[int] = frozenset()) -
     is_p2p = e["is_p2p"].to_numpy(bool)[rows]
     seq = np.where(is_p2p, e["p2p_seq"].to_numpy()[rows], e["seq"].to_numpy()[rows])
     names = _as_str(e["pg_name"].iloc[rows])
-    return {int(r): (bool(p), str(g), int(q))
-            for r, p, g, q in zip(ranks.tolist(), is_p2p.tolist(), names, seq.tolist(), strict=True)
-            if int(r) not in stale}
+    return {
+        int(r): (bool(p), str(g), int(q))
+        for r, p, g, q in zip(ranks.tolist(), is_p2p.tolist(), names, seq.tolist(), strict=True)
+        if int(r) not in stale
+    }
 
 
-def stuck_collectives(tables: Tables, matching: Matching,
-                      heads: dict[int, tuple[bool, str, int]] | None = None) -> list[tuple[str, int]]:
+def stuck_collectives(
+    tables: Tables, matching: Matching, heads: dict[int, tuple[bool, str, int]] | None = None
+) -> list[tuple[str, int]]:
     """Collectives (group, seq) that every member enqueued, none completed, and every member
     is blocked in (its earliest unfinished op): nothing in the program holds them, so the
     network or a GPU does. Empty when completion is not reported (gloo)."""
@@ -345,12 +432,16 @@ def stuck_collectives(tables: Tables, matching: Matching,
     if cand.empty:
         return []
     if heads is None:
-        heads = blocked_in(tables, set(matching.stale_completers) | set(matching.dialects.unobserved_ranks))
+        heads = blocked_in(
+            tables, set(matching.stale_completers) | set(matching.dialects.unobserved_ranks)
+        )
     members = tables.members()
     # Only a collective some rank is blocked in can qualify: look at those alone.
     held = {(g, q) for p2p, g, q in heads.values() if not p2p}
     out = []
     for g, q in zip(cand["pg_name"].astype(str), cand["seq"].tolist(), strict=True):
-        if (g, int(q)) in held and all(heads.get(int(m)) == (False, g, int(q)) for m in members.get(g, ())):
+        if (g, int(q)) in held and all(
+            heads.get(int(m)) == (False, g, int(q)) for m in members.get(g, ())
+        ):
             out.append((g, int(q)))
     return sorted(set(out))

@@ -22,8 +22,19 @@ SIZE_CHECKED_OPS = size_checked_ops()
 #: ``expected`` of a mismatch where no value has a majority (e.g. a group of two).
 NO_MAJORITY = "(no majority)"
 
-MISMATCH_COLUMNS = ["pg_name", "pg_desc", "seq", "kind", "rank", "op", "value", "expected", "n_agree",
-                    "n_recorded", "basis"]
+MISMATCH_COLUMNS = [
+    "pg_name",
+    "pg_desc",
+    "seq",
+    "kind",
+    "rank",
+    "op",
+    "value",
+    "expected",
+    "n_agree",
+    "n_recorded",
+    "basis",
+]
 
 
 def _as_str(values: pd.Series) -> pd.Series:
@@ -31,15 +42,29 @@ def _as_str(values: pd.Series) -> pd.Series:
     if isinstance(values.dtype, pd.CategoricalDtype) and values.cat.categories.dtype == "str":
         codes = values.cat.codes.to_numpy()
         if (codes >= 0).all():
-            return pd.Series(values.cat.categories.take(codes), index=values.index, name=values.name)
+            return pd.Series(
+                values.cat.categories.take(codes), index=values.index, name=values.name
+            )
     return values.astype(str)
 
 
-_COLUMNS = ["pg_name", "pg_desc", "seq", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
-            "input_sizes", "output_sizes"]
+_COLUMNS = [
+    "pg_name",
+    "pg_desc",
+    "seq",
+    "rank",
+    "record_id",
+    "op",
+    "input_dtypes",
+    "output_dtypes",
+    "input_sizes",
+    "output_sizes",
+]
 
 
-def _varying(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np.ndarray) -> np.ndarray:
+def _varying(
+    entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np.ndarray
+) -> np.ndarray:
     """Collectives whose op, dtypes or (for size-checked ops) sizes differ from those of the
     first row of their (group, seq): a mask over the groups. ``rows`` are the collectives'
     positions among the entries; only their category codes are read."""
@@ -55,8 +80,9 @@ def _varying(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np
     return varies
 
 
-def collective_mismatches(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray,
-                          first: np.ndarray) -> pd.DataFrame:
+def collective_mismatches(
+    entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarray, first: np.ndarray
+) -> pd.DataFrame:
     """Rows whose op, dtype or size differs from the majority of their collective.
 
     ``rows`` are the positions of the collectives among ``entries``, ``gid`` numbers each
@@ -70,8 +96,15 @@ def collective_mismatches(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarr
         return pd.DataFrame(out)
     coll = entries[_COLUMNS].iloc[rows]
     sub = coll[varies[gid]].copy()
-    for col in ("pg_name", "pg_desc", "op", "input_dtypes", "output_dtypes", "input_sizes",
-                "output_sizes"):
+    for col in (
+        "pg_name",
+        "pg_desc",
+        "op",
+        "input_dtypes",
+        "output_dtypes",
+        "input_sizes",
+        "output_sizes",
+    ):
         sub[col] = _as_str(sub[col])
     for (_, _), grp in sub.groupby(["pg_name", "seq"], sort=True):
         _examine(coll, grp, out)
@@ -81,7 +114,11 @@ def collective_mismatches(entries: pd.DataFrame, rows: np.ndarray, gid: np.ndarr
 def _examine(coll: pd.DataFrame, grp: pd.DataFrame, out: dict[str, list[object]]) -> None:
     """The deviating members of one collective whose signatures vary, appended to ``out``."""
     per_rank = _signatures(grp)
-    name, desc, seq = str(grp["pg_name"].iloc[0]), str(grp["pg_desc"].iloc[0]), int(grp["seq"].iloc[0])
+    name, desc, seq = (
+        str(grp["pg_name"].iloc[0]),
+        str(grp["pg_desc"].iloc[0]),
+        int(grp["seq"].iloc[0]),
+    )
     n = len(per_rank)
     if n < 2:
         return
@@ -90,9 +127,19 @@ def _examine(coll: pd.DataFrame, grp: pd.DataFrame, out: dict[str, list[object]]
     if (per_rank["op"] == op_major).all():
         # Only the sides the op's expectation says every member records alike.
         rule = expectation(op_major)
-        checks = [(MatchState.DTYPE_MISMATCH.value, _check_series(per_rank, MatchState.DTYPE_MISMATCH, rule))]
+        checks = [
+            (
+                MatchState.DTYPE_MISMATCH.value,
+                _check_series(per_rank, MatchState.DTYPE_MISMATCH, rule),
+            )
+        ]
         if rule.sizes:
-            checks.append((MatchState.SIZE_MISMATCH.value, _check_series(per_rank, MatchState.SIZE_MISMATCH, rule)))
+            checks.append(
+                (
+                    MatchState.SIZE_MISMATCH.value,
+                    _check_series(per_rank, MatchState.SIZE_MISMATCH, rule),
+                )
+            )
     for kind, series in checks:
         if series.nunique() < 2:
             continue
@@ -111,10 +158,19 @@ def _examine(coll: pd.DataFrame, grp: pd.DataFrame, out: dict[str, list[object]]
                 agree = int((series == sibling).sum())
                 basis = "sibling groups"
         for rank, value in deviating.items():
-            for col, v in (("pg_name", name), ("pg_desc", desc), ("seq", seq), ("kind", kind),
-                           ("rank", int(rank)), ("op", str(per_rank.at[rank, "op"])),  # type: ignore[call-overload]
-                           ("value", str(value)), ("expected", major), ("n_agree", agree),
-                           ("n_recorded", n), ("basis", basis)):
+            for col, v in (
+                ("pg_name", name),
+                ("pg_desc", desc),
+                ("seq", seq),
+                ("kind", kind),
+                ("rank", int(rank)),  # type: ignore[call-overload]
+                ("op", str(per_rank.at[rank, "op"])),
+                ("value", str(value)),
+                ("expected", major),
+                ("n_agree", agree),
+                ("n_recorded", n),
+                ("basis", basis),
+            ):
                 out[col].append(v)
         if len(deviating):
             break
@@ -131,14 +187,23 @@ def _signatures(grp: pd.DataFrame) -> pd.DataFrame:
     grp = grp.sort_values("record_id")
     joined = {
         col: grp.groupby("rank", sort=True)[src].agg(lambda s: "+".join(map(str, s)))
-        for col, src in (("op", "op"), ("dtypes", "input_dtypes"), ("odtypes", "output_dtypes"),
-                         ("sizes", "input_sizes"), ("osizes", "output_sizes"))
+        for col, src in (
+            ("op", "op"),
+            ("dtypes", "input_dtypes"),
+            ("odtypes", "output_dtypes"),
+            ("sizes", "input_sizes"),
+            ("osizes", "output_sizes"),
+        )
     }
     return pd.DataFrame(joined)
 
 
-_SIDE_COLUMNS: dict[tuple[str, str], str] = {(MatchState.DTYPE_MISMATCH, "inputs"): "dtypes", (MatchState.DTYPE_MISMATCH, "outputs"): "odtypes",
-                 (MatchState.SIZE_MISMATCH, "inputs"): "sizes", (MatchState.SIZE_MISMATCH, "outputs"): "osizes"}
+_SIDE_COLUMNS: dict[tuple[str, str], str] = {
+    (MatchState.DTYPE_MISMATCH, "inputs"): "dtypes",
+    (MatchState.DTYPE_MISMATCH, "outputs"): "odtypes",
+    (MatchState.SIZE_MISMATCH, "inputs"): "sizes",
+    (MatchState.SIZE_MISMATCH, "outputs"): "osizes",
+}
 
 
 def _check_series(per_rank: pd.DataFrame, kind: str, rule: Expectation | None = None) -> pd.Series:
@@ -160,8 +225,9 @@ def _check_series(per_rank: pd.DataFrame, kind: str, rule: Expectation | None = 
     return value[keep]
 
 
-def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str,
-                   rule: Expectation | None = None) -> str | None:
+def _sibling_value(
+    coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str, rule: Expectation | None = None
+) -> str | None:
     """The value most sibling groups (same desc, other name) used at ``seq``, if unanimous
     enough to break a tie (a strict majority of the siblings' ranks)."""
     if not desc or desc in ("undefined", "default_pg"):
@@ -169,12 +235,22 @@ def _sibling_value(coll: pd.DataFrame, name: str, desc: str, seq: int, kind: str
     rows = coll[(coll["pg_desc"] == desc) & (coll["seq"] == seq) & (coll["pg_name"] != name)]
     if rows.empty:
         return None
-    rows = rows[["pg_name", "rank", "record_id", "op", "input_dtypes", "output_dtypes",
-                 "input_sizes", "output_sizes"]].astype({c: str for c in (
-                     "op", "input_dtypes", "output_dtypes", "input_sizes", "output_sizes")})
+    rows = rows[
+        [
+            "pg_name",
+            "rank",
+            "record_id",
+            "op",
+            "input_dtypes",
+            "output_dtypes",
+            "input_sizes",
+            "output_sizes",
+        ]
+    ].astype(
+        {c: str for c in ("op", "input_dtypes", "output_dtypes", "input_sizes", "output_sizes")}
+    )
     values = _check_series(_signatures(rows), kind, rule)
     counts = values.value_counts()
     if counts.empty or counts.iloc[0] * 2 <= len(values):
         return None
     return str(counts.index[0])
-

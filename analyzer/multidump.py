@@ -48,16 +48,22 @@ def per_rank(dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Skippe
         keep, drop = (d, old) if _newest(d) > _newest(old) else (old, d)
         by_key[key] = keep
         what = "+".join(sorted(key[1])) or "no entries"
-        dropped.append(Skipped(drop.path, drop.rank,
-                               f"another dump of rank {drop.rank} holds the same buffer ({what}); "
-                               f"the newer one is kept: {keep.path}"))
+        dropped.append(
+            Skipped(
+                drop.path,
+                drop.rank,
+                f"another dump of rank {drop.rank} holds the same buffer ({what}); "
+                f"the newer one is kept: {keep.path}",
+            )
+        )
     kept = set(map(id, by_key.values()))
     ordered = sorted((d for d in dumps if id(d) in kept), key=lambda d: d.rank)
     return ordered, dropped
 
 
-def process_order(ranks: np.ndarray, record_ids: np.ndarray, created: np.ndarray,
-                  multi: set[int]) -> np.ndarray:
+def process_order(
+    ranks: np.ndarray, record_ids: np.ndarray, created: np.ndarray, multi: set[int]
+) -> np.ndarray:
     """``record_ids`` with the entries of every rank in ``multi`` (several buffers) renumbered
     0.. in one process order: enqueue time, then each buffer's own order."""
     out = record_ids.copy()

@@ -67,8 +67,15 @@ class ParseBatch:
                     r = dataclasses.replace(r, strings={}, ints={}, bools={}, floats={})
                 out.append(r)
             light.append(out)
-        columns = {f"{kind}.{f}": np.concatenate([getattr(d, kind)[f] for d in joined])
-                   for kind, fields in _KINDS for f in fields} if joined else {}
+        columns = (
+            {
+                f"{kind}.{f}": np.concatenate([getattr(d, kind)[f] for d in joined])
+                for kind, fields in _KINDS
+                for f in fields
+            }
+            if joined
+            else {}
+        )
         counts = np.array([d.n_entries for d in joined], dtype=np.int64)
         return light, where, counts, columns
 
@@ -111,7 +118,7 @@ def _remove_orphans(shm: str) -> None:
     except OSError:
         return
     for name in names:
-        pid = name[len(_SPILL_PREFIX):].partition("-")[0]
+        pid = name[len(_SPILL_PREFIX) :].partition("-")[0]
         path = os.path.join(shm, name)
         try:
             if not pid.isdigit() or os.stat(path).st_uid != os.getuid():

@@ -107,8 +107,16 @@ def _fingerprint(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
-         fingerprint: bool, budget: _Budget) -> Iterator[Payload | Refusal]:
+def _one(
+    label: str,
+    name: str,
+    f: IO[bytes],
+    *,
+    size: int | None,
+    depth: int,
+    fingerprint: bool,
+    budget: _Budget,
+) -> Iterator[Payload | Refusal]:
     """What the stream ``f`` holds; ``size`` is known for plain files (checked before reading)."""
     head = f.read(HEAD_BYTES)
     kind = sniff(head)
@@ -139,8 +147,9 @@ def _one(label: str, name: str, f: IO[bytes], *, size: int | None, depth: int,
     stream = cast(IO[bytes], _Prefixed(head, f))
     if kind in COMPRESSED:
         stream = cast(IO[bytes], _Prefixed(b"", _decompressor(kind, stream)))
-        yield from _one(label, name, stream, size=None, depth=depth + 1,
-                        fingerprint=fingerprint, budget=budget)
+        yield from _one(
+            label, name, stream, size=None, depth=depth + 1, fingerprint=fingerprint, budget=budget
+        )
         return
     if kind == "tar":
         yield from _tar(label, stream, depth, budget)
@@ -204,8 +213,12 @@ class _Budget:
     left: int = 0
 
     def too_many(self, label: str) -> Refusal:
-        return Refusal(label, "", f"more than {self.config.max_archive_members:,} members: "
-                       "the rest is not read", foreign=False)
+        return Refusal(
+            label,
+            "",
+            f"more than {self.config.max_archive_members:,} members: the rest is not read",
+            foreign=False,
+        )
 
 
 def _tar(label: str, stream: IO[bytes], depth: int, budget: _Budget) -> Iterator[Payload | Refusal]:
@@ -225,31 +238,55 @@ def _tar(label: str, stream: IO[bytes], depth: int, budget: _Budget) -> Iterator
                     yield hidden
                     continue
                 if member.size > budget.left:
-                    yield Refusal(where, base, "archive over its decompressed-size budget "
-                                  f"({budget.config.max_archive_bytes >> 20} MB)", foreign=False)
+                    yield Refusal(
+                        where,
+                        base,
+                        "archive over its decompressed-size budget "
+                        f"({budget.config.max_archive_bytes >> 20} MB)",
+                        foreign=False,
+                    )
                     return
                 inner = tf.extractfile(member)
                 if inner is None:  # pragma: no cover - isfile() members have data
                     continue
-                yield from _one(where, base, inner, size=member.size, depth=depth + 1,
-                                fingerprint=True, budget=budget)
+                yield from _one(
+                    where,
+                    base,
+                    inner,
+                    size=member.size,
+                    depth=depth + 1,
+                    fingerprint=True,
+                    budget=budget,
+                )
     except OverflowError as exc:
         yield Refusal(label, "", f"{exc}: a decompression bomb?", foreign=False)
-    except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile, lzma.LZMAError,
-            ValueError) as exc:
-        yield Refusal(label, "", f"truncated or corrupt archive ({type(exc).__name__}: "
-                      f"{str(exc)[:120]})", foreign=False)
+    except (
+        tarfile.TarError,
+        EOFError,
+        OSError,
+        zipfile.BadZipFile,
+        lzma.LZMAError,
+        ValueError,
+    ) as exc:
+        yield Refusal(
+            label,
+            "",
+            f"truncated or corrupt archive ({type(exc).__name__}: {str(exc)[:120]})",
+            foreign=False,
+        )
 
 
-def _zip(label: str, stream: IO[bytes], depth: int, budget: _Budget, *,
-         in_place: bool = False) -> Iterator[Payload | Refusal]:
+def _zip(
+    label: str, stream: IO[bytes], depth: int, budget: _Budget, *, in_place: bool = False
+) -> Iterator[Payload | Refusal]:
     """Every member of a zip file. Its central directory needs random access: a zip inside a
     compressed file is read into memory first, within the size a dump may have."""
     source: IO[bytes] = stream
     if not in_place:
         try:
-            source = io.BytesIO(_read_capped(stream, b"", budget.config.max_dump_bytes,
-                                             "the zip file"))
+            source = io.BytesIO(
+                _read_capped(stream, b"", budget.config.max_dump_bytes, "the zip file")
+            )
         except OverflowError as exc:
             yield Refusal(label, "", str(exc), foreign=False)
             return
@@ -269,23 +306,43 @@ def _zip(label: str, stream: IO[bytes], depth: int, budget: _Budget, *,
                 try:
                     with zf.open(info) as inner:
                         capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))
-                        yield from _one(where, base, capped, size=None, depth=depth + 1,
-                                        fingerprint=True, budget=budget)
+                        yield from _one(
+                            where,
+                            base,
+                            capped,
+                            size=None,
+                            depth=depth + 1,
+                            fingerprint=True,
+                            budget=budget,
+                        )
                 except OverflowError as exc:
                     yield Refusal(where, base, f"{exc}: a decompression bomb?", foreign=False)
                     return
-                except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError,
-                        EOFError, ValueError, lzma.LZMAError) as exc:
-                    yield Refusal(where, base, f"corrupt member ({type(exc).__name__})",
-                                  foreign=False)
+                except (
+                    zipfile.BadZipFile,
+                    NotImplementedError,
+                    RuntimeError,
+                    OSError,
+                    EOFError,
+                    ValueError,
+                    lzma.LZMAError,
+                ) as exc:
+                    yield Refusal(
+                        where, base, f"corrupt member ({type(exc).__name__})", foreign=False
+                    )
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
 
 
 def _compressed_errors() -> tuple[type[BaseException], ...]:
     """What reading truncated or corrupt compressed data raises."""
-    errors: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, ValueError,
-                                               zipfile.BadZipFile)
+    errors: tuple[type[BaseException], ...] = (
+        EOFError,
+        OSError,
+        lzma.LZMAError,
+        ValueError,
+        zipfile.BadZipFile,
+    )
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency
@@ -293,8 +350,13 @@ def _compressed_errors() -> tuple[type[BaseException], ...]:
     return (*errors, zstandard.ZstdError)
 
 
-def payloads(path: str, *, fingerprint: bool = False, lenient: bool = False,
-             config: AnalysisConfig = DEFAULT_CONFIG) -> Iterator[Payload | Refusal]:
+def payloads(
+    path: str,
+    *,
+    fingerprint: bool = False,
+    lenient: bool = False,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> Iterator[Payload | Refusal]:
     """The dump candidates in the file at ``path`` (one, or one per archive member).
 
     ``lenient``: a pickle or JSON without the flight-recorder keys in its first bytes is
@@ -313,35 +375,46 @@ def payloads(path: str, *, fingerprint: bool = False, lenient: bool = False,
             head = os.pread(raw.fileno(), HEAD_BYTES, 0)
             kind = sniff(head)
             if lenient and kind in ("foreign-pickle", "foreign-json"):
-                kind = kind[len("foreign-"):]
+                kind = kind[len("foreign-") :]
             if kind in ("pickle", "json"):
                 if st.st_size > cap:
                     yield Refusal(path, name, _too_large(st.st_size, cap), foreign=False)
                     return
                 data = raw.readall()
                 if len(data) > cap:  # grew while being read
-                    yield Refusal(path, name, "grew past the size limit while being read",
-                                  foreign=False)
+                    yield Refusal(
+                        path, name, "grew past the size limit while being read", foreign=False
+                    )
                     return
-                yield Payload(path, name, kind, data, _fingerprint(data) if fingerprint else "",
-                              plain=True)
+                yield Payload(
+                    path, name, kind, data, _fingerprint(data) if fingerprint else "", plain=True
+                )
                 return
             if kind in FOREIGN_WHAT:
                 yield Refusal(path, name, FOREIGN_WHAT[kind], foreign=True)
                 return
             f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
             try:
-                yield from _one(path, name, f, size=st.st_size, depth=0,
-                                fingerprint=fingerprint, budget=budget)
+                yield from _one(
+                    path, name, f, size=st.st_size, depth=0, fingerprint=fingerprint, budget=budget
+                )
             except OverflowError as exc:
                 yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
             except _compressed_errors() as exc:
                 why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
-                yield Refusal(path, name, f"truncated or corrupt compressed data ({why})",
-                              foreign=False)
+                yield Refusal(
+                    path, name, f"truncated or corrupt compressed data ({why})", foreign=False
+                )
     except OSError as exc:
         yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
 
 
-__all__ = ["MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "MAX_DUMP_BYTES", "Payload", "Refusal",
-           "payloads", "sniff"]
+__all__ = [
+    "MAX_ARCHIVE_BYTES",
+    "MAX_ARCHIVE_MEMBERS",
+    "MAX_DUMP_BYTES",
+    "Payload",
+    "Refusal",
+    "payloads",
+    "sniff",
+]

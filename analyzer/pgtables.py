@@ -153,7 +153,8 @@ def _status_of(raw: dict[str, Any], why: Reasons, config: AnalysisConfig) -> Gro
     return pg_status
 
 
-def group_tables(raw: dict[str, Any], why: Reasons,
-                 config: AnalysisConfig) -> tuple[GroupConfig, GroupStatus]:
+def group_tables(
+    raw: dict[str, Any], why: Reasons, config: AnalysisConfig
+) -> tuple[GroupConfig, GroupStatus]:
     """A dump's pg_config and pg_status, each bad value counted in ``why``."""
     return _config_of(raw, why, config), _status_of(raw, why, config)

@@ -7,8 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["EVERY_RANK", "HOOK", "MANUAL", "NONE", "OBSERVED", "OWN_TIMEOUT", "PREFIXES",
-           "Dialect", "default_for", "legacy"]
+__all__ = [
+    "EVERY_RANK",
+    "HOOK",
+    "MANUAL",
+    "NONE",
+    "OBSERVED",
+    "OWN_TIMEOUT",
+    "PREFIXES",
+    "Dialect",
+    "default_for",
+    "legacy",
+]
 
 OBSERVED = "observed"
 HOOK = "hook"
@@ -41,17 +51,25 @@ class Dialect:
         return self.completion != NONE
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dialect": self.name, "backend": self.backend, "completion": self.completion,
-                "counter": self.counter, "one_sided_p2p": self.one_sided_p2p,
-                "records_p2p": self.records_p2p, "dump_policy": self.dump_policy,
-                "evidence": list(self.evidence)}
+        return {
+            "dialect": self.name,
+            "backend": self.backend,
+            "completion": self.completion,
+            "counter": self.counter,
+            "one_sided_p2p": self.one_sided_p2p,
+            "records_p2p": self.records_p2p,
+            "dump_policy": self.dump_policy,
+            "evidence": list(self.evidence),
+        }
 
 
 def legacy(name: str) -> Dialect:
     return Dialect(name, name, OBSERVED, "seq", False, True, EVERY_RANK)
 
 
-def _hooked(name: str, completion: str = NONE, policy: str = MANUAL, dialect: str = "hook") -> Dialect:
+def _hooked(
+    name: str, completion: str = NONE, policy: str = MANUAL, dialect: str = "hook"
+) -> Dialect:
     return Dialect(dialect, name, completion, "op_id", True, True, policy)
 
 

@@ -24,11 +24,16 @@ from analyzer.tables import Tables
 __all__ = ["EntryKeys", "entry_keys", "member_progress"]
 
 
-def _lookup(keys: pd.MultiIndex, table: pd.Series, default: object) -> tuple[np.ndarray, np.ndarray]:
+def _lookup(
+    keys: pd.MultiIndex, table: pd.Series, default: object
+) -> tuple[np.ndarray, np.ndarray]:
     """``table`` (unique (group name, rank) index) read at ``keys``: (values, found)."""
-    index = pd.MultiIndex.from_arrays([
-        _as_str(pd.Series(table.index.get_level_values(0))).to_numpy(),
-        table.index.get_level_values(1).to_numpy(np.int64)])
+    index = pd.MultiIndex.from_arrays(
+        [
+            _as_str(pd.Series(table.index.get_level_values(0))).to_numpy(),
+            table.index.get_level_values(1).to_numpy(np.int64),
+        ]
+    )
     pos = index.get_indexer(keys)
     found = pos >= 0
     values = table.to_numpy()
@@ -52,26 +57,35 @@ def _member_facts(entries: pd.DataFrame, k: EntryKeys) -> _MemberFacts:
     m = k.member
     completed = codes_at(entries["state"], k.coll) == code_of(entries["state"], "completed")
     return _MemberFacts(
-        hi=k.seq_hi, op_hi=k.op_hi,
-        coll_lo=k.coll_lo, coll_hi=k.coll_hi,
+        hi=k.seq_hi,
+        op_hi=k.op_hi,
+        coll_lo=k.coll_lo,
+        coll_hi=k.coll_hi,
         completed_hi=reduce_max(k.c_member[completed], m.n, k.c_seq[completed]),
-        last_is_p2p=entries["is_p2p"].to_numpy(bool)[k.last_row])
+        last_is_p2p=entries["is_p2p"].to_numpy(bool)[k.last_row],
+    )
 
 
-def _active_members(tables: Tables, k: EntryKeys, status: pd.DataFrame,
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _active_members(
+    tables: Tables,
+    k: EntryKeys,
+    status: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every member of every group some rank recorded or counted, in group order then member
     order: per group its size and category code; per member its group name, desc and rank."""
     categories = tables.entries["pg_name"].cat.categories
-    in_entries = {str(categories[c]) for c in np.unique(k.member.major).tolist() if c < len(categories)}
+    in_entries = {
+        str(categories[c]) for c in np.unique(k.member.major).tolist() if c < len(categories)
+    }
     active_groups = in_entries | {str(g) for g in status.index.get_level_values(0).unique()}
     groups = tables.groups
     chosen = groups[groups["pg_name"].isin(active_groups)]
     sizes = chosen["ranks"].map(len).to_numpy()
     names = np.repeat(chosen["pg_name"].to_numpy(dtype=object), sizes)
     descs = np.repeat(chosen["pg_desc"].to_numpy(dtype=object), sizes)
-    ranks = np.fromiter(itertools.chain.from_iterable(chosen["ranks"]), dtype=np.int64,
-                        count=int(sizes.sum()))
+    ranks = np.fromiter(
+        itertools.chain.from_iterable(chosen["ranks"]), dtype=np.int64, count=int(sizes.sum())
+    )
     chosen_codes = categories.get_indexer(pd.Index(chosen["pg_name"].to_numpy(dtype=object)))
     return sizes, names, descs, ranks, chosen_codes
 
@@ -101,15 +115,26 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     at = np.maximum(pos, 0)
 
     def fact(values: np.ndarray) -> np.ndarray:
-        return np.where(has_entries, values[at], -1) if len(values) else np.full(len(pos), -1, dtype=np.int64)
+        return (
+            np.where(has_entries, values[at], -1)
+            if len(values)
+            else np.full(len(pos), -1, dtype=np.int64)
+        )
 
     enq, op_progress = fact(facts.hi), fact(facts.op_hi)
     lo, hi, comp = fact(facts.coll_lo), fact(facts.coll_hi), fact(facts.completed_hi)
-    last_p2p = (np.where(has_entries, facts.last_is_p2p[at], False) if k.member.n
-                else np.zeros(len(pos), dtype=bool))
+    last_p2p = (
+        np.where(has_entries, facts.last_is_p2p[at], False)
+        if k.member.n
+        else np.zeros(len(pos), dtype=bool)
+    )
     c_enq, counted = _lookup(keys, status["last_enqueued"], -1)
     c_comp, _ = _lookup(keys, status["last_completed"], -1)
-    enq, op_progress, comp = enq.astype(np.int64), op_progress.astype(np.int64), comp.astype(np.int64)
+    enq, op_progress, comp = (
+        enq.astype(np.int64),
+        op_progress.astype(np.int64),
+        comp.astype(np.int64),
+    )
     c_enq, c_comp = c_enq.astype(np.int64), c_comp.astype(np.int64)
     dumped = np.isin(ranks, np.array(tables.dumped_ranks, dtype=np.int64))
 
@@ -132,18 +157,42 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     source[counted & ~counts_coll & ~has_entries & ~op_units] = "unknown"
     source[~dumped] = "no_dump"
     source[dumped & ~has_entries & ~counted] = "unknown"
-    unseen = {(g, int(m)) for g, info in dialects.unrecorded_groups.items()
-              for m in info["members_without_buffer"]}
+    unseen = {
+        (g, int(m))
+        for g, info in dialects.unrecorded_groups.items()
+        for m in info["members_without_buffer"]
+    }
     if unseen:
-        flag = np.array([(str(g), int(r)) in unseen for g, r in zip(names, ranks, strict=True)], dtype=bool)
+        flag = np.array(
+            [(str(g), int(r)) in unseen for g, r in zip(names, ranks, strict=True)], dtype=bool
+        )
         source[flag & ~has_entries] = "not_recorded"
-    out = pd.DataFrame({
-        "pg_name": names, "pg_desc": descs, "rank": ranks, "dumped": dumped,
-        "window_lo": lo, "window_hi": hi,
-        "enqueued": np.where(np.isin(source, ["no_dump", "unknown", "not_recorded"]), -1, enq),
-        "completed": comp, "counter_enqueued": c_enq, "counter_completed": c_comp,
-        "op_progress": op_progress, "source": source,
-    })
-    return out.astype({"rank": "int32", "window_lo": "int64", "window_hi": "int64",
-                       "enqueued": "int64", "completed": "int64", "counter_enqueued": "int64",
-                       "counter_completed": "int64", "op_progress": "int64", "dumped": "bool"})
+    out = pd.DataFrame(
+        {
+            "pg_name": names,
+            "pg_desc": descs,
+            "rank": ranks,
+            "dumped": dumped,
+            "window_lo": lo,
+            "window_hi": hi,
+            "enqueued": np.where(np.isin(source, ["no_dump", "unknown", "not_recorded"]), -1, enq),
+            "completed": comp,
+            "counter_enqueued": c_enq,
+            "counter_completed": c_comp,
+            "op_progress": op_progress,
+            "source": source,
+        }
+    )
+    return out.astype(
+        {
+            "rank": "int32",
+            "window_lo": "int64",
+            "window_hi": "int64",
+            "enqueued": "int64",
+            "completed": "int64",
+            "counter_enqueued": "int64",
+            "counter_completed": "int64",
+            "op_progress": "int64",
+            "dumped": "bool",
+        }
+    )

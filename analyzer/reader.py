@@ -32,13 +32,32 @@ from analyzer.values import Reasons, split_profiling_name
 
 #: Columns holding repeated strings, encoded per file as codes into a vocabulary.
 STRING_FIELDS: tuple[str, ...] = (
-    "pg_name", "pg_desc", "op", "backend", "profiling_name", "input_sizes", "output_sizes",
-    "input_dtypes", "output_dtypes", "state", "thread_name",
+    "pg_name",
+    "pg_desc",
+    "op",
+    "backend",
+    "profiling_name",
+    "input_sizes",
+    "output_sizes",
+    "input_dtypes",
+    "output_dtypes",
+    "state",
+    "thread_name",
 )
 #: Integer columns (``time_*`` are 0 when not observed, as in JSON dumps).
 INT_FIELDS: tuple[str, ...] = (
-    "pg_id", "record_id", "seq", "p2p_seq", "op_id", "time_created_ns", "time_started_ns",
-    "time_completed_ns", "timeout_ms", "stack", "peer_local", "self_local",
+    "pg_id",
+    "record_id",
+    "seq",
+    "p2p_seq",
+    "op_id",
+    "time_created_ns",
+    "time_started_ns",
+    "time_completed_ns",
+    "timeout_ms",
+    "stack",
+    "peer_local",
+    "self_local",
 )
 BOOL_FIELDS: tuple[str, ...] = ("is_p2p", "retired", "coalesced")
 FLOAT_FIELDS: tuple[str, ...] = ("duration_ms",)
@@ -104,16 +123,18 @@ class ParsedDump:
     # share their stacks, so most dumps' frames are neither built again nor kept twice.
     def __getstate__(self) -> tuple[Any, ...]:
         state = [getattr(self, f.name) for f in dataclasses.fields(self)]
-        state[_PG_CONFIG] = {name: (desc, _packed(members))
-                             for name, (desc, members) in self.pg_config.items()}
+        state[_PG_CONFIG] = {
+            name: (desc, _packed(members)) for name, (desc, members) in self.pg_config.items()
+        }
         state[_STACKS] = pickle.dumps(self.stacks, protocol=pickle.HIGHEST_PROTOCOL)
         return tuple(state)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         for f, value in zip(dataclasses.fields(self), state, strict=True):
             object.__setattr__(self, f.name, value)
-        self.pg_config = {name: (desc, _unpacked(members))
-                          for name, (desc, members) in self.pg_config.items()}
+        self.pg_config = {
+            name: (desc, _unpacked(members)) for name, (desc, members) in self.pg_config.items()
+        }
         self.stacks = _unpacked_stacks(self.stacks)
 
 
@@ -208,25 +229,38 @@ class Columns:
         self.ints["peer_local"] = np.array([p[3] for p in split] or [-1], dtype=np.int64)[index]
         self.ints["self_local"] = np.array([p[2] for p in split] or [-1], dtype=np.int64)[index]
 
-    def finish(self, *, rank: int, path: str, fmt: str, top: dict[str, Any], n: int,
-               flags: tuple[np.ndarray, np.ndarray, np.ndarray],
-               tables: tuple[GroupConfig, GroupStatus]) -> ParsedDump:
+    def finish(
+        self,
+        *,
+        rank: int,
+        path: str,
+        fmt: str,
+        top: dict[str, Any],
+        n: int,
+        flags: tuple[np.ndarray, np.ndarray, np.ndarray],
+        tables: tuple[GroupConfig, GroupStatus],
+    ) -> ParsedDump:
         """The parsed dump: integers narrowed, the flags derived from the op names.
         ``flags`` is (is_p2p, retired, duration_ms) as the entries give them."""
         is_p2p, retired, duration = flags
         ints = {key: col.narrow(self.ints[key], self.bounds.get(key)) for key in INT_FIELDS}
         # Codes index their vocabulary: they lie in [0, its length).
-        strings = {key: col.narrow(codes, (0, max(len(self.vocab[key]) - 1, 0)))
-                   for key, codes in self.strings.items()}
+        strings = {
+            key: col.narrow(codes, (0, max(len(self.vocab[key]) - 1, 0)))
+            for key, codes in self.strings.items()
+        }
         ops = self.vocab["op"]
         op_codes = strings["op"]
         sendrecv = np.array([op in ("send", "recv") for op in ops] or [False], dtype=bool)[op_codes]
         coalesced = np.array(["coalesced" in op for op in ops] or [False], dtype=bool)[op_codes]
         return ParsedDump(
-            rank=rank, path=path, fmt=fmt,
+            rank=rank,
+            path=path,
+            fmt=fmt,
             version=val.version_text(top.get("version", "")),
             comm_lib_version=val.version_text(
-                top.get("comm_lib_version") or top.get("nccl_version") or ""),
+                top.get("comm_lib_version") or top.get("nccl_version") or ""
+            ),
             n_entries=n,
             strings={k: strings[k] for k in STRING_FIELDS},
             vocab={k: self.vocab[k] for k in STRING_FIELDS},
@@ -247,7 +281,9 @@ class _Parse:
         self.cols = Columns()
         self.drop = np.zeros(len(entries), dtype=bool)
 
-    def reject(self, index: np.ndarray, bad_distinct: list[int], reason: str, *, entry: bool) -> None:
+    def reject(
+        self, index: np.ndarray, bad_distinct: list[int], reason: str, *, entry: bool
+    ) -> None:
         """Entries whose value is one of the distinct values ``bad_distinct``."""
         if not bad_distinct:
             return
@@ -274,8 +310,12 @@ class _Parse:
         """Group name and description; (each entry's index, the distinct groups)."""
         index, values = self.distinct("process_group")
         parts = [val.group_parts(pg) for pg in values]
-        self.reject(index, [i for i, pg in enumerate(parts) if pg is None],
-                    "process_group is missing or not (name, desc) strings", entry=True)
+        self.reject(
+            index,
+            [i for i, pg in enumerate(parts) if pg is None],
+            "process_group is missing or not (name, desc) strings",
+            entry=True,
+        )
         pg_parts = [pg or ("", "") for pg in parts]
         self.cols.encode("pg_name", index, [name for name, _ in pg_parts])
         self.cols.encode("pg_desc", index, [desc for _, desc in pg_parts])
@@ -288,14 +328,20 @@ class _Parse:
             index, values = self.distinct(key)
             texts, ok = val.check_lists(values, key, self.config)
             what = "a list of shapes" if key.endswith("_sizes") else "a list of dtype names"
-            self.reject(index, [i for i, good in enumerate(ok) if not good],
-                        f"{key} is not {what}", entry=True)
+            self.reject(
+                index,
+                [i for i, good in enumerate(ok) if not good],
+                f"{key} is not {what}",
+                entry=True,
+            )
             self.cols.encode(key, index, texts)
 
     def texts(self) -> None:
         """State and thread name: a bad one reads as not observed."""
-        for key, check, reason in (("state", val.check_state, "state is not a short string"),
-                                   ("thread_name", val.check_thread, "thread_name is not a string")):
+        for key, check, reason in (
+            ("state", val.check_state, "state is not a short string"),
+            ("thread_name", val.check_thread, "thread_name is not a string"),
+        ):
             index, values = self.distinct(key)
             texts, ok = check(values)
             self.reject(index, [i for i, good in enumerate(ok) if not good], reason, entry=False)
@@ -305,8 +351,12 @@ class _Parse:
         """Stacks: one key per distinct frames object, one stack id per distinct key."""
         index, values = self.distinct("frames")
         keys = val.stack_keys(values, self.config)
-        self.reject(index, [i for i, k in enumerate(keys) if k is None],
-                    "frames is not a list of frames", entry=False)
+        self.reject(
+            index,
+            [i for i, k in enumerate(keys) if k is None],
+            "frames is not a list of frames",
+            entry=False,
+        )
         per_distinct, stacks = val.stack_ids(keys)
         self.cols.ints["stack"] = per_distinct[index]
         return stacks
@@ -324,8 +374,9 @@ class _Parse:
                     self.why.fields[f"{key} is not an integer in range"] += count
             self.cols.ints[name] = values
 
-    def keep(self, pg_index: np.ndarray, parts: list[tuple[str, str] | None],
-             flags: list[np.ndarray]) -> dict[int, str]:
+    def keep(
+        self, pg_index: np.ndarray, parts: list[tuple[str, str] | None], flags: list[np.ndarray]
+    ) -> dict[int, str]:
         """Drop the rejected entries; what they still prove: which backend-local pg_id is
         which group, so that the dump's pg_status counters of that group still count."""
         dropped_pg_ids: dict[int, str] = {}
@@ -361,8 +412,9 @@ def parse_dump(rank: int, path: Path, *, config: AnalysisConfig = DEFAULT_CONFIG
     return parse_payload(rank, first_payload(path, config=config), config=config)
 
 
-def parse_payload(rank: int, payload: Payload, *,
-                  config: AnalysisConfig = DEFAULT_CONFIG) -> ParsedDump:
+def parse_payload(
+    rank: int, payload: Payload, *, config: AnalysisConfig = DEFAULT_CONFIG
+) -> ParsedDump:
     """Decode and flatten one dump. Raises :class:`DumpFormatError` on bad input.
 
     Every value is checked column by column (once per distinct object for names, sizes,
@@ -382,16 +434,26 @@ def parse_payload(rank: int, payload: Payload, *,
     p.texts()
     stacks = p.stacks()
     p.ints()
-    flags = [col.bools(col.column(entries, "is_p2p")), col.bools(col.column(entries, "retired")),
-             col.floats(col.column(entries, "duration_ms"))]
+    flags = [
+        col.bools(col.column(entries, "is_p2p")),
+        col.bools(col.column(entries, "retired")),
+        col.floats(col.column(entries, "duration_ms")),
+    ]
     dropped_pg_ids = p.keep(pg_index, parts, flags)
     tables = group_tables(raw, why, config)
     n = len(p.cols.ints["record_id"])
     if why.entries and not n and not tables[1]:
         # Nothing of it can be used: a crafted or broken file, not a rank's evidence.
         raise DumpFormatError(str(path), "no usable entry (" + "; ".join(why.lines()[:3]) + ")")
-    parsed = p.cols.finish(rank=rank, path=str(path), fmt=payload.fmt, top=raw, n=n,
-                           flags=(flags[0], flags[1], flags[2]), tables=tables)
+    parsed = p.cols.finish(
+        rank=rank,
+        path=str(path),
+        fmt=payload.fmt,
+        top=raw,
+        n=n,
+        flags=(flags[0], flags[1], flags[2]),
+        tables=tables,
+    )
     parsed.stacks = stacks
     parsed.warnings = why.lines()
     parsed.suspect = bool(why.entries) or bool(why.fields)

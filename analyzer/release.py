@@ -19,7 +19,11 @@ __all__ = ["COLUMN_FIELDS", "COLUMN_KINDS", "column_bytes", "drop_column", "is_r
 
 #: The attributes of a :class:`ParsedDump` that hold per-entry columns, and the fields of each.
 COLUMN_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("strings", STRING_FIELDS), ("ints", INT_FIELDS), ("bools", BOOL_FIELDS), ("floats", FLOAT_FIELDS))
+    ("strings", STRING_FIELDS),
+    ("ints", INT_FIELDS),
+    ("bools", BOOL_FIELDS),
+    ("floats", FLOAT_FIELDS),
+)
 COLUMN_KINDS: tuple[str, ...] = tuple(kind for kind, _ in COLUMN_FIELDS)
 
 
@@ -36,11 +40,14 @@ def drop_column(dumps: Iterable[ParsedDump], kind: str, field: str) -> int:
 
 def column_bytes(dumps: Iterable[ParsedDump]) -> int:
     """The bytes the dumps' entry columns hold."""
-    return sum(column.nbytes for d in dumps for kind in COLUMN_KINDS
-               for column in getattr(d, kind).values())
+    return sum(
+        column.nbytes
+        for d in dumps
+        for kind in COLUMN_KINDS
+        for column in getattr(d, kind).values()
+    )
 
 
 def is_released(d: ParsedDump) -> bool:
     """Whether ``d`` handed its entry columns over (it still counts its entries)."""
     return d.n_entries > 0 and not (d.strings or d.ints or d.bools or d.floats)
-

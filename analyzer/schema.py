@@ -70,7 +70,11 @@ RANKS: tuple[Col, ...] = (
     Col("first_record_id", "int64", "oldest record id still in the ring buffer (-1: none)"),
     Col("last_record_id", "int64", "newest record id (-1: none)"),
     Col("last_time_ns", "int64", "newest enqueue time in the buffer (0: none)"),
-    Col("reader", "string", "native (compiled) or python: which reader parsed the dump; empty when no dump"),
+    Col(
+        "reader",
+        "string",
+        "native (compiled) or python: which reader parsed the dump; empty when no dump",
+    ),
 )
 
 STATUS: tuple[Col, ...] = (
@@ -198,8 +202,11 @@ def frame(cols: tuple[Col, ...], data: Mapping[str, Any] | None = None) -> pd.Da
         if col.dtype == "object":
             series = pd.Series(list(values), dtype="object")
         else:
-            series = (pd.Series(values).astype(col.dtype) if len(values)  # type: ignore[call-overload]
-                      else pd.Series([], dtype=col.dtype))
+            series = (
+                pd.Series(values).astype(col.dtype)  # type: ignore[call-overload]
+                if len(values)
+                else pd.Series([], dtype=col.dtype)
+            )
         out[col.name] = series.reset_index(drop=True)
     return pd.DataFrame(out, columns=[c.name for c in cols])
 
@@ -211,7 +218,9 @@ def validate(df: pd.DataFrame, cols: tuple[Col, ...], table: str) -> pd.DataFram
         raise SchemaError(f"{table}: columns {list(df.columns)!r}, expected {names!r}")
     for col in cols:
         if str(df[col.name].dtype) != col.dtype:
-            raise SchemaError(f"{table}.{col.name}: dtype {df[col.name].dtype}, expected {col.dtype}")
+            raise SchemaError(
+                f"{table}.{col.name}: dtype {df[col.name].dtype}, expected {col.dtype}"
+            )
     return df
 
 

@@ -52,8 +52,10 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def _frames(frame: FrameType | None, limit: int = 64) -> list[dict[str, Any]]:
     """A thread's Python stack, innermost frame first (the flight recorder's order)."""
-    out = [{"name": fs.name, "filename": fs.filename, "line": fs.lineno or 0}
-           for fs in traceback.extract_stack(frame, limit=None)]
+    out = [
+        {"name": fs.name, "filename": fs.filename, "line": fs.lineno or 0}
+        for fs in traceback.extract_stack(frame, limit=None)
+    ]
     out.reverse()
     return out[:limit]
 
@@ -66,15 +68,17 @@ def thread_stacks(skip_ident: int | None = None) -> list[dict[str, Any]]:
     out = []
     for ident, frame in frames.items():
         t = threads.get(ident)
-        out.append({
-            "name": t.name if t else f"thread-{ident}",
-            "ident": ident,
-            "native_id": getattr(t, "native_id", None) if t else None,
-            "main": ident == main,
-            "daemon": bool(t.daemon) if t else None,
-            "capture": ident == skip_ident,
-            "frames": _frames(frame),
-        })
+        out.append(
+            {
+                "name": t.name if t else f"thread-{ident}",
+                "ident": ident,
+                "native_id": getattr(t, "native_id", None) if t else None,
+                "main": ident == main,
+                "daemon": bool(t.daemon) if t else None,
+                "capture": ident == skip_ident,
+                "frames": _frames(frame),
+            }
+        )
     out.sort(key=lambda d: (not d["main"], d["capture"], str(d["name"])))
     return out
 
@@ -85,15 +89,28 @@ def _write_buffers(dist: Any, dump_dir: Path, rank: int) -> list[dict[str, Any]]
     for backend, (data, obj) in sorted(dump_buffers(dist, entries=True).items()):
         path = dump_dir / dump_name(backend, rank)
         write_atomic(path, data)
-        written.append({"backend": backend, "file": path.name,
-                        "entries": len(obj.get("entries") or []),
-                        "comm_lib_version": str(obj.get("comm_lib_version")
-                                                or obj.get("nccl_version") or "")})
+        written.append(
+            {
+                "backend": backend,
+                "file": path.name,
+                "entries": len(obj.get("entries") or []),
+                "comm_lib_version": str(
+                    obj.get("comm_lib_version") or obj.get("nccl_version") or ""
+                ),
+            }
+        )
     return written
 
 
-def write_snapshot(dist: Any | None, dump_dir: Path, *, rank: int, world: int | None,
-                   gen: int | None, info: dict[str, Any]) -> tuple[list[str], str]:
+def write_snapshot(
+    dist: Any | None,
+    dump_dir: Path,
+    *,
+    rank: int,
+    world: int | None,
+    gen: int | None,
+    info: dict[str, Any],
+) -> tuple[list[str], str]:
     """Write this process's buffers and context into ``dump_dir``: (file names, reason)."""
     # The stacks first: what the threads are doing now, before dumping moves anything.
     threads = thread_stacks(skip_ident=threading.get_ident())
@@ -111,8 +128,12 @@ def write_snapshot(dist: Any | None, dump_dir: Path, *, rank: int, world: int | 
         "device": device(),
         "time_ns": now_ns,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ns / 1e9)),
-        "trigger": {"generation": gen, "reason": reason,
-                    "by_rank": info.get("by_rank"), "time_ns": info.get("time_ns")},
+        "trigger": {
+            "generation": gen,
+            "reason": reason,
+            "by_rank": info.get("by_rank"),
+            "time_ns": info.get("time_ns"),
+        },
         "versions": versions(),
         "dumps": written,
         "threads": threads,

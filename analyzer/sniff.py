@@ -16,11 +16,15 @@ _JSON_KEYS = tuple(f'"{k}"' for k in _KEYS)
 
 def _json_text(head: bytes) -> str | None:
     """The start of ``head`` as text when it looks like JSON in UTF-8 (BOM or not) or UTF-16/32."""
-    for bom, codec in ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\x00\x00", "utf-32-le"),
-                       (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"),
-                       (b"\xfe\xff", "utf-16-be")):
+    for bom, codec in (
+        (b"\xef\xbb\xbf", "utf-8"),
+        (b"\xff\xfe\x00\x00", "utf-32-le"),
+        (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe", "utf-16-le"),
+        (b"\xfe\xff", "utf-16-be"),
+    ):
         if head.startswith(bom):
-            body, enc = head[len(bom):], codec
+            body, enc = head[len(bom) :], codec
             break
     else:
         body = head
@@ -69,7 +73,8 @@ def sniff(head: bytes) -> str:
 
 
 FOREIGN_WHAT = {
-    "empty": "empty file", "context": "a hangscope context file, not a dump",
+    "empty": "empty file",
+    "context": "a hangscope context file, not a dump",
     "foreign-pickle": "a pickle without the flight-recorder keys",
     "foreign-json": "JSON without the flight-recorder keys",
     "foreign": "not a flight-recorder dump (neither pickle nor JSON)",

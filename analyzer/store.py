@@ -58,8 +58,14 @@ INPUTS = "inputs.json"
 CONTEXTS = "contexts.json"
 #: The distinct member lists of every dump's pg_config, once each (format 3).
 MEMBERS = "members.json"
-_TABLES = {"entries": schema.ENTRIES, "groups": schema.GROUPS, "ranks": schema.RANKS,
-           "status": schema.STATUS, "stacks": schema.STACKS, "skipped": schema.SKIPPED}
+_TABLES = {
+    "entries": schema.ENTRIES,
+    "groups": schema.GROUPS,
+    "ranks": schema.RANKS,
+    "status": schema.STATUS,
+    "stacks": schema.STACKS,
+    "skipped": schema.SKIPPED,
+}
 
 DUMPS: tuple[Col, ...] = (
     Col("dump", "int32", "index of the dump in this store (the key of parsed.dump)"),
@@ -73,21 +79,30 @@ DUMPS: tuple[Col, ...] = (
     Col("suspect", "bool", "entries or values were dropped while parsing"),
     Col("fingerprint", "string", "hash of the dump's bytes, when the loader took one"),
     Col("warnings", "string", "JSON list: what the parse dropped"),
-    Col("pg_config", "string", "JSON object: group name -> [desc, index into members.json or null]"),
+    Col(
+        "pg_config", "string", "JSON object: group name -> [desc, index into members.json or null]"
+    ),
     Col("pg_status", "string", "JSON object: pg_id -> [last enqueued, started, completed]"),
     Col("dropped_pg_ids", "string", "JSON object: pg_id -> group name of dropped entries"),
     Col("vocab", "string", "JSON object: string column -> the dump's distinct values"),
     Col("stacks", "string", "JSON list: the dump's distinct stacks, frames [name, file, line]"),
 )
 _PARSED_DOC = {
-    "pg_id": "backend-local group id", "record_id": "the buffer's own entry counter",
-    "seq": "collective_seq_id", "p2p_seq": "p2p_seq_id", "op_id": "op_id",
-    "time_created_ns": "enqueue time", "time_started_ns": "start observed (0 if not)",
-    "time_completed_ns": "completion observed (0 if not)", "timeout_ms": "per-op timeout",
+    "pg_id": "backend-local group id",
+    "record_id": "the buffer's own entry counter",
+    "seq": "collective_seq_id",
+    "p2p_seq": "p2p_seq_id",
+    "op_id": "op_id",
+    "time_created_ns": "enqueue time",
+    "time_started_ns": "start observed (0 if not)",
+    "time_completed_ns": "completion observed (0 if not)",
+    "timeout_ms": "per-op timeout",
     "stack": "index into the dump's dumps.stacks (-1: no frames)",
     "peer_local": "group-local rank of the other side of a send/recv (-1: none)",
     "self_local": "group-local rank of the recording rank in the profiling name (-1: none)",
-    "is_p2p": "send/recv", "retired": "left the watchdog's list", "coalesced": "a coalesced entry",
+    "is_p2p": "send/recv",
+    "retired": "left the watchdog's list",
+    "coalesced": "a coalesced entry",
     "duration_ms": "GPU duration with timing on (NaN if not)",
 }
 PARSED: tuple[Col, ...] = (
@@ -107,9 +122,15 @@ def _require_pyarrow() -> None:
         raise InputError("the Parquet store needs pyarrow: pip install pyarrow") from None
 
 
-def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded | None = None,
-                contexts: Contexts | None = None, world_option: int | None = None,
-                staged: Path | None = None) -> Path:
+def write_store(
+    tables: Tables,
+    out: str | os.PathLike[str],
+    *,
+    loaded: Loaded | None = None,
+    contexts: Contexts | None = None,
+    world_option: int | None = None,
+    staged: Path | None = None,
+) -> Path:
     """Write ``tables`` as Parquet files into ``out`` (created if needed), with the parsed
     dumps of ``loaded`` (what makes stores mergeable) and the ``contexts`` found beside them.
     ``world_option``: the world size the user gave (None: worked out from the dumps).
@@ -125,15 +146,19 @@ def write_store(tables: Tables, out: str | os.PathLike[str], *, loaded: Loaded |
         frame.to_parquet(folder / f"{name}.parquet", index=False)
     meta: dict[str, Any] = {
         "format": STORE_VERSION if loaded is not None else TABLES_ONLY_VERSION,
-        "world_size": tables.world_size, "world_option": world_option,
+        "world_size": tables.world_size,
+        "world_option": world_option,
         "ranks": ranges(tables.dumped_ranks),
-        "tables": {name: [c.name for c in cols] for name, cols in _TABLES.items()}}
+        "tables": {name: [c.name for c in cols] for name, cols in _TABLES.items()},
+    }
     if loaded is not None:
         staging = staged if staged is not None else write_parsed(loaded, folder, contexts)
         for name in _PARSED_FILES:
             (staging / name).replace(folder / name)
         staging.rmdir()
-        meta["tables"].update({name: [c.name for c in cols] for name, cols in _PARSED_TABLES.items()})
+        meta["tables"].update(
+            {name: [c.name for c in cols] for name, cols in _PARSED_TABLES.items()}
+        )
     (folder / MARKER).write_text(json.dumps(meta, indent=1) + "\n")
     return folder
 
@@ -144,7 +169,9 @@ STAGING = ".parsed.partial"
 _PARSED_FILES = ("dumps.parquet", "parsed.parquet", MEMBERS, INPUTS, CONTEXTS)
 
 
-def write_parsed(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts | None = None) -> Path:
+def write_parsed(
+    loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts | None = None
+) -> Path:
     """The parsed dumps of ``loaded`` (with the loader's notes and ``contexts``) staged in
     ``out`` (created if needed), for ``write_store(..., staged=...)`` to complete the
     store with: call it before the dumps hand their entry columns over
@@ -198,8 +225,10 @@ class _MemberLists:
 def _write_parsed(loaded: Loaded, folder: Path) -> None:
     dumps = loaded.dumps
     if any(is_released(d) for d in dumps):
-        raise InputError("these dumps handed their entries over to normalize (release=True): "
-                         "write their parsed dumps before, or load them again")
+        raise InputError(
+            "these dumps handed their entries over to normalize (release=True): "
+            "write their parsed dumps before, or load them again"
+        )
     rows: dict[str, list[Any]] = defaultdict(list)
     lists = _MemberLists()
     for i, d in enumerate(dumps):
@@ -214,9 +243,14 @@ def _write_parsed(loaded: Loaded, folder: Path) -> None:
         rows["suspect"].append(bool(d.suspect))
         rows["fingerprint"].append(d.fingerprint)
         rows["warnings"].append(json.dumps(list(d.warnings)))
-        rows["pg_config"].append(json.dumps(
-            {name: [desc, None if members is None else lists.index_of(members)]
-             for name, (desc, members) in d.pg_config.items()}))
+        rows["pg_config"].append(
+            json.dumps(
+                {
+                    name: [desc, None if members is None else lists.index_of(members)]
+                    for name, (desc, members) in d.pg_config.items()
+                }
+            )
+        )
         rows["pg_status"].append(json.dumps({str(k): list(v) for k, v in d.pg_status.items()}))
         rows["dropped_pg_ids"].append(json.dumps({str(k): v for k, v in d.dropped_pg_ids.items()}))
         rows["vocab"].append(json.dumps({f: list(d.vocab[f]) for f in STRING_FIELDS}))
@@ -258,8 +292,11 @@ def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
             columns = {"dump": np.repeat(np.array([i for i, _ in block], dtype=np.int32), counts)}
             for name, kind in kinds.items():
                 parts = [getattr(d, kind)[name] for _, d in block]
-                columns[name] = (np.concatenate(parts).astype(dtypes[name], copy=False) if parts
-                                 else np.empty(0, dtype=dtypes[name]))
+                columns[name] = (
+                    np.concatenate(parts).astype(dtypes[name], copy=False)
+                    if parts
+                    else np.empty(0, dtype=dtypes[name])
+                )
             writer.write_table(pa.table(columns, schema=schema), row_group_size=max(size, 1))
             if end >= len(dumps):
                 break
@@ -277,8 +314,10 @@ def _inputs_doc(loaded: Loaded) -> dict[str, Any]:
 
 
 def _contexts_doc(contexts: Contexts) -> dict[str, Any]:
-    return {"by_rank": [asdict(c) for _, c in sorted(contexts.by_rank.items())],
-            "skipped": [list(s) for s in contexts.skipped]}
+    return {
+        "by_rank": [asdict(c) for _, c in sorted(contexts.by_rank.items())],
+        "skipped": [list(s) for s in contexts.skipped],
+    }
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:
@@ -286,7 +325,10 @@ def _read_meta(folder: Path) -> dict[str, Any]:
         meta = json.loads((folder / MARKER).read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{folder}: not a hangscope store ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") not in (*PARSED_VERSIONS, TABLES_ONLY_VERSION):
+    if not isinstance(meta, dict) or meta.get("format") not in (
+        *PARSED_VERSIONS,
+        TABLES_ONLY_VERSION,
+    ):
         got = meta.get("format") if isinstance(meta, dict) else None
         raise InputError(f"{folder}: store format {got!r}, expected {STORE_VERSION!r}")
     return meta
@@ -307,9 +349,11 @@ def store_inputs(inputs: list[str | os.PathLike[str]]) -> str:
     if not all(flags):
         store = next(p for p, f in zip(inputs, flags) if f)
         other = next(p for p, f in zip(inputs, flags) if not f)
-        raise InputError(f"cannot mix stores and dumps ({os.fspath(store)} is a store, "
-                         f"{os.fspath(other)} is not): export the dumps first "
-                         "(hangscope export) or give only dumps")
+        raise InputError(
+            f"cannot mix stores and dumps ({os.fspath(store)} is a store, "
+            f"{os.fspath(other)} is not): export the dumps first "
+            "(hangscope export) or give only dumps"
+        )
     if len(inputs) == 1 and not has_parsed_dumps(inputs[0]):
         return "tables"
     return "dumps"
@@ -324,9 +368,11 @@ def read_store(path: str | os.PathLike[str], *, world_size: int | None = None) -
     folder = Path(path)
     meta = _read_meta(folder)
     if world_size is not None and world_size != int(meta["world_size"]):
-        raise InputError(f"{folder}: --world-size {world_size} cannot be applied to a store of "
-                         f"format {meta.get('format')!r} (normalized tables of world size "
-                         f"{meta['world_size']}, no parsed dumps): export the dumps again")
+        raise InputError(
+            f"{folder}: --world-size {world_size} cannot be applied to a store of "
+            f"format {meta.get('format')!r} (normalized tables of world size "
+            f"{meta['world_size']}, no parsed dumps): export the dumps again"
+        )
     frames: dict[str, pd.DataFrame] = {}
     for name, cols in _TABLES.items():
         try:

@@ -88,10 +88,18 @@ def _parsed_column(table: Any, folder: Path, name: str) -> np.ndarray:
     like any other: it may have been damaged or made up)."""
     values = table.column(name).to_numpy()
     kind = values.dtype.kind
-    ok = (kind == "b" if name in BOOL_FIELDS else kind == "f" if name in FLOAT_FIELDS else kind in "iu")
+    ok = (
+        kind == "b"
+        if name in BOOL_FIELDS
+        else kind == "f"
+        if name in FLOAT_FIELDS
+        else kind in "iu"
+    )
     if not ok or (kind == "u" and values.dtype.itemsize == 8):
-        raise InputError(f"{folder}: parsed.parquet column {name} holds {values.dtype}, not "
-                         f"{'bool' if name in BOOL_FIELDS else 'float' if name in FLOAT_FIELDS else 'integer'} values")
+        raise InputError(
+            f"{folder}: parsed.parquet column {name} holds {values.dtype}, not "
+            f"{'bool' if name in BOOL_FIELDS else 'float' if name in FLOAT_FIELDS else 'integer'} values"
+        )
     return values
 
 
@@ -105,14 +113,18 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
         raise InputError(f"{folder}: cannot read its parsed dumps ({exc})") from None
     names = parsed.schema_arrow.names
     if list(meta.columns) != [c.name for c in DUMPS] or names != [c.name for c in PARSED]:
-        raise InputError(f"{folder}: dumps.parquet or parsed.parquet has other columns than "
-                         f"{fmt} (written by another hangscope?)")
+        raise InputError(
+            f"{folder}: dumps.parquet or parsed.parquet has other columns than "
+            f"{fmt} (written by another hangscope?)"
+        )
     lists = _member_lists(folder, fmt)
     counts = meta["n_entries"].to_numpy(dtype=np.int64)
     rows_total = parsed.metadata.num_rows
     if int(counts.sum()) != rows_total or (len(counts) and int(counts.min()) < 0):
-        raise InputError(f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
-                         f"counts {int(counts.sum())}")
+        raise InputError(
+            f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
+            f"counts {int(counts.sum())}"
+        )
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     # Column by column (one whole column at a time in memory), cut into blocks of dumps.
     first = list(range(0, len(counts), READ_BLOCK)) + [len(counts)]
@@ -122,7 +134,9 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
         try:
             table = parsed.read(columns=[name])
         except (OSError, ValueError) as exc:
-            raise InputError(f"{folder}: cannot read parsed.parquet column {name} ({exc})") from None
+            raise InputError(
+                f"{folder}: cannot read parsed.parquet column {name} ({exc})"
+            ) from None
         blocks[name] = _column_blocks(name, _parsed_column(table, folder, name), edges)
         del table
 
@@ -143,17 +157,24 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
             if row.pg_config not in configs:
                 configs[row.pg_config] = {
                     str(name): (str(desc), _members_of(members, lists))
-                    for name, (desc, members) in json.loads(row.pg_config).items()}
+                    for name, (desc, members) in json.loads(row.pg_config).items()
+                }
             if row.stacks not in stack_lists:
-                stack_lists[row.stacks] = [tuple((str(n), str(fn), int(line)) for n, fn, line in key)
-                                           for key in json.loads(row.stacks)]
+                stack_lists[row.stacks] = [
+                    tuple((str(n), str(fn), int(line)) for n, fn, line in key)
+                    for key in json.loads(row.stacks)
+                ]
             if row.vocab not in vocabs:
                 texts = json.loads(row.vocab)
                 vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
             vocab = vocabs[row.vocab]
             d = ParsedDump(
-                rank=int(row.rank), path=str(row.path), fmt=str(row.fmt), version=str(row.version),
-                comm_lib_version=str(row.comm_lib_version), n_entries=int(row.n_entries),
+                rank=int(row.rank),
+                path=str(row.path),
+                fmt=str(row.fmt),
+                version=str(row.version),
+                comm_lib_version=str(row.comm_lib_version),
+                n_entries=int(row.n_entries),
                 strings=cols(i, STRING_FIELDS),
                 vocab={f: list(vocab[f]) for f in STRING_FIELDS},
                 ints=cols(i, INT_FIELDS),
@@ -161,8 +182,10 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
                 floats=cols(i, FLOAT_FIELDS),
                 stacks=list(stack_lists[row.stacks]),
                 pg_config=dict(configs[row.pg_config]),
-                pg_status={int(k): (int(v[0]), int(v[1]), int(v[2]))
-                           for k, v in json.loads(row.pg_status).items()},
+                pg_status={
+                    int(k): (int(v[0]), int(v[1]), int(v[2]))
+                    for k, v in json.loads(row.pg_status).items()
+                },
                 warnings=[str(w) for w in json.loads(row.warnings)],
                 suspect=bool(row.suspect),
                 fingerprint=str(row.fingerprint),
@@ -172,5 +195,7 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
             _check_codes(d)
             out.append(d)
     except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})"
+        ) from None
     return out

@@ -20,8 +20,9 @@ STORE_PREFIX = "hangscope/capture/"
 class StoreLink:
     """The watcher's own connection to the job's c10d store; every call may fail."""
 
-    def __init__(self, dist: Any, store: Any | None, log: Callable[[str], None],
-                 retry_s: float = 10.0) -> None:
+    def __init__(
+        self, dist: Any, store: Any | None, log: Callable[[str], None], retry_s: float = 10.0
+    ) -> None:
         self.dist = dist
         self.given = store
         self.log = log
@@ -45,8 +46,13 @@ class StoreLink:
             inner = inner.underlying_store
         if isinstance(inner, dist.TCPStore):
             self.addr = (inner.host, inner.port)
-            inner = dist.TCPStore(inner.host, inner.port, is_master=False,
-                                  timeout=timedelta(seconds=5), wait_for_workers=False)
+            inner = dist.TCPStore(
+                inner.host,
+                inner.port,
+                is_master=False,
+                timeout=timedelta(seconds=5),
+                wait_for_workers=False,
+            )
         return dist.PrefixStore(STORE_PREFIX, inner)
 
     def get(self) -> Any | None:
@@ -59,8 +65,10 @@ class StoreLink:
 
     def _down(self, exc: BaseException) -> None:
         if self.failures == 0:
-            self.log(f"store unavailable ({type(exc).__name__}: "
-                     f"{str(exc).splitlines()[0][:120]}); capturing locally, retrying now and then")
+            self.log(
+                f"store unavailable ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:120]}); capturing locally, retrying now and then"
+            )
         self.failures += 1
         self.store = None
         self.next_try = time.monotonic() + self.retry_s
@@ -83,6 +91,7 @@ class StoreLink:
 
     def publish(self, info: dict[str, Any]) -> int | None:
         """Make a new request with ``info`` (reason, by_rank, time_ns); its generation."""
+
         def add(s: Any) -> int:
             gen = int(s.add("generation", 1))
             s.set(f"reason/{gen}", json.dumps(info))

@@ -64,8 +64,10 @@ def _contexts_of(doc: dict[str, Any]) -> Contexts:
         c = dict(c)
         c["versions"] = dict(c.get("versions") or {})
         c["dumps"] = tuple(c.get("dumps") or ())
-        c["threads"] = tuple(ThreadStack(t["name"], bool(t["main"]), tuple(t["frames"]))
-                             for t in c.get("threads") or ())
+        c["threads"] = tuple(
+            ThreadStack(t["name"], bool(t["main"]), tuple(t["frames"]))
+            for t in c.get("threads") or ()
+        )
         by_rank[int(c["rank"])] = RankContext(**c)
     return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))
 
@@ -77,10 +79,23 @@ def _content_digest(d: ParsedDump) -> str:
         columns = getattr(d, kind)
         for name in sorted(columns):
             h.update(name.encode())
-            h.update(np.ascontiguousarray(np.asarray(columns[name], dtype=np.float64 if kind == "floats" else np.int64)).tobytes())
-    h.update(json.dumps([d.vocab, [list(map(list, s)) for s in d.stacks],
-                         {k: [v[0], v[1] and list(v[1])] for k, v in d.pg_config.items()},
-                         sorted(d.pg_status.items()), d.version, d.fmt]).encode())
+            h.update(
+                np.ascontiguousarray(
+                    np.asarray(columns[name], dtype=np.float64 if kind == "floats" else np.int64)
+                ).tobytes()
+            )
+    h.update(
+        json.dumps(
+            [
+                d.vocab,
+                [list(map(list, s)) for s in d.stacks],
+                {k: [v[0], v[1] and list(v[1])] for k, v in d.pg_config.items()},
+                sorted(d.pg_status.items()),
+                d.version,
+                d.fmt,
+            ]
+        ).encode()
+    )
     return "content:" + h.hexdigest()
 
 
@@ -126,9 +141,11 @@ def _same_hang(folders: list[Path], per_store: list[list[ParsedDump]]) -> None:
     bound = max(HANG_TIMEOUTS * timeout_ns, HANG_SLACK_NS)
     (early, first), (late, last) = min(newest), max(newest)
     if late - early > bound:
-        raise InputError(f"stores of different jobs: the newest entries of {first} and {last} are "
-                         f"{(late - early) / 1e9:,.0f} s apart (one hang leaves them within "
-                         f"{bound / 1e9:,.0f} s: {HANG_TIMEOUTS} op timeouts)")
+        raise InputError(
+            f"stores of different jobs: the newest entries of {first} and {last} are "
+            f"{(late - early) / 1e9:,.0f} s apart (one hang leaves them within "
+            f"{bound / 1e9:,.0f} s: {HANG_TIMEOUTS} op timeouts)"
+        )
 
 
 def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
@@ -157,26 +174,42 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
         duplicates = sorted(duplicates + new_duplicates, key=lambda d: d.rank)
     if not dumps:
         raise InputError(f"{', '.join(map(str, folders))}: the store(s) hold no readable dump")
-    loaded = Loaded(dumps=tuple(dumps), skipped=tuple(notes.skipped), files=tuple(notes.files),
-                    ignored=tuple(notes.ignored), duplicates=tuple(duplicates),
-                    unreadable_dirs=tuple(notes.unreadable))
-    return Opened(loaded=loaded, contexts=Contexts(by_rank=dict(sorted(notes.contexts.items())),
-                                                   skipped=tuple(notes.ctx_skipped)),
-                  world_option=world_option,
-                  stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)))
+    loaded = Loaded(
+        dumps=tuple(dumps),
+        skipped=tuple(notes.skipped),
+        files=tuple(notes.files),
+        ignored=tuple(notes.ignored),
+        duplicates=tuple(duplicates),
+        unreadable_dirs=tuple(notes.unreadable),
+    )
+    return Opened(
+        loaded=loaded,
+        contexts=Contexts(
+            by_rank=dict(sorted(notes.contexts.items())), skipped=tuple(notes.ctx_skipped)
+        ),
+        world_option=world_option,
+        stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)),
+    )
 
 
-def _one_job(folders: list[Path], metas: list[dict[str, Any]]) -> tuple[list[list[ParsedDump]], int | None]:
+def _one_job(
+    folders: list[Path], metas: list[dict[str, Any]]
+) -> tuple[list[list[ParsedDump]], int | None]:
     """Every store's parsed dumps, once they are shown to be of one job; and the
     ``--world-size`` they were exported with (None: not given)."""
     for folder, meta in zip(folders, metas):
         if meta.get("format") not in PARSED_VERSIONS:
-            raise InputError(f"{folder}: a store of format {meta.get('format')!r} holds no parsed "
-                             "dumps and cannot be merged with others: export it again")
+            raise InputError(
+                f"{folder}: a store of format {meta.get('format')!r} holds no parsed "
+                "dumps and cannot be merged with others: export it again"
+            )
     options = {int(m["world_option"]) for m in metas if m.get("world_option") is not None}
     if len(options) > 1:
-        given = ", ".join(f"{f} --world-size {m['world_option']}" for f, m in zip(folders, metas)
-                          if m.get("world_option") is not None)
+        given = ", ".join(
+            f"{f} --world-size {m['world_option']}"
+            for f, m in zip(folders, metas)
+            if m.get("world_option") is not None
+        )
         raise InputError(f"stores of different jobs: exported with different world sizes ({given})")
     per_store = [read_dumps(f, str(m["format"])) for f, m in zip(folders, metas)]
     majority: dict[str, tuple[Path, tuple[int, ...]]] = {}
@@ -184,9 +217,11 @@ def _one_job(folders: list[Path], metas: list[dict[str, Any]]) -> tuple[list[lis
         for name, members in _config_majority(dumps).items():
             seen = majority.setdefault(name, (folder, members))
             if seen[1] != members:
-                raise InputError(f"stores of different jobs: group {name!r} has {len(seen[1])} "
-                                 f"members in {seen[0]} and {len(members)} in {folder} "
-                                 "(other member lists)")
+                raise InputError(
+                    f"stores of different jobs: group {name!r} has {len(seen[1])} "
+                    f"members in {seen[0]} and {len(members)} in {folder} "
+                    "(other member lists)"
+                )
     _same_hang(folders, per_store)
     return per_store, next(iter(options), None)
 
@@ -223,18 +258,28 @@ def _notes(folders: list[Path]) -> _Notes:
     of each rank, from every store."""
     notes = _Notes()
     skipped, ignored, duplicates = notes.skipped, notes.ignored, notes.duplicates
-    unreadable, files, by_rank, ctx_skipped = notes.unreadable, notes.files, notes.contexts, notes.ctx_skipped
+    unreadable, files, by_rank, ctx_skipped = (
+        notes.unreadable,
+        notes.files,
+        notes.contexts,
+        notes.ctx_skipped,
+    )
     for folder in folders:
         doc = _read_json(folder, INPUTS)
         try:
             skipped += [Skipped(str(p), int(r), str(w)) for p, r, w in doc.get("skipped", [])]
             ignored += [Ignored(str(p), str(w)) for p, w in doc.get("ignored", [])]
-            duplicates += [Duplicate(int(r), str(k), str(dr), bool(i)) for r, k, dr, i in doc.get("duplicates", [])]
+            duplicates += [
+                Duplicate(int(r), str(k), str(dr), bool(i))
+                for r, k, dr, i in doc.get("duplicates", [])
+            ]
             unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
             files += [RankFile(int(r), Path(p)) for r, p in doc.get("files", [])]
             contexts = _contexts_of(_read_json(folder, CONTEXTS))
         except (ValueError, TypeError, KeyError) as exc:
-            raise InputError(f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__})") from None
+            raise InputError(
+                f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__})"
+            ) from None
         for rank, c in contexts.by_rank.items():
             old = by_rank.get(rank)
             if old is None or (c.time_ns or 0) > (old.time_ns or 0):
@@ -266,11 +311,17 @@ def _written(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts) ->
         raise OutputError(f"{os.fspath(out)}: cannot write ({exc.strerror or exc})") from None
 
 
-def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None = None,
-                   world_size: int | None = None, jobs: int | None = None,
-                   progress: Progress | None = None, scheduler: str | None = None,
-                   parsed_to: str | os.PathLike[str] | None = None,
-                   check: Callable[[Loaded], None] | None = None) -> Exported:
+def prepare_export(
+    inputs: list[str | os.PathLike[str]],
+    *,
+    prefix: str | None = None,
+    world_size: int | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    scheduler: str | None = None,
+    parsed_to: str | os.PathLike[str] | None = None,
+    check: Callable[[Loaded], None] | None = None,
+) -> Exported:
     """Load and normalize ``inputs`` (dumps, or stores to merge) for :func:`write_store`,
     as :func:`analyzer.analysis.analyze` does, without matching or diagnosing: a shard of a
     large job is no job to diagnose, and its store is written as it was given.
@@ -290,8 +341,10 @@ def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None =
     check_world_option(world_size, DEFAULT_CONFIG.max_rank)  # before any file is read
     kind = store_inputs(inputs)
     if kind == "tables":
-        raise InputError(f"{os.fspath(inputs[0])}: a store of format {TABLES_ONLY_VERSION!r} holds "
-                         "no parsed dumps to export again: export the dumps")
+        raise InputError(
+            f"{os.fspath(inputs[0])}: a store of format {TABLES_ONLY_VERSION!r} holds "
+            "no parsed dumps to export again: export the dumps"
+        )
     enabled = gc.isenabled()
     gc.disable()  # as the analysis does: millions of long-lived containers, no cycles
     try:
@@ -300,8 +353,9 @@ def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None =
             loaded, contexts = opened.loaded, opened.contexts
             option = world_size or opened.world_option
         else:
-            loaded = load_dumps(inputs, prefix=prefix, jobs=jobs, progress=progress,
-                                scheduler=scheduler)
+            loaded = load_dumps(
+                inputs, prefix=prefix, jobs=jobs, progress=progress, scheduler=scheduler
+            )
             contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps])
             option = world_size
         if check is not None:
@@ -317,5 +371,6 @@ def prepare_export(inputs: list[str | os.PathLike[str]], *, prefix: str | None =
     finally:
         if enabled:
             gc.enable()
-    return Exported(tables=tables, loaded=loaded, contexts=contexts, world_option=option,
-                    parsed_in=folder)
+    return Exported(
+        tables=tables, loaded=loaded, contexts=contexts, world_option=option, parsed_in=folder
+    )

@@ -49,7 +49,9 @@ class Suspect:
     evidence: SuspectSignals = field(default_factory=SuspectSignals)
 
 
-def _single_late_enqueuer(rows: pd.DataFrame, config: AnalysisConfig) -> tuple[int, str, SuspectSignals] | None:
+def _single_late_enqueuer(
+    rows: pd.DataFrame, config: AnalysisConfig
+) -> tuple[int, str, SuspectSignals] | None:
     created = rows.groupby("rank")["time_created_ns"].min().sort_values()
     created = created[created > 0]
     if len(created) < 3:
@@ -59,10 +61,21 @@ def _single_late_enqueuer(rows: pd.DataFrame, config: AnalysisConfig) -> tuple[i
     if gap < config.late_min_ns or gap < config.late_ratio * spread:
         return None
     rank = int(created.index.to_numpy()[-1])
-    return rank, (f"rank {rank} enqueued it last, {gap / 1e9:.3f} s after the other members, "
-                  f"which had all enqueued it within {spread / 1e9:.3f} s"), SuspectSignals(
-        enqueued_after_others_s=round(gap / 1e9, 6), others_spread_s=round(spread / 1e9, 6),
-        enqueue_offsets_s={str(int(r)): round((int(t) - first) / 1e9, 6) for r, t in zip(created.index.tolist(), created.tolist())})
+    return (
+        rank,
+        (
+            f"rank {rank} enqueued it last, {gap / 1e9:.3f} s after the other members, "
+            f"which had all enqueued it within {spread / 1e9:.3f} s"
+        ),
+        SuspectSignals(
+            enqueued_after_others_s=round(gap / 1e9, 6),
+            others_spread_s=round(spread / 1e9, 6),
+            enqueue_offsets_s={
+                str(int(r)): round((int(t) - first) / 1e9, 6)
+                for r, t in zip(created.index.tolist(), created.tolist())
+            },
+        ),
+    )
 
 
 def _single(rows: pd.DataFrame, mask: pd.Series) -> int | None:
@@ -73,8 +86,9 @@ def _single(rows: pd.DataFrame, mask: pd.Series) -> int | None:
     return int(per_rank.index[~per_rank.to_numpy()][0])
 
 
-def _entry_signals(rows: pd.DataFrame, named: dict[int, list[str]],
-                   config: AnalysisConfig) -> SuspectSignals:
+def _entry_signals(
+    rows: pd.DataFrame, named: dict[int, list[str]], config: AnalysisConfig
+) -> SuspectSignals:
     """The signals of the members' own entries (groups of three or more)."""
     late = _single_late_enqueuer(rows, config)
     evidence = SuspectSignals()
@@ -86,20 +100,28 @@ def _entry_signals(rows: pd.DataFrame, named: dict[int, list[str]],
     holder = _single(rows, timed_out)
     if holder is not None and not bool(rows.loc[rows["rank"] == holder, "retired"].any()):
         named.setdefault(holder, []).append(
-            f"rank {holder}'s entry never timed out (not retired) while every other "
-            "member's did")
+            f"rank {holder}'s entry never timed out (not retired) while every other member's did"
+        )
         evidence = dataclasses.replace(evidence, not_timed_out=holder)
     started = state.isin(["started", "completed"])
     slow = _single(rows, started)
     if slow is not None and started.any():
         named.setdefault(slow, []).append(
-            f"rank {slow} never started it on its GPU while every other member did")
+            f"rank {slow} never started it on its GPU while every other member did"
+        )
         evidence = dataclasses.replace(evidence, not_started=slow)
     return evidence
 
 
-def stuck_suspect(tables: Tables, matching: Matching, group: str, seq: int,
-                  members: tuple[int, ...], *, config: AnalysisConfig = DEFAULT_CONFIG) -> Suspect:
+def stuck_suspect(
+    tables: Tables,
+    matching: Matching,
+    group: str,
+    seq: int,
+    members: tuple[int, ...],
+    *,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> Suspect:
     """Weigh the evidence on the members of collective ``seq`` of ``group`` (the late-enqueue
     thresholds are ``config.late_min_ns`` and ``config.late_ratio``)."""
     e = tables.entries
@@ -113,11 +135,15 @@ def stuck_suspect(tables: Tables, matching: Matching, group: str, seq: int,
         if rank in members and info.get("group") == group:
             named.setdefault(int(rank), []).append(
                 f"rank {rank}'s completions stopped first (completed {info['completed']} while "
-                f"its peers completed {info['peers_completed']})")
+                f"its peers completed {info['peers_completed']})"
+            )
     if len(named) == 1:
         rank, mine = next(iter(named.items()))
         return Suspect(rank=rank, reasons=tuple(mine), evidence=evidence)
     if named:
-        return Suspect(rank=None, reasons=tuple(r for rs in named.values() for r in rs),
-                       evidence=dataclasses.replace(evidence, conflicting=tuple(sorted(named))))
+        return Suspect(
+            rank=None,
+            reasons=tuple(r for rs in named.values() for r in rs),
+            evidence=dataclasses.replace(evidence, conflicting=tuple(sorted(named))),
+        )
     return Suspect(rank=None, reasons=(), evidence=evidence)

@@ -17,17 +17,25 @@ from analyzer.groupkeys import first_of, group_ids, pairs, reduce_min
 from analyzer.loader import Loaded
 from analyzer.reader import ParsedDump, SameMembers
 
-__all__ = ["check_world_option", "check_world_size", "default_group_size", "group_table", "map_pg_ids", "peers", "rank_rows", "scan", "stack_column",
-           "world_of"]
+__all__ = [
+    "check_world_option",
+    "check_world_size",
+    "default_group_size",
+    "group_table",
+    "map_pg_ids",
+    "peers",
+    "rank_rows",
+    "scan",
+    "stack_column",
+    "world_of",
+]
 
 
 def _sort_key(name: str) -> tuple[int, int | str]:
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
-def map_pg_ids(
-    d: ParsedDump, known: dict[int, str], config_names: list[str]
-) -> dict[int, str]:
+def map_pg_ids(d: ParsedDump, known: dict[int, str], config_names: list[str]) -> dict[int, str]:
     """Backend-local pg_id -> global name for one rank.
 
     Entries give exact pairs. The ids of groups with no entry in the buffer (a rank that
@@ -72,8 +80,9 @@ def _array(data: dict[str, object], field: str) -> np.ndarray:
     return column
 
 
-def default_group_size(dumps: Sequence[ParsedDump], starts: np.ndarray,
-                       data: dict[str, object], max_rank: int) -> int:
+def default_group_size(
+    dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object], max_rank: int
+) -> int:
     """Members of the default group (the world) that its entries show: the number of
     output shapes of an all_gather, and the peers of send/recv (global ranks there, below
     ``max_rank``). Reads the entry columns, and each dump's ``peer_local``."""
@@ -103,8 +112,11 @@ def default_group_size(dumps: Sequence[ParsedDump], starts: np.ndarray,
     return size
 
 
-def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
-                 ) -> tuple[np.ndarray, dict[str, list[object]]]:
+def stack_column(
+    dumps: Sequence[ParsedDump],
+    starts: np.ndarray,
+    n: int,
+) -> tuple[np.ndarray, dict[str, list[object]]]:
     """Each entry's key into the stacks table (-1: no frames), and that table's rows: equal
     stacks of different dumps share one key, numbered in order of first use."""
     stack_index: dict[tuple[tuple[str, str, int], ...], int] = {}
@@ -116,7 +128,8 @@ def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
         remap = by_list.get(id(d.stacks))
         if remap is None:
             remap = by_list[id(d.stacks)] = np.array(
-                [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0], dtype=np.int32
+                [stack_index.setdefault(s, len(stack_index)) for s in d.stacks] or [0],
+                dtype=np.int32,
             )
         local = np.asarray(d.ints["stack"])
         seg = stack_ids[offset : offset + d.n_entries]
@@ -138,9 +151,13 @@ def stack_column(dumps: Sequence[ParsedDump], starts: np.ndarray, n: int,
 SCAN_BLOCK = 256
 
 
-def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object],
-         ) -> tuple[dict[str, set[int]], dict[str, str], list[dict[int, str]],
-                    list[tuple[str, int, int, int]]]:
+def scan(
+    dumps: Sequence[ParsedDump],
+    starts: np.ndarray,
+    data: dict[str, object],
+) -> tuple[
+    dict[str, set[int]], dict[str, str], list[dict[int, str]], list[tuple[str, int, int, int]]
+]:
     """What the entry columns say of each dump, :data:`SCAN_BLOCK` dumps at a time (rows of
     one dump are consecutive; (dump, value) pairs numbered by :mod:`analyzer.groupkeys`):
     the groups each rank recorded in and each group's first description, the pg_id -> name
@@ -154,8 +171,17 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object
     for lo in range(0, len(dumps), SCAN_BLOCK):
         hi = min(len(dumps), lo + SCAN_BLOCK)
         if counts[lo:hi].any():
-            _scan_block(dumps, lo, counts[lo:hi], int(starts[lo]), data, seen_members, seen_desc,
-                        known_by_dump, top)
+            _scan_block(
+                dumps,
+                lo,
+                counts[lo:hi],
+                int(starts[lo]),
+                data,
+                seen_members,
+                seen_desc,
+                known_by_dump,
+                top,
+            )
     # Record range and newest enqueue time: one reduction over each dump's rows.
     backend_of = list(_cat(data, "backend").categories)
     live = np.flatnonzero(counts > 0)
@@ -170,11 +196,23 @@ def scan(dumps: Sequence[ParsedDump], starts: np.ndarray, data: dict[str, object
     return seen_members, seen_desc, known_by_dump, per_rank
 
 
-def _scan_block(dumps: Sequence[ParsedDump], lo: int, counts: np.ndarray, start: int,
-                data: dict[str, object], seen_members: dict[str, set[int]], seen_desc: dict[str, str],
-                known_by_dump: list[dict[int, str]], top: dict[int, int]) -> None:
+def _scan_block(
+    dumps: Sequence[ParsedDump],
+    lo: int,
+    counts: np.ndarray,
+    start: int,
+    data: dict[str, object],
+    seen_members: dict[str, set[int]],
+    seen_desc: dict[str, str],
+    known_by_dump: list[dict[int, str]],
+    top: dict[int, int],
+) -> None:
     """:func:`scan`'s facts of dumps ``lo`` to ``lo + len(counts)`` (rows from ``start``)."""
-    pg_names, pg_descs, backends = _cat(data, "pg_name"), _cat(data, "pg_desc"), _cat(data, "backend")
+    pg_names, pg_descs, backends = (
+        _cat(data, "pg_name"),
+        _cat(data, "pg_desc"),
+        _cat(data, "backend"),
+    )
     # As lists: indexing a pandas Index of Arrow strings costs some 4 us a value, 0.6 s over
     # the (dump, group) pairs of 16,384 ranks.
     names_of, descs_of = pg_names.categories.tolist(), pg_descs.categories.tolist()
@@ -185,7 +223,9 @@ def _scan_block(dumps: Sequence[ParsedDump], lo: int, counts: np.ndarray, start:
     named, n_named = group_ids(dump_of, name_codes)
     first = first_of(named, n_named)
     descs = pg_descs.codes[rows][first].tolist()
-    for i, code, desc in zip(dump_of[first].tolist(), name_codes[first].tolist(), descs, strict=True):
+    for i, code, desc in zip(
+        dump_of[first].tolist(), name_codes[first].tolist(), descs, strict=True
+    ):
         name = names_of[code]
         seen_members[name].add(dumps[i].rank)
         seen_desc.setdefault(name, descs_of[desc])
@@ -208,7 +248,9 @@ def check_world_option(world_size: int | None, max_rank: int) -> None:
     if world_size is not None and world_size < 1:
         raise InputError(f"world size {world_size}: a job has at least one rank")
     if world_size is not None and world_size > max_rank:
-        raise InputError(f"world size {world_size:,}: beyond any job's (at most {max_rank:,} ranks)")
+        raise InputError(
+            f"world size {world_size:,}: beyond any job's (at most {max_rank:,} ranks)"
+        )
 
 
 def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None, max_rank: int) -> None:
@@ -216,13 +258,19 @@ def check_world_size(dumps: Sequence[ParsedDump], world_size: int | None, max_ra
     check_world_option(world_size, max_rank)
     top_dumped = max((d.rank for d in dumps), default=-1)
     if world_size is not None and world_size < top_dumped + 1:
-        raise InputError(f"world size {world_size} is below the highest dumped rank + 1 "
-                         f"({top_dumped + 1})")
+        raise InputError(
+            f"world size {world_size} is below the highest dumped rank + 1 ({top_dumped + 1})"
+        )
 
 
-def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None, starts: np.ndarray,
-             data: dict[str, object], max_rank: int,
-             ) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
+def world_of(
+    loaded: Loaded,
+    dumps: Sequence[ParsedDump],
+    world_size: int | None,
+    starts: np.ndarray,
+    data: dict[str, object],
+    max_rank: int,
+) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
     # ``world_size`` was checked against the dumped ranks (check_world_size) by the caller.
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
@@ -247,8 +295,10 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
     # and the members the default group's entries show (all_gather outputs, send/recv
     # peers). A file that could not be read, or is no dump, never extends it.
     top_dumped = max((d.rank for d in dumps), default=-1)
-    evident = max([top_dumped + 1, unnamed_max + 1]
-                  + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes])
+    evident = max(
+        [top_dumped + 1, unnamed_max + 1]
+        + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes]
+    )
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
         evident = max(evident, default_group_size(dumps, starts, data, max_rank))
     # Unreadable files named like the next ranks extend it, one contiguous rank at a time
@@ -260,8 +310,12 @@ def world_of(loaded: Loaded, dumps: Sequence[ParsedDump], world_size: int | None
     return world, config_votes
 
 
-def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]],
-            seen_members: dict[str, set[int]], seen_desc: dict[str, str]) -> pd.DataFrame:
+def group_table(
+    world: int,
+    config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]],
+    seen_members: dict[str, set[int]],
+    seen_desc: dict[str, str],
+) -> pd.DataFrame:
 
     group_rows: dict[str, list[object]] = defaultdict(list)
     all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
@@ -292,8 +346,11 @@ def group_table(world: int, config_votes: dict[str, list[tuple[tuple[str, tuple[
 _PEER_CHUNK = 1 << 20
 
 
-def peers(local: np.ndarray, pg_names: pd.Categorical, members_of: dict[str, tuple[int, ...]],
-          ) -> np.ndarray:
+def peers(
+    local: np.ndarray,
+    pg_names: pd.Categorical,
+    members_of: dict[str, tuple[int, ...]],
+) -> np.ndarray:
     """Peers of send/recv: each entry's group-local peer (``local``: the entries'
     ``peer_local``, -1 for none) as a global rank, through one flat array holding the members
     of every group in the order of the pg_name categories; -1 where the group is unnamed or
@@ -314,9 +371,13 @@ def peers(local: np.ndarray, pg_names: pd.Categorical, members_of: dict[str, tup
     return peer
 
 
-def rank_rows(loaded: Loaded, dumps: Sequence[ParsedDump], world: int,
-               known_by_dump: list[dict[int, str]], per_rank: list[tuple[str, int, int, int]],
-               ) -> tuple[pd.DataFrame, dict[str, list[object]]]:
+def rank_rows(
+    loaded: Loaded,
+    dumps: Sequence[ParsedDump],
+    world: int,
+    known_by_dump: list[dict[int, str]],
+    per_rank: list[tuple[str, int, int, int]],
+) -> tuple[pd.DataFrame, dict[str, list[object]]]:
     status_rows: dict[str, list[object]] = defaultdict(list)
     rank_rows: dict[str, list[object]] = defaultdict(list)
     by_rank = {d.rank: d for d in dumps}
@@ -346,7 +407,9 @@ def rank_rows(loaded: Loaded, dumps: Sequence[ParsedDump], world: int,
         rank_rows["format"].append("+".join(dict.fromkeys(p.fmt for p in parts)))
         rank_rows["version"].append("+".join(dict.fromkeys(p.version for p in parts)))
         rank_rows["backend"].append(facts[main][0])
-        rank_rows["comm_lib_version"].append(next((p.comm_lib_version for p in parts if p.comm_lib_version), ""))
+        rank_rows["comm_lib_version"].append(
+            next((p.comm_lib_version for p in parts if p.comm_lib_version), "")
+        )
         rank_rows["entries"].append(sum(p.n_entries for p in parts))
         rank_rows["dumped"].append(True)
         rank_rows["first_record_id"].append(min((f[1] for f in with_entries), default=-1))

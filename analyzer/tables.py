@@ -72,8 +72,14 @@ class Tables:
 
 #: Integer columns of the entries table (the others are read per dump).
 ENTRY_INT_FIELDS: tuple[str, ...] = (
-    "record_id", "seq", "p2p_seq", "op_id", "time_created_ns", "time_started_ns",
-    "time_completed_ns", "timeout_ms",
+    "record_id",
+    "seq",
+    "p2p_seq",
+    "op_id",
+    "time_created_ns",
+    "time_started_ns",
+    "time_completed_ns",
+    "timeout_ms",
 )
 
 
@@ -91,13 +97,17 @@ class _Columns:
     #: Dumps copied at once: one numpy call per block and column instead of one per dump.
     BLOCK = 256
 
-    def __init__(self, dumps: Sequence[ParsedDump], every: Sequence[ParsedDump], release: bool) -> None:
+    def __init__(
+        self, dumps: Sequence[ParsedDump], every: Sequence[ParsedDump], release: bool
+    ) -> None:
         self.dumps, self.every, self.release = dumps, every, release
         normalized = set(map(id, dumps))
         self.others = [d for d in every if id(d) not in normalized]  # dropped duplicates
         self.n = sum(d.n_entries for d in dumps)
         self.untrimmed = 0
-        self.trim_at = max(self.TRIM_BYTES, int(column_bytes(every) * self.TRIM_SHARE)) if release else 0
+        self.trim_at = (
+            max(self.TRIM_BYTES, int(column_bytes(every) * self.TRIM_SHARE)) if release else 0
+        )
         self.lock = threading.Lock()  # columns are built in threads (:func:`_in_threads`)
 
     def _freed(self, nbytes: int, last: bool) -> None:
@@ -155,11 +165,14 @@ class _Columns:
             if remap is None:
                 remap = by_words[words] = np.fromiter(
                     (categories.setdefault(v, len(categories)) for v in words),
-                    dtype=np.int32, count=len(words))
+                    dtype=np.int32,
+                    count=len(words),
+                )
             remaps.append(remap)
         # The code width pandas would pick, so that from_codes keeps the array as it is.
-        width = next(t for t in (np.int8, np.int16, np.int32, np.int64)
-                     if len(categories) < np.iinfo(t).max)
+        width = next(
+            t for t in (np.int8, np.int16, np.int32, np.int64) if len(categories) < np.iinfo(t).max
+        )
         codes = np.empty(self.n, dtype=width)
         offset = 0
         for i, block in enumerate(self._blocks()):
@@ -168,7 +181,9 @@ class _Columns:
             live = [(d, r) for d, r in zip(block, own, strict=True) if d.n_entries]
             if live:
                 end = offset + sum(d.n_entries for d, _ in live)
-                remap_into([d.strings[field] for d, _ in live], [r for _, r in live], codes[offset:end])
+                remap_into(
+                    [d.strings[field] for d, _ in live], [r for _, r in live], codes[offset:end]
+                )
                 offset = end
             self._block_copied(block, "strings", field)
         self._copied_all("strings", field)
@@ -205,8 +220,13 @@ def without_hugepage_advice() -> Iterator[None]:
         _set_madvise_hugepage(previous)
 
 
-def normalize(loaded: Loaded, *, world_size: int | None = None,
-              config: AnalysisConfig = DEFAULT_CONFIG, release: bool = False) -> Tables:
+def normalize(
+    loaded: Loaded,
+    *,
+    world_size: int | None = None,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+    release: bool = False,
+) -> Tables:
     """Build the normalized tables from what the loader read. Returns new frames.
     ``config.max_rank`` bounds the peers that count towards the world.
 
@@ -216,14 +236,17 @@ def normalize(loaded: Loaded, *, world_size: int | None = None,
     (ranks, paths, counts, group tables, warnings: what the notes and the report use), but
     they can neither be normalized nor written to a store again."""
     if any(is_released(d) for d in loaded.dumps):
-        raise InputError("these dumps handed their entries over to an earlier normalize "
-                         "(release=True): load them again to normalize them")
+        raise InputError(
+            "these dumps handed their entries over to an earlier normalize "
+            "(release=True): load them again to normalize them"
+        )
     with without_hugepage_advice():
         return _normalize(loaded, world_size, config, release)
 
 
-def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
-               release: bool) -> Tables:
+def _normalize(
+    loaded: Loaded, world_size: int | None, config: AnalysisConfig, release: bool
+) -> Tables:
     # Several dumps of one rank (one buffer per backend) become one rank's entries.
     dumps, dropped = _per_rank_dumps(loaded.dumps)
     check_world_size(dumps, world_size, config.max_rank)  # before any column is released
@@ -237,14 +260,23 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
     cols.done("ints", "stack")
     data: dict[str, object] = {}
     data["rank"] = np.repeat(np.array([d.rank for d in dumps], dtype=np.int32), counts)
-    work: list[tuple[str, Callable[[], object]]] = [(f, partial(cols.strings, f)) for f in STRING_FIELDS]
+    work: list[tuple[str, Callable[[], object]]] = [
+        (f, partial(cols.strings, f)) for f in STRING_FIELDS
+    ]
     work += [(f, partial(cols.numbers, "ints", f, np.int64)) for f in ENTRY_INT_FIELDS]
-    work.append(("pg_id", partial(cols.numbers, "ints", "pg_id", np.int32)))  # as astype(int32) would
+    work.append(
+        ("pg_id", partial(cols.numbers, "ints", "pg_id", np.int32))
+    )  # as astype(int32) would
     work += [(f, partial(cols.numbers, "bools", f, np.bool_)) for f in BOOL_FIELDS]
     work += [(f, partial(cols.numbers, "floats", f, np.float64)) for f in FLOAT_FIELDS]
     data.update(_in_threads(work))
     if multi:
-        data["record_id"] = process_order(data["rank"], data["record_id"], data["time_created_ns"], multi)  # type: ignore[arg-type]
+        data["record_id"] = process_order(
+            data["rank"],  # type: ignore[arg-type]
+            data["record_id"],  # type: ignore[arg-type]
+            data["time_created_ns"],  # type: ignore[arg-type]
+            multi,
+        )
     pg_names = data["pg_name"]
     pg_descs = data["pg_desc"]
     backend_cat = data["backend"]
@@ -257,34 +289,57 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
     # The group-local peers, as wide as their widest part (the readers narrow each column).
     wide = any(d.ints["peer_local"].dtype.itemsize > 4 for d in dumps if d.n_entries)
-    peer = peers(cols.numbers("ints", "peer_local", np.int64 if wide else np.int32), pg_names, members_of)
+    peer = peers(
+        cols.numbers("ints", "peer_local", np.int64 if wide else np.int32), pg_names, members_of
+    )
     cols.done("ints", "self_local", last=True)
     ranks, status_rows = rank_rows(loaded, dumps, world, known_by_dump, per_rank)
     entry_data = {
-        "rank": data["rank"], "pg_name": pg_names, "pg_desc": pg_descs,
-        "pg_id": data["pg_id"], "record_id": data["record_id"], "seq": data["seq"],
-        "p2p_seq": data["p2p_seq"], "op_id": data["op_id"], "op": data["op"],
-        "backend": backend_cat, "profiling_name": data["profiling_name"],
-        "is_p2p": data["is_p2p"], "coalesced": data["coalesced"], "peer": peer,
-        "input_sizes": data["input_sizes"], "output_sizes": data["output_sizes"],
-        "input_dtypes": data["input_dtypes"], "output_dtypes": data["output_dtypes"],
-        "state": data["state"], "retired": data["retired"],
-        "time_created_ns": data["time_created_ns"], "time_started_ns": data["time_started_ns"],
-        "time_completed_ns": data["time_completed_ns"], "duration_ms": data["duration_ms"],
-        "timeout_ms": data["timeout_ms"], "thread_name": data["thread_name"],
+        "rank": data["rank"],
+        "pg_name": pg_names,
+        "pg_desc": pg_descs,
+        "pg_id": data["pg_id"],
+        "record_id": data["record_id"],
+        "seq": data["seq"],
+        "p2p_seq": data["p2p_seq"],
+        "op_id": data["op_id"],
+        "op": data["op"],
+        "backend": backend_cat,
+        "profiling_name": data["profiling_name"],
+        "is_p2p": data["is_p2p"],
+        "coalesced": data["coalesced"],
+        "peer": peer,
+        "input_sizes": data["input_sizes"],
+        "output_sizes": data["output_sizes"],
+        "input_dtypes": data["input_dtypes"],
+        "output_dtypes": data["output_dtypes"],
+        "state": data["state"],
+        "retired": data["retired"],
+        "time_created_ns": data["time_created_ns"],
+        "time_started_ns": data["time_started_ns"],
+        "time_completed_ns": data["time_completed_ns"],
+        "duration_ms": data["duration_ms"],
+        "timeout_ms": data["timeout_ms"],
+        "thread_name": data["thread_name"],
         "stack_id": stack_ids,
     }
     # The arrays become the frame's columns as they are (no copy, no consolidation).
     entries = pd.DataFrame({c.name: entry_data[c.name] for c in schema.ENTRIES}, copy=False)
-    cast = {c.name: c.dtype for c in schema.ENTRIES
-            if c.dtype != "category" and str(entries[c.name].dtype) != c.dtype}
+    cast = {
+        c.name: c.dtype
+        for c in schema.ENTRIES
+        if c.dtype != "category" and str(entries[c.name].dtype) != c.dtype
+    }
     if cast:
         entries = entries.astype(cast)
     all_skipped = list(loaded.skipped) + dropped
     skipped = schema.frame(
         schema.SKIPPED,
-        {"path": [s.path for s in all_skipped], "rank": [s.rank for s in all_skipped],
-         "reason": [s.reason for s in all_skipped]},
+        {
+            "path": [s.path for s in all_skipped],
+            "rank": [s.rank for s in all_skipped],
+            "reason": [s.reason for s in all_skipped],
+        },
     )
     return Tables(
         entries=schema.validate(entries, schema.ENTRIES, "entries"),
@@ -299,5 +354,7 @@ def _normalize(loaded: Loaded, world_size: int | None, config: AnalysisConfig,
 
 def skipped_list(tables: Tables) -> list[Skipped]:
     """The skipped files as records."""
-    return [Skipped(str(p), int(r), str(why)) for p, r, why in
-            tables.skipped[["path", "rank", "reason"]].itertuples(index=False)]
+    return [
+        Skipped(str(p), int(r), str(why))
+        for p, r, why in tables.skipped[["path", "rank", "reason"]].itertuples(index=False)
+    ]

@@ -20,8 +20,19 @@ from analyzer.config import AnalysisConfig
 from analyzer.escape import MAX_TEXT, clean
 
 __all__ = [
-    "Frame", "NameSplit", "Reasons", "check_lists", "check_names", "check_state", "check_thread",
-    "group_parts", "split_profiling_name", "stack_ids", "stack_keys", "text_of", "version_text",
+    "Frame",
+    "NameSplit",
+    "Reasons",
+    "check_lists",
+    "check_names",
+    "check_state",
+    "check_thread",
+    "group_parts",
+    "split_profiling_name",
+    "stack_ids",
+    "stack_keys",
+    "text_of",
+    "version_text",
 ]
 
 Frame = tuple[str, str, int]
@@ -29,8 +40,11 @@ Frame = tuple[str, str, int]
 NameSplit = tuple[str, str, int, int]
 
 _P2P = re.compile(r"^(send|recv)\s*(?:(\d+)\s*(->|<-)\s*(\d+))?")
-OP_NAME = re.compile(r"^[A-Za-z0-9_.\-]{0,64}:[A-Za-z_][A-Za-z0-9_]{0,127}(?:[ \t].{0,256})?$|"
-                     r"^[A-Za-z_][A-Za-z0-9_]{0,127}(?:[ \t].{0,256})?$", re.S)
+OP_NAME = re.compile(
+    r"^[A-Za-z0-9_.\-]{0,64}:[A-Za-z_][A-Za-z0-9_]{0,127}(?:[ \t].{0,256})?$|"
+    r"^[A-Za-z_][A-Za-z0-9_]{0,127}(?:[ \t].{0,256})?$",
+    re.S,
+)
 SHAPES_TEXT = re.compile(r"^[\[\]\d, ]*$")
 DTYPES_TEXT = re.compile(r'^[\[\]\w", \']*$')
 #: Longest sizes or dtypes text that is looked at.
@@ -45,8 +59,12 @@ class Reasons:
         self.fields: Counter[str] = Counter()
 
     def lines(self) -> list[str]:
-        out = [f"{n} entr{'y' if n == 1 else 'ies'} dropped: {why}" for why, n in self.entries.items()]
-        out += [f"{n} value{'' if n == 1 else 's'} ignored: {why}" for why, n in self.fields.items()]
+        out = [
+            f"{n} entr{'y' if n == 1 else 'ies'} dropped: {why}" for why, n in self.entries.items()
+        ]
+        out += [
+            f"{n} value{'' if n == 1 else 's'} ignored: {why}" for why, n in self.fields.items()
+        ]
         return out
 
 
@@ -67,16 +85,19 @@ def split_profiling_name(name: str) -> NameSplit:
     return backend, op, -1, -1
 
 
-def check_names(values: list[Any], max_rank: int) -> tuple[list[str], list[NameSplit],
-                                                           list[int], list[int]]:
+def check_names(
+    values: list[Any], max_rank: int
+) -> tuple[list[str], list[NameSplit], list[int], list[int]]:
     """Distinct ``profiling_name`` values: their clean names ("" for bad ones), their split
     (local ranks at or over ``max_rank`` read as unknown), and the indices of the values that
     are not strings and of those that are no ``backend:op`` name."""
     not_str = [i for i, v in enumerate(values) if type(v) is not str]
     odd = [i for i, v in enumerate(values) if type(v) is str and not OP_NAME.match(v)]
     names = [clean(v) if type(v) is str and OP_NAME.match(v) else "" for v in values]
-    split = [(b, op, me if me < max_rank else -1, peer if peer < max_rank else -1)
-             for b, op, me, peer in map(split_profiling_name, names)]
+    split = [
+        (b, op, me if me < max_rank else -1, peer if peer < max_rank else -1)
+        for b, op, me, peer in map(split_profiling_name, names)
+    ]
     return names, split, not_str, odd
 
 
@@ -109,8 +130,11 @@ def _shape_list(value: Any, limit: int) -> bool:
 
 
 def _str_list(value: Any, limit: int) -> bool:
-    return (isinstance(value, (list, tuple)) and len(value) <= limit
-            and all(type(v) is str and len(v) <= 256 for v in value))
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) <= limit
+        and all(type(v) is str and len(v) <= 256 for v in value)
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -134,16 +158,21 @@ def text_of(value: Any) -> str:
     return clean(_text(value))
 
 
-def check_lists(values: list[Any], key: str, config: AnalysisConfig) -> tuple[list[str], list[bool]]:
+def check_lists(
+    values: list[Any], key: str, config: AnalysisConfig
+) -> tuple[list[str], list[bool]]:
     """Distinct values of ``input_sizes``/``output_sizes`` (lists of shapes) or of
     ``input_dtypes``/``output_dtypes`` (lists of dtype names): their text ("" for bad ones),
     and whether each is one."""
     limit = config.max_shape_values
     sizes = key.endswith("_sizes")
     check, pattern = (_shape_list, SHAPES_TEXT) if sizes else (_str_list, DTYPES_TEXT)
-    ok = [v is None or check(v, limit) or (type(v) is str and len(v) <= _MAX_LIST_TEXT
-                                           and pattern.match(v) is not None)
-          for v in values]
+    ok = [
+        v is None
+        or check(v, limit)
+        or (type(v) is str and len(v) <= _MAX_LIST_TEXT and pattern.match(v) is not None)
+        for v in values
+    ]
     return [text_of(v) if good else "" for v, good in zip(values, ok)], ok
 
 
@@ -191,7 +220,8 @@ def stack_ids(keys: list[tuple[Frame, ...] | None]) -> tuple[np.ndarray, list[tu
     """One stack id per distinct stack (-1 for none), and the stacks in order of first use."""
     ids: dict[tuple[Frame, ...], int] = {}
     per_distinct = np.array(
-        [ids.setdefault(key, len(ids)) if key else -1 for key in keys] or [-1], dtype=np.int64)
+        [ids.setdefault(key, len(ids)) if key else -1 for key in keys] or [-1], dtype=np.int64
+    )
     return per_distinct, list(ids)
 
 

@@ -19,8 +19,16 @@ from analyzer.kinds import PeerState, WaitKind
 from analyzer.matching import Matching
 from analyzer.tables import Tables
 
-__all__ = ["Block", "Row", "Waits", "holder_kind", "hub_graph", "keep_cycles", "queued_waits",
-           "without_new_cycles"]
+__all__ = [
+    "Block",
+    "Row",
+    "Waits",
+    "holder_kind",
+    "hub_graph",
+    "keep_cycles",
+    "queued_waits",
+    "without_new_cycles",
+]
 
 Row = tuple[int, int, str, str, int, str, str]
 
@@ -30,9 +38,9 @@ def holder_kind(source: str) -> str:
     return WaitKind.NO_DUMP.value if source == "no_dump" else WaitKind.SILENT.value
 
 
-def without_new_cycles(rows: list[Row | Waits],
-                        later: list[Row],
-                        blocks: Sequence[Block]) -> list[Row]:
+def without_new_cycles(
+    rows: list[Row | Waits], later: list[Row], blocks: Sequence[Block]
+) -> list[Row]:
     """The waits of ``later`` that do not join ranks into a cycle the other waits do not form.
 
     A rank waiting in an op queued behind its own unfinished op will wait on that peer
@@ -51,9 +59,12 @@ def without_new_cycles(rows: list[Row | Waits],
     full.add_edges_from((w, h) for w, h, *_ in later)
     base_comp = {n: i for i, c in enumerate(nx.strongly_connected_components(base)) for n in c}
     full_comp = {n: i for i, c in enumerate(nx.strongly_connected_components(full)) for n in c}
-    return [r for r in later
-            if full_comp[r[0]] != full_comp[r[1]]
-            or (r[0] in base_comp and base_comp.get(r[0]) == base_comp.get(r[1]))]
+    return [
+        r
+        for r in later
+        if full_comp[r[0]] != full_comp[r[1]]
+        or (r[0] in base_comp and base_comp.get(r[0]) == base_comp.get(r[1]))
+    ]
 
 
 class Block:
@@ -75,8 +86,9 @@ class Block:
         self.in_cycle: set[int] = set()  # waiters in a component with a holder
 
     def keeps(self, waiter: int, holder: int) -> bool:
-        return (holder == self.lowest_holder or waiter == self.lowest_waiter
-                or waiter in self.in_cycle)
+        return (
+            holder == self.lowest_holder or waiter == self.lowest_waiter or waiter in self.in_cycle
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +105,18 @@ class Waits:
         keeps = self.block.keeps
         if self.holder is not None:
             name, desc, n, op, kind = self.row
-            return [(w, self.holder, name, desc, n, op, kind)  # type: ignore[misc]
-                    for w in self.block.waiters if keeps(w, self.holder)]
+            return [
+                (w, self.holder, name, desc, n, op, kind)  # type: ignore[misc]
+                for w in self.block.waiters
+                if keeps(w, self.holder)
+            ]
         name, desc, n, op = self.row
         assert self.waiter is not None and self.kinds is not None
-        return [(self.waiter, h, name, desc, n, op, holder_kind(s))  # type: ignore[misc]
-                for h, s in self.kinds if keeps(self.waiter, h)]
+        return [
+            (self.waiter, h, name, desc, n, op, holder_kind(s))  # type: ignore[misc]
+            for h, s in self.kinds
+            if keeps(self.waiter, h)
+        ]
 
 
 def keep_cycles(direct: list[Row], blocks: list[Block]) -> None:
@@ -115,27 +133,47 @@ _Pending = tuple[int, str, str, int, str]  # rank, group, desc, seq, op
 _PendingP2P = tuple[int, str, str, int, str, int]  # ... and peer
 
 
-def _pending_heads(tables: Tables, matching: Matching, heads: dict[int, tuple[bool, str, int]],
-                   ) -> tuple[list[_Pending], list[_PendingP2P]]:
+def _pending_heads(
+    tables: Tables,
+    matching: Matching,
+    heads: dict[int, tuple[bool, str, int]],
+) -> tuple[list[_Pending], list[_PendingP2P]]:
     """Unfinished collectives and paired send/recv that are their rank's earliest open op."""
     e = tables.entries
     state = e["state"]
-    open_coll = np.flatnonzero((codes_at(state) != code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool))
+    open_coll = np.flatnonzero(
+        (codes_at(state) != code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)
+    )
     pend = e[["rank", "pg_name", "pg_desc", "seq", "op"]].iloc[open_coll]
     pend = pend.drop_duplicates(["rank", "pg_name", "seq"])
-    pend_rows = [(int(r), str(gn), str(d), int(q), str(op)) for r, gn, d, q, op in zip(
-        pend["rank"].tolist(), pend["pg_name"], pend["pg_desc"], pend["seq"].tolist(), pend["op"])
-        if heads.get(int(r), (False, str(gn), int(q))) == (False, str(gn), int(q))]
+    pend_rows = [
+        (int(r), str(gn), str(d), int(q), str(op))
+        for r, gn, d, q, op in zip(
+            pend["rank"].tolist(),
+            pend["pg_name"],
+            pend["pg_desc"],
+            pend["seq"].tolist(),
+            pend["op"],
+        )
+        if heads.get(int(r), (False, str(gn), int(q))) == (False, str(gn), int(q))
+    ]
     p2p = matching.p2p
     if len(p2p):
         unfinished = p2p[p2p["state"] != "completed"]  # few rows: the other test runs on those
         ppend = unfinished[unfinished["peer_state"] == PeerState.PAIRED.value]
     else:
         ppend = p2p
-    ppend_rows = [] if not len(ppend) else [
-        (int(r), str(gn), str(d), int(q), str(op), int(peer)) for r, gn, d, q, op, peer in
-        ppend[["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]].itertuples(index=False)
-        if heads.get(int(r), (True, str(gn), int(q))) == (True, str(gn), int(q))]
+    ppend_rows = (
+        []
+        if not len(ppend)
+        else [
+            (int(r), str(gn), str(d), int(q), str(op), int(peer))
+            for r, gn, d, q, op, peer in ppend[
+                ["rank", "pg_name", "pg_desc", "p2p_seq", "op", "peer"]
+            ].itertuples(index=False)
+            if heads.get(int(r), (True, str(gn), int(q))) == (True, str(gn), int(q))
+        ]
+    )
     return pend_rows, ppend_rows
 
 
@@ -153,7 +191,9 @@ def hub_graph(direct: Sequence[Row], blocks: Sequence[Block] = ()) -> nx.DiGraph
 class _Round:
     """One round of queued waits: at most one new edge per rank not yet blocked."""
 
-    def __init__(self, g: nx.DiGraph, blocked: set[int], members: dict[str, tuple[int, ...]]) -> None:
+    def __init__(
+        self, g: nx.DiGraph, blocked: set[int], members: dict[str, tuple[int, ...]]
+    ) -> None:
         self.g, self.blocked, self.members = g, blocked, members
         self.added: dict[int, Row] = {}
         self._waiting_on: dict[int, set[int]] = {}
@@ -176,7 +216,9 @@ class _Round:
             if r in self.blocked or r in self.added:
                 continue
             if gn not in self._blocked_members:
-                self._blocked_members[gn] = sorted({m for m in self.members.get(gn, ()) if m in self.blocked})
+                self._blocked_members[gn] = sorted(
+                    {m for m in self.members.get(gn, ()) if m in self.blocked}
+                )
             holder = self._lowest_holder(r, self._blocked_members[gn])
             if holder is not None:
                 self.added[r] = (r, int(holder), gn, d, q, op, WaitKind.QUEUED.value)
@@ -201,9 +243,15 @@ class _Round:
         return committed
 
 
-def queued_waits(tables: Tables, matching: Matching, direct: list[Row], blocks: Sequence[Block] = (),
-                 heads: dict[int, tuple[bool, str, int]] | None = None,
-                 stuck: set[int] | frozenset[int] = frozenset(), max_rounds: int = 64) -> list[Row]:
+def queued_waits(
+    tables: Tables,
+    matching: Matching,
+    direct: list[Row],
+    blocks: Sequence[Block] = (),
+    heads: dict[int, tuple[bool, str, int]] | None = None,
+    stuck: set[int] | frozenset[int] = frozenset(),
+    max_rounds: int = 64,
+) -> list[Row]:
     """NCCL runs each rank's ops in stream order: an op every side posted still cannot
     finish while a peer's matching op is queued behind an op that peer is blocked in.
 

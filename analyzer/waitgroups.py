@@ -63,11 +63,13 @@ def pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
     code = code[code >= 0]
     ids, n = group_ids(code, rank[pend])
     first = first_of(ids, n)
-    return pd.DataFrame({
-        "pg_name": text_at(e["pg_name"], pend[first]),
-        "rank": rank[pend[first]],
-        "seq": reduce_min(ids, n, e["seq"].to_numpy()[pend]),
-    })
+    return pd.DataFrame(
+        {
+            "pg_name": text_at(e["pg_name"], pend[first]),
+            "rank": rank[pend[first]],
+            "seq": reduce_min(ids, n, e["seq"].to_numpy()[pend]),
+        }
+    )
 
 
 def _blocks(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[object]]:
@@ -79,7 +81,9 @@ def _blocks(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[object]]:
     return order, bounds, list(uniques)
 
 
-def _completed_ranks(tables: Tables, levels: set[tuple[str, int]]) -> dict[tuple[str, int], set[int]]:
+def _completed_ranks(
+    tables: Tables, levels: set[tuple[str, int]]
+) -> dict[tuple[str, int], set[int]]:
     """For each (group, seq) of ``levels``: the ranks whose entry of it completed."""
     e = tables.entries
     if not levels:
@@ -94,12 +98,16 @@ def _completed_ranks(tables: Tables, levels: set[tuple[str, int]]) -> dict[tuple
     else:
         at_seq = np.isin(seq, seqs)
     rows = np.flatnonzero(at_seq)
-    rows = rows[(codes_at(state, rows) == code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)[rows]]
+    rows = rows[
+        (codes_at(state, rows) == code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)[rows]
+    ]
     seq = seq[rows]
     # Only the rows of a (group, seq) asked for, by group code: text for those alone.
     cats = e["pg_name"].cat.categories
     names = sorted({g for g, _ in levels})
-    code_by_name = dict(zip(names, cats.get_indexer(pd.Index(names, dtype=object)).tolist(), strict=True))
+    code_by_name = dict(
+        zip(names, cats.get_indexer(pd.Index(names, dtype=object)).tolist(), strict=True)
+    )
     wanted = {(code_by_name[g], n) for g, n in levels if code_by_name[g] >= 0}
     g_code = codes_at(e["pg_name"], rows)
     out: dict[tuple[str, int], set[int]] = {}
@@ -117,8 +125,11 @@ def _ops_at(colls: pd.DataFrame, levels: set[tuple[str, int]]) -> dict[tuple[str
         return {}
     seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
     rows = colls.loc[np.isin(colls["seq"].to_numpy(np.int64), seqs), ["pg_name", "seq", "op"]]
-    return {(g, int(n)): str(o) for g, n, o in zip(rows["pg_name"], rows["seq"], rows["op"])
-            if (g, int(n)) in levels}
+    return {
+        (g, int(n)): str(o)
+        for g, n, o in zip(rows["pg_name"], rows["seq"], rows["op"])
+        if (g, int(n)) in levels
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,12 +153,15 @@ def _by_group(frame: pd.DataFrame) -> dict[str, tuple[list[int], list[int]]]:
     order, bounds, names = _blocks(frame["pg_name"].to_numpy(dtype=object))
     ranks = frame["rank"].to_numpy()[order].tolist()
     seqs = frame["seq"].to_numpy()[order].tolist()
-    return {str(name): (ranks[bounds[i]:bounds[i + 1]], seqs[bounds[i]:bounds[i + 1]])
-            for i, name in enumerate(names)}
+    return {
+        str(name): (ranks[bounds[i] : bounds[i + 1]], seqs[bounds[i] : bounds[i + 1]])
+        for i, name in enumerate(names)
+    }
 
 
-def waited_groups(bounds: np.ndarray, enq: np.ndarray, names: list[object],
-                   pending: Mapping[str, object]) -> list[int]:
+def waited_groups(
+    bounds: np.ndarray, enq: np.ndarray, names: list[object], pending: Mapping[str, object]
+) -> list[int]:
     """The groups (block numbers) where somebody may wait: a known member behind another,
     or a member of unknown progress where some rank is pending. One reduction per column."""
     if not len(enq):
@@ -159,8 +173,11 @@ def waited_groups(bounds: np.ndarray, enq: np.ndarray, names: list[object],
     hi = np.maximum.reduceat(np.where(known, enq, -1), starts)
     unknown = np.add.reduceat((~known).astype(np.int64), starts) > 0
     lagging = (hi >= 0) & (lo < hi)
-    return [i for i in np.flatnonzero(lagging | unknown).tolist()
-            if lagging[i] or str(names[i]) in pending]
+    return [
+        i
+        for i in np.flatnonzero(lagging | unknown).tolist()
+        if lagging[i] or str(names[i]) in pending
+    ]
 
 
 def group_view(tables: Tables, matching: Matching) -> tuple[Groups, list[int]]:
@@ -169,8 +186,11 @@ def group_view(tables: Tables, matching: Matching) -> tuple[Groups, list[int]]:
     # Stream order is evidence only where completions are: not for gloo, nor for a rank
     # whose completions stopped being observed.
     unobserved = set(matching.dialects.unobserved_ranks)
-    heads = ({} if matching.dialects.completion_unobserved
-             else blocked_in(tables, set(matching.stale_completers) | unobserved))
+    heads = (
+        {}
+        if matching.dialects.completion_unobserved
+        else blocked_in(tables, set(matching.stale_completers) | unobserved)
+    )
     order, bounds, names = _blocks(prog["pg_name"].to_numpy(dtype=object))
     enq = prog["enqueued"].to_numpy()[order]
     active = waited_groups(bounds, enq, names, pending)
@@ -178,16 +198,27 @@ def group_view(tables: Tables, matching: Matching) -> tuple[Groups, list[int]]:
     # members of groups with silent members are pending in.
     levels: set[tuple[str, int]] = set()
     for i in active:
-        name, q = str(names[i]), enq[bounds[i]:bounds[i + 1]]
+        name, q = str(names[i]), enq[bounds[i] : bounds[i + 1]]
         known = q[q >= 0]
         if len(known):
             levels.update((name, int(n) + 1) for n in np.unique(known[known < known.max()]))
         if len(known) < len(q) and name in pending:
             levels.update((name, int(n)) for n in pending[name][1])
-    completed = (_completed_ranks(tables, levels)
-                 if not matching.dialects.completion_unobserved and len(tables.entries) else {})
-    g = Groups(names=names, bounds=bounds, rank=prog["rank"].to_numpy()[order], enq=enq,
-                src=prog["source"].to_numpy(dtype=object)[order],
-                desc=prog["pg_desc"].to_numpy(dtype=object)[order], pending=pending, heads=heads,
-                ops=_ops_at(matching.collectives, levels), completed=completed)
+    completed = (
+        _completed_ranks(tables, levels)
+        if not matching.dialects.completion_unobserved and len(tables.entries)
+        else {}
+    )
+    g = Groups(
+        names=names,
+        bounds=bounds,
+        rank=prog["rank"].to_numpy()[order],
+        enq=enq,
+        src=prog["source"].to_numpy(dtype=object)[order],
+        desc=prog["pg_desc"].to_numpy(dtype=object)[order],
+        pending=pending,
+        heads=heads,
+        ops=_ops_at(matching.collectives, levels),
+        completed=completed,
+    )
     return g, active

@@ -36,6 +36,7 @@ from analyzer.waitgroups import Groups, group_view
 
 WAIT_COLUMNS = ["waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind"]
 
+
 @dataclass(frozen=True, slots=True)
 class WaitEdge:
     """One wait: ``waiter`` is blocked in an op that ``holder`` has not joined."""
@@ -96,8 +97,10 @@ def _lag_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> None
             found.rows.append(Waits(level_block[n], holder=lag_rank, row=(name, desc, n, op, kind)))
         else:
             found.rows.extend((w, int(lag_rank), name, desc, n, op, kind) for w in waiters)
-        found.later.extend((w, int(lag_rank), name, desc, n, op, kind)
-                           for w in waiting_later[n][:config.max_later_waiters])
+        found.later.extend(
+            (w, int(lag_rank), name, desc, n, op, kind)
+            for w in waiting_later[n][: config.max_later_waiters]
+        )
 
 
 def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> None:
@@ -111,11 +114,17 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
     lowest_known = int(enq[known].min()) if known.any() else None
     # A member whose dumps hold no buffer of this group's backend is unseen here, not
     # silent: nobody waits on it for that.
-    silent = [(r, s) for r, s in zip(ranks[~known].tolist(), src[~known].tolist(), strict=True)
-              if s != "not_recorded"]
+    silent = [
+        (r, s)
+        for r, s in zip(ranks[~known].tolist(), src[~known].tolist(), strict=True)
+        if s != "not_recorded"
+    ]
     # A known member that has not joined explains the other waits.
-    waiting_on_silent = [(int(w), int(n)) for w, n in zip(*pend, strict=True)
-                         if lowest_known is None or lowest_known >= int(n)]
+    waiting_on_silent = [
+        (int(w), int(n))
+        for w, n in zip(*pend, strict=True)
+        if lowest_known is None or lowest_known >= int(n)
+    ]
     block = None
     if len(waiting_on_silent) * len(silent) > config.max_block_edges:
         block = Block([w for w, _ in waiting_on_silent], [r for r, _ in silent])
@@ -125,7 +134,9 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
         if block is not None:
             found.rows.append(Waits(block, waiter=w, row=(name, desc, n, op), kinds=silent))
             continue
-        found.rows.extend((w, int(s_rank), name, desc, n, op, holder_kind(s)) for s_rank, s in silent)
+        found.rows.extend(
+            (w, int(s_rank), name, desc, n, op, holder_kind(s)) for s_rank, s in silent
+        )
 
 
 def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], found: _Found) -> None:
@@ -134,19 +145,31 @@ def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], foun
     if not len(p2p):
         return
     unfinished = p2p[p2p["state"] != "completed"]  # few rows: the other tests run on those
-    blocked = unfinished[unfinished["peer_state"].isin([PeerState.NOT_POSTED.value, PeerState.NO_DUMP.value])]
+    blocked = unfinished[
+        unfinished["peer_state"].isin([PeerState.NOT_POSTED.value, PeerState.NO_DUMP.value])
+    ]
     # A rank whose completions stopped being observed shows finished send/recv as
     # scheduled: its p2p states are no evidence that it waits.
     blocked = blocked[~blocked["rank"].isin(list(matching.stale_completers))]
     for r, g, d, op, peer, pseq, st in blocked[
-            ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]].itertuples(index=False):
-        row = (int(r), int(peer), str(g), str(d), int(pseq), str(op),
-               WaitKind.P2P.value if st == PeerState.NOT_POSTED.value else WaitKind.NO_DUMP.value)
+        ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]
+    ].itertuples(index=False):
+        row = (
+            int(r),
+            int(peer),
+            str(g),
+            str(d),
+            int(pseq),
+            str(op),
+            WaitKind.P2P.value if st == PeerState.NOT_POSTED.value else WaitKind.NO_DUMP.value,
+        )
         head = (True, row[2], row[4])
         (found.rows if heads.get(row[0], head) == head else found.later).append(row)
 
 
-def waits(tables: Tables, matching: Matching, *, config: AnalysisConfig = DEFAULT_CONFIG) -> pd.DataFrame:
+def waits(
+    tables: Tables, matching: Matching, *, config: AnalysisConfig = DEFAULT_CONFIG
+) -> pd.DataFrame:
     """Every wait edge, one row each (columns ``WAIT_COLUMNS``).
 
     Only groups where somebody can wait (a member behind another, or of unknown progress)
@@ -169,7 +192,11 @@ def waits(tables: Tables, matching: Matching, *, config: AnalysisConfig = DEFAUL
         # Members of a collective stuck on the network or a GPU, and ranks whose GPU stopped
         # completing, are blocked too: ranks whose ops sit behind theirs wait on them.
         members = tables.members()
-        stuck = {int(m) for grp, _ in stuck_collectives(tables, matching, g.heads) for m in members.get(grp, ())}
+        stuck = {
+            int(m)
+            for grp, _ in stuck_collectives(tables, matching, g.heads)
+            for m in members.get(grp, ())
+        }
         stuck |= set(matching.stale_completers)
         rows.extend(queued_waits(tables, matching, direct, blocks, g.heads, stuck))
     if later:
@@ -185,9 +212,18 @@ def waits(tables: Tables, matching: Matching, *, config: AnalysisConfig = DEFAUL
 
 def edges(wait_table: pd.DataFrame) -> Iterator[WaitEdge]:
     """The rows of a wait table (:func:`waits`) one at a time, as :class:`WaitEdge` records."""
-    for waiter, holder, name, desc, seq, op, kind in wait_table[WAIT_COLUMNS].itertuples(index=False):
-        yield WaitEdge(waiter=int(waiter), holder=int(holder), pg_name=str(name), pg_desc=str(desc),
-                       seq=int(seq), op=str(op), kind=WaitKind(str(kind)))
+    for waiter, holder, name, desc, seq, op, kind in wait_table[WAIT_COLUMNS].itertuples(
+        index=False
+    ):
+        yield WaitEdge(
+            waiter=int(waiter),
+            holder=int(holder),
+            pg_name=str(name),
+            pg_desc=str(desc),
+            seq=int(seq),
+            op=str(op),
+            kind=WaitKind(str(kind)),
+        )
 
 
 def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[Row]:
@@ -207,7 +243,17 @@ def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[Row]:
                 continue  # a recorded collective: the sequence-number matching covers it
             for w, wp in zip(grp["rank"], grp["op_progress"]):
                 if int(wp) >= n:
-                    rows.append((int(w), int(lag_rank), name, desc, n, WaitKind.UNRECORDED.value, WaitKind.UNRECORDED.value))
+                    rows.append(
+                        (
+                            int(w),
+                            int(lag_rank),
+                            name,
+                            desc,
+                            n,
+                            WaitKind.UNRECORDED.value,
+                            WaitKind.UNRECORDED.value,
+                        )
+                    )
     return rows
 
 

@@ -91,7 +91,11 @@ class Capture:
         """Stop the watcher; wait up to ``wait_s`` for it to leave what it is doing."""
         self._stop.set()
         self._wake()
-        if wait_s > 0 and self._thread is not None and self._thread is not threading.current_thread():
+        if (
+            wait_s > 0
+            and self._thread is not None
+            and self._thread is not threading.current_thread()
+        ):
             self._thread.join(wait_s)
 
     def request(self, reason: str, wait_s: float = 0.0) -> bool:
@@ -133,8 +137,14 @@ class Capture:
         while dist is None and not self._stop.is_set():
             dist = torch_dist()
             if dist is None and self._sleep(min(self.poll_s, 0.2)):  # no group, no store
-                self._capture_local(None, {"reason": "signal SIGUSR1 (no process group yet)",
-                                           "by_rank": int_env("RANK"), "time_ns": time.time_ns()})
+                self._capture_local(
+                    None,
+                    {
+                        "reason": "signal SIGUSR1 (no process group yet)",
+                        "by_rank": int_env("RANK"),
+                        "time_ns": time.time_ns(),
+                    },
+                )
         return dist
 
     def _loop(self) -> None:
@@ -180,7 +190,9 @@ class Capture:
             state.sig, state.last_change, state.armed = sig, now, True
         elif state.armed and enqueued_any(sig) and now - state.last_change >= self.timeout_s:
             state.armed = False
-            reasons.append(f"deadline: no collective progressed for {now - state.last_change:.1f} s")
+            reasons.append(
+                f"deadline: no collective progressed for {now - state.last_change:.1f} s"
+            )
         return reasons
 
     def _answer(self, store: StoreLink, gen: int, state: _Progress) -> None:
@@ -207,7 +219,13 @@ class Capture:
 
     def _write(self, gen: int | None, info: dict[str, Any]) -> None:
         rank = getattr(self, "rank", int(os.environ.get("RANK", "-1") or -1))
-        files, reason = write_snapshot(torch_dist(), self.dump_dir, rank=rank,
-                                       world=getattr(self, "world", None), gen=gen, info=info)
+        files, reason = write_snapshot(
+            torch_dist(),
+            self.dump_dir,
+            rank=rank,
+            world=getattr(self, "world", None),
+            gen=gen,
+            info=info,
+        )
         self.last_files = files
         log(f"rank {rank}: captured {', '.join(files)} ({reason or 'on request'})")

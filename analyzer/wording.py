@@ -73,7 +73,12 @@ def run_texts(ranks: Iterable[int]) -> list[tuple[int, str]]:
         j = i
         while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
             j += 1
-        runs.append((rs[i], str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}" if j > i + 1 else f"{rs[i]}, {rs[j]}"))
+        runs.append(
+            (
+                rs[i],
+                str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}" if j > i + 1 else f"{rs[i]}, {rs[j]}",
+            )
+        )
         i = j + 1
     return runs
 

@@ -37,19 +37,26 @@ DESYNC_FAULTS = {"size_desync", "dtype_desync", "p2p_size_desync", "p2p_dtype_de
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topologies", nargs="*", default=list(TOPOLOGIES), help="TPxPPxDP")
-    ap.add_argument("--op-mix-topologies", nargs="*", default=list(OP_MIX_TOPOLOGIES),
-                    help="TPxPPxDP, run with the op mix")
+    ap.add_argument(
+        "--op-mix-topologies",
+        nargs="*",
+        default=list(OP_MIX_TOPOLOGIES),
+        help="TPxPPxDP, run with the op mix",
+    )
     ap.add_argument("--faults", nargs="+", default=[f for f in FAULTS if f != "none"])
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--buffer-size", type=int, default=600)
-    ap.add_argument("--dialects", nargs="+", default=list(DIALECTS), choices=("nccl", "nccl2", "mixed"))
+    ap.add_argument(
+        "--dialects", nargs="+", default=list(DIALECTS), choices=("nccl", "nccl2", "mixed")
+    )
     args = ap.parse_args(argv)
     # (dialect, steps, fault) -> jobs, wrong, false_desync
     per: dict[tuple[str, str, str], Counter[str]] = {}
     work = Path(tempfile.mkdtemp(prefix="hangscope-accuracy-"))
     runs = [(t, False) for t in args.topologies] + [(t, True) for t in args.op_mix_topologies]
-    faults = list(args.faults) + (["none"] if args.op_mix_topologies and "none" not in args.faults
-                                  else [])
+    faults = list(args.faults) + (
+        ["none"] if args.op_mix_topologies and "none" not in args.faults else []
+    )
     try:
         for dialect in args.dialects:
             for topo, mix in runs:
@@ -61,9 +68,17 @@ def main(argv: list[str] | None = None) -> int:
                         job = work / "job"
                         shutil.rmtree(job, ignore_errors=True)
                         try:
-                            expected = simulate_job(job, tp=tp, pp=pp, dp=dp, fault=fault,
-                                                    seed=seed, buffer_size=args.buffer_size,
-                                                    op_mix=mix, dialect=dialect)
+                            expected = simulate_job(
+                                job,
+                                tp=tp,
+                                pp=pp,
+                                dp=dp,
+                                fault=fault,
+                                seed=seed,
+                                buffer_size=args.buffer_size,
+                                op_mix=mix,
+                                dialect=dialect,
+                            )
                         except ValueError:
                             continue  # the fault does not fit this topology
                         d = analyzer.analyze(job, jobs=1).diagnosis
@@ -72,12 +87,16 @@ def main(argv: list[str] | None = None) -> int:
                         row["jobs"] += 1
                         want, got = sorted(expected["culprits"]), list(d.culprit_ranks)
                         row["false_desync"] += fault not in DESYNC_FAULTS and (
-                            d.kind in DESYNC_KINDS or any(f.kind in DESYNC_KINDS for f in d.findings))
+                            d.kind in DESYNC_KINDS
+                            or any(f.kind in DESYNC_KINDS for f in d.findings)
+                        )
                         if got != want or (fault == "none" and d.verdict.value != "no_hang"):
                             row["wrong"] += 1
-                            print(f"wrong: {dialect} tp{tp} pp{pp} dp{dp}{' op-mix' if mix else ''} "
-                                  f"{fault} seed {seed}: injected {want}, named {got} ({d.kind})",
-                                  flush=True)
+                            print(
+                                f"wrong: {dialect} tp{tp} pp{pp} dp{dp}{' op-mix' if mix else ''} "
+                                f"{fault} seed {seed}: injected {want}, named {got} ({d.kind})",
+                                flush=True,
+                            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for dialect in args.dialects:
@@ -86,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         print("| steps | fault | jobs | wrong culprits | false desync |\n|---|---|---:|---:|---:|")
         for (steps, fault), row in rows.items():
             print(f"| {steps} | {fault} | {row['jobs']} | {row['wrong']} | {row['false_desync']} |")
-        print(f"| all | all | {sum(r['jobs'] for r in rows.values())} | "
-              f"{sum(r['wrong'] for r in rows.values())} | "
-              f"{sum(r['false_desync'] for r in rows.values())} |")
+        print(
+            f"| all | all | {sum(r['jobs'] for r in rows.values())} | "
+            f"{sum(r['wrong'] for r in rows.values())} | "
+            f"{sum(r['false_desync'] for r in rows.values())} |"
+        )
     total = sum(r["jobs"] for r in per.values())
     wrong = sum(r["wrong"] for r in per.values())
     false = sum(r["false_desync"] for r in per.values())

@@ -43,10 +43,17 @@ def _worker(cfg: dict) -> None:
 
     torch.set_num_threads(1)
     rank = cfg["rank"]
-    store = dist.TCPStore("127.0.0.1", cfg["port"], 2, is_master=rank == 0,
-                          timeout=timedelta(seconds=60), wait_for_workers=False)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
-                            timeout=timedelta(seconds=120))
+    store = dist.TCPStore(
+        "127.0.0.1",
+        cfg["port"],
+        2,
+        is_master=rank == 0,
+        timeout=timedelta(seconds=60),
+        wait_for_workers=False,
+    )
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=2, timeout=timedelta(seconds=120)
+    )
     cap = None
     if cfg["config"] == "capture":
         sys.path.insert(0, str(REPO))
@@ -66,27 +73,50 @@ def _worker(cfg: dict) -> None:
     elapsed = time.monotonic() - started
     dist.barrier()
     if rank == 0:
-        watcher = ({"cpu_s": cap.cpu_s - cap.cpu0_s, "polls": cap.polls, "elapsed_s": elapsed}
-                   if cap is not None else None)
+        watcher = (
+            {"cpu_s": cap.cpu_s - cap.cpu0_s, "polls": cap.polls, "elapsed_s": elapsed}
+            if cap is not None
+            else None
+        )
         print(json.dumps({"step_times": times, "watcher": watcher}), flush=True)
     dist.destroy_process_group()
 
 
 def _run(config: str, args: argparse.Namespace, port: int) -> float:
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
-               TORCH_FR_BUFFER_SIZE="0" if config == "fr-off" else "2000")
+    env = dict(
+        os.environ,
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        TORCH_FR_BUFFER_SIZE="0" if config == "fr-off" else "2000",
+    )
     env.pop("HANGSCOPE_CAPTURE_DIR", None)
     dump_dir = REPO / ".bench" / "capture_overhead"
     dump_dir.mkdir(parents=True, exist_ok=True)
     procs = []
     with contextlib.ExitStack() as logs:
         for rank in range(2):
-            cfg = {"rank": rank, "port": port, "config": config, "steps": args.steps,
-                   "dim": args.dim, "numel": args.numel, "dump_dir": str(dump_dir)}
-            log = logs.enter_context(open(dump_dir.parent / f"capture_overhead_{config}_{rank}.log", "w"))
-            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(cfg)],
-                                          cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
-                                          stderr=log))
+            cfg = {
+                "rank": rank,
+                "port": port,
+                "config": config,
+                "steps": args.steps,
+                "dim": args.dim,
+                "numel": args.numel,
+                "dump_dir": str(dump_dir),
+            }
+            log = logs.enter_context(
+                open(dump_dir.parent / f"capture_overhead_{config}_{rank}.log", "w")
+            )
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", json.dumps(cfg)],
+                    cwd=REPO,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    stderr=log,
+                )
+            )
         out = ""
         for p in procs:
             o, _ = p.communicate(timeout=600)
@@ -96,7 +126,7 @@ def _run(config: str, args: argparse.Namespace, port: int) -> float:
     doc = json.loads(out.strip().splitlines()[-1])
     if doc["watcher"]:
         WATCHER.append(doc["watcher"])
-    return statistics.mean(doc["step_times"][args.warmup:])
+    return statistics.mean(doc["step_times"][args.warmup :])
 
 
 WATCHER: list[dict] = []
@@ -128,25 +158,33 @@ def main() -> int:
     # the least disturbed one (medians are printed too).
     best = {c: min(v) for c, v in results.items()}
     med = {c: statistics.median(v) for c, v in results.items()}
-    print(f"capture overhead, 2-rank gloo job on loopback, torch {torch.__version__}, "
-          f"{args.steps} steps ({args.dim}x{args.dim} matmul + all_reduce of {args.numel:,} floats), "
-          f"{args.repeats} interleaved runs each")
+    print(
+        f"capture overhead, 2-rank gloo job on loopback, torch {torch.__version__}, "
+        f"{args.steps} steps ({args.dim}x{args.dim} matmul + all_reduce of {args.numel:,} floats), "
+        f"{args.repeats} interleaved runs each"
+    )
     for c in CONFIGS:
         runs = ", ".join(f"{t * 1e3:.2f}" for t in results[c])
-        print(f"  {c:8s} best {best[c] * 1e3:8.2f} ms  median {med[c] * 1e3:8.2f} ms per step"
-              f"   (runs: {runs})")
+        print(
+            f"  {c:8s} best {best[c] * 1e3:8.2f} ms  median {med[c] * 1e3:8.2f} ms per step"
+            f"   (runs: {runs})"
+        )
     over = (best["capture"] - best["fr-on"]) / best["fr-on"] * 100
     rec = (best["fr-on"] - best["fr-off"]) / best["fr-off"] * 100
-    print(f"capture overhead on step time: {over:+.2f}% (best capture run vs best fr-on run; "
-          "target < 1%; the spread of the runs above is the machine's noise)")
+    print(
+        f"capture overhead on step time: {over:+.2f}% (best capture run vs best fr-on run; "
+        "target < 1%; the spread of the runs above is the machine's noise)"
+    )
     print(f"flight recorder's own cost: {rec:+.2f}% (fr-on vs fr-off)")
     if WATCHER:
         cpu = sum(w["cpu_s"] for w in WATCHER)
         wall = sum(w["elapsed_s"] for w in WATCHER)
         polls = sum(w["polls"] for w in WATCHER)
-        print(f"watcher thread CPU time: {cpu * 1e3:.1f} ms over {wall:.1f} s of training "
-              f"({cpu / wall * 100:.3f}% of one core; {cpu / max(polls, 1) * 1e3:.2f} ms per poll, "
-              f"{polls} polls; without the one-time warm-up that install() does before training)")
+        print(
+            f"watcher thread CPU time: {cpu * 1e3:.1f} ms over {wall:.1f} s of training "
+            f"({cpu / wall * 100:.3f}% of one core; {cpu / max(polls, 1) * 1e3:.2f} ms per poll, "
+            f"{polls} polls; without the one-time warm-up that install() does before training)"
+        )
     return 0
 
 

@@ -53,8 +53,12 @@ def parse_cost(target: Path, sample: int = 256) -> dict[str, float]:
     loaded = load_dumps(files, jobs=1)
     seconds = time.perf_counter() - warm
     entries = sum(d.n_entries for d in loaded.dumps)
-    return {"files": len(files), "s_per_file": seconds / len(files), "bytes_per_file": size / len(files),
-            "entries_per_file": entries / len(files)}
+    return {
+        "files": len(files),
+        "s_per_file": seconds / len(files),
+        "bytes_per_file": size / len(files),
+        "entries_per_file": entries / len(files),
+    }
 
 
 def central_cost(target: Path, jobs: int) -> dict[str, float]:
@@ -79,24 +83,46 @@ def central_cost(target: Path, jobs: int) -> dict[str, float]:
     diagnose(tables, matching, wait_rows, graph)
     t3 = time.perf_counter()
     gc.enable()
-    return {"load_s": t1 - t0, "normalize_s": t2 - t1, "match_to_diagnosis_s": t3 - t2,
-            "entries": float(len(tables.entries))}
+    return {
+        "load_s": t1 - t0,
+        "normalize_s": t2 - t1,
+        "match_to_diagnosis_s": t3 - t2,
+        "entries": float(len(tables.entries)),
+    }
 
 
-def run(ranks: int, *, entries: int = 2000, workers: int = 2, jobs: int = 0, seed: int = 0,
-        cache: Path = ROOT / ".bench", timeout: float = 1800.0, costs: bool = True) -> dict[str, Any]:
+def run(
+    ranks: int,
+    *,
+    entries: int = 2000,
+    workers: int = 2,
+    jobs: int = 0,
+    seed: int = 0,
+    cache: Path = ROOT / ".bench",
+    timeout: float = 1800.0,
+    costs: bool = True,
+) -> dict[str, Any]:
     """Both runs on the job of ``ranks`` ranks; the figures as a dict."""
     jobs = max(1, jobs or os.cpu_count() or 1)
     target = ensure_job(cache, ranks, entries, seed=seed, jobs=jobs)
     expected = json.loads((target / "EXPECTED.json").read_text())["culprits"]
     out: dict[str, Any] = {"ranks": ranks, "entries": entries, "workers": workers}
     default = run_hangscope(target, jobs, expected, timeout=timeout)
-    out["default"] = {"wall_s": default.wall, "peak_mb": default.peak_mb, "status": default.status,
-                      **default.extra}
+    out["default"] = {
+        "wall_s": default.wall,
+        "peak_mb": default.peak_mb,
+        "status": default.status,
+        **default.extra,
+    }
     dask, out["cluster_start_s"], why = run_on_dask(target, expected, workers, timeout=timeout)
     if dask is None:
         raise SystemExit(why)
-    out["dask"] = {"wall_s": dask.wall, "peak_mb": dask.peak_mb, "status": dask.status, **dask.extra}
+    out["dask"] = {
+        "wall_s": dask.wall,
+        "peak_mb": dask.peak_mb,
+        "status": dask.status,
+        **dask.extra,
+    }
     if dask.status != "ok":
         out["dask"]["stderr"] = dask.stderr.strip()[-300:]
     if costs:
@@ -110,18 +136,28 @@ def print_result(r: dict[str, Any]) -> None:
     print(f"{r['ranks']:,} ranks x {r['entries']:,} entries")
     print("| path | wall s | peak MB (client tree) | culprit named |")
     print("|---|---:|---:|---|")
-    print(f"| default (in-process pool) | {d['wall_s']:.1f} | {d['peak_mb']:,.0f} | {d.get('culprit_ok')} |")
-    print(f"| Dask LocalCluster, {r['workers']} worker processes | {k['wall_s']:.1f} | "
-          f"{k['peak_mb']:,.0f} | {k.get('culprit_ok')} |")
-    print(f"cluster start-up (not in the wall time above): {r['cluster_start_s']:.1f} s; "
-          f"Dask / default: {k['wall_s'] / d['wall_s']:.2f}x")
+    print(
+        f"| default (in-process pool) | {d['wall_s']:.1f} | {d['peak_mb']:,.0f} | {d.get('culprit_ok')} |"
+    )
+    print(
+        f"| Dask LocalCluster, {r['workers']} worker processes | {k['wall_s']:.1f} | "
+        f"{k['peak_mb']:,.0f} | {k.get('culprit_ok')} |"
+    )
+    print(
+        f"cluster start-up (not in the wall time above): {r['cluster_start_s']:.1f} s; "
+        f"Dask / default: {k['wall_s'] / d['wall_s']:.2f}x"
+    )
     if "parse" in r:
         p, c = r["parse"], r["central"]
-        print(f"parse of one file (one process, {p['files']} files): {p['s_per_file'] * 1e3:.1f} ms, "
-              f"{p['bytes_per_file'] / 1e3:,.0f} KB, {p['entries_per_file']:,.0f} entries")
-        print(f"after the parse, whole job in one process: normalize {c['normalize_s']:.1f} s, "
-              f"match..diagnosis {c['match_to_diagnosis_s']:.1f} s ({c['entries']:,.0f} entries); "
-              f"load with the pool {c['load_s']:.1f} s")
+        print(
+            f"parse of one file (one process, {p['files']} files): {p['s_per_file'] * 1e3:.1f} ms, "
+            f"{p['bytes_per_file'] / 1e3:,.0f} KB, {p['entries_per_file']:,.0f} entries"
+        )
+        print(
+            f"after the parse, whole job in one process: normalize {c['normalize_s']:.1f} s, "
+            f"match..diagnosis {c['match_to_diagnosis_s']:.1f} s ({c['entries']:,.0f} entries); "
+            f"load with the pool {c['load_s']:.1f} s"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,14 +165,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=16_384, help="ranks of the simulated job")
     ap.add_argument("--entries", type=int, default=2000, help="entries per rank")
     ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
-    ap.add_argument("--jobs", type=int, default=0, help="parser processes of the default run (0: all cores)")
+    ap.add_argument(
+        "--jobs", type=int, default=0, help="parser processes of the default run (0: all cores)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="simulator seed")
-    ap.add_argument("--cache", type=Path, default=ROOT / ".bench", help="where simulated dumps are kept")
+    ap.add_argument(
+        "--cache", type=Path, default=ROOT / ".bench", help="where simulated dumps are kept"
+    )
     ap.add_argument("--no-costs", action="store_true", help="skip the per-file and central costs")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
-    result = run(args.ranks, entries=args.entries, workers=args.workers, jobs=args.jobs,
-                 seed=args.seed, cache=args.cache, costs=not args.no_costs)
+    result = run(
+        args.ranks,
+        entries=args.entries,
+        workers=args.workers,
+        jobs=args.jobs,
+        seed=args.seed,
+        cache=args.cache,
+        costs=not args.no_costs,
+    )
     print_result(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -52,6 +52,7 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
             d.mkdir()
             got = build(d)
             cases[name] = (d if got is None else got, expect)
+
         return wrap
 
     @case("baseline", "culprit 3, exit 1")
@@ -157,6 +158,7 @@ def _case_dirs(base: Path, big: bool) -> dict[str, tuple[Path | list[str], str]]
             f.write(bytes(64 << 20))
 
     if big:
+
         @case("zeros_1g", "culprit 3; zeros ignored without reading them")
         def _(d: Path) -> None:
             _copy(CHAIN, d)
@@ -251,9 +253,12 @@ def _summary(out: str, err: str) -> str:
 
 def run(cmd: list[str], timeout: float) -> dict[str, Any]:
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: resource.setrlimit(
-                                resource.RLIMIT_AS, (12 << 30, 12 << 30)))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (12 << 30, 12 << 30)),
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
         code: int | str = proc.returncode
@@ -263,8 +268,13 @@ def run(cmd: list[str], timeout: float) -> dict[str, Any]:
         code = "timeout"
     wall = time.monotonic() - start
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"exit": code, "s": round(wall, 2), "out": out.decode(errors="replace"),
-            "err": err.decode(errors="replace"), "maxrss_mb": round(ru.ru_maxrss / 1024)}
+    return {
+        "exit": code,
+        "s": round(wall, 2),
+        "out": out.decode(errors="replace"),
+        "err": err.decode(errors="replace"),
+        "maxrss_mb": round(ru.ru_maxrss / 1024),
+    }
 
 
 def main() -> None:
@@ -287,15 +297,22 @@ def main() -> None:
             if only and name not in only:
                 continue
             argv = spec if isinstance(spec, list) else [str(spec)]
-            cmd = [args.hangscope] + ([] if argv == ["--version"] else ["analyze"]) + argv + (
-                [] if argv == ["--version"] else ["-q", "-f", "json"])
+            cmd = (
+                [args.hangscope]
+                + ([] if argv == ["--version"] else ["analyze"])
+                + argv
+                + ([] if argv == ["--version"] else ["-q", "-f", "json"])
+            )
             # Peak memory of one case alone: run it from a fresh child of a fresh interpreter.
-            probe = [sys.executable, "-c",
-                     "import resource,subprocess,sys,json;"
-                     "p=subprocess.run(sys.argv[1:],capture_output=True);"
-                     "ru=resource.getrusage(resource.RUSAGE_CHILDREN);"
-                     "print(json.dumps({'rss':ru.ru_maxrss,'code':p.returncode,"
-                     "'out':p.stdout.decode(errors='replace'),'err':p.stderr.decode(errors='replace')}))"]
+            probe = [
+                sys.executable,
+                "-c",
+                "import resource,subprocess,sys,json;"
+                "p=subprocess.run(sys.argv[1:],capture_output=True);"
+                "ru=resource.getrusage(resource.RUSAGE_CHILDREN);"
+                "print(json.dumps({'rss':ru.ru_maxrss,'code':p.returncode,"
+                "'out':p.stdout.decode(errors='replace'),'err':p.stderr.decode(errors='replace')}))",
+            ]
             r = run(probe + cmd, args.timeout)
             if r["exit"] == "timeout":
                 info = {"code": "timeout", "rss": 0, "out": "", "err": ""}
@@ -307,12 +324,23 @@ def main() -> None:
             first = _summary(info["out"], info["err"])
             raw = any(ch in info["out"] + info["err"] for ch in "\x1b\x07\r\x00")
             tb = "Traceback" in info["err"]
-            row = {"case": name, "exit": info["code"], "s": r["s"], "mb": round(info["rss"] / 1024),
-                   "first": first[:110], "expect": expect, "traceback": tb, "raw_ctrl": raw}
+            row = {
+                "case": name,
+                "exit": info["code"],
+                "s": r["s"],
+                "mb": round(info["rss"] / 1024),
+                "first": first[:110],
+                "expect": expect,
+                "traceback": tb,
+                "raw_ctrl": raw,
+            }
             results.append(row)
             flags = (" [traceback]" if tb else "") + (" [raw control chars]" if raw else "")
-            print(f"{name:<22} {row['exit']!s:>7} {row['s']:>7.2f} {row['mb']:>6}  "
-                  f"{row['first']!r}{flags}\n{'':<46}should: {expect}", flush=True)
+            print(
+                f"{name:<22} {row['exit']!s:>7} {row['s']:>7.2f} {row['mb']:>6}  "
+                f"{row['first']!r}{flags}\n{'':<46}should: {expect}",
+                flush=True,
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

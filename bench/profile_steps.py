@@ -57,10 +57,17 @@ def step(name: str, fn: Callable[[], T], rows: list[dict[str, Any]]) -> T:
     out = fn()
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF)
-    rows.append({"step": name, "seconds": wall, "peak_mb": _status_mb("VmHWM"),
-                 "rss_mb": _status_mb("VmRSS"), "start_mb": start_rss,
-                 "sys_s": after.ru_stime - before.ru_stime,
-                 "page_faults": after.ru_minflt - before.ru_minflt})
+    rows.append(
+        {
+            "step": name,
+            "seconds": wall,
+            "peak_mb": _status_mb("VmHWM"),
+            "rss_mb": _status_mb("VmRSS"),
+            "start_mb": start_rss,
+            "sys_s": after.ru_stime - before.ru_stime,
+            "page_faults": after.ru_minflt - before.ru_minflt,
+        }
+    )
     return out
 
 
@@ -99,22 +106,44 @@ def main(argv: list[str] | None = None) -> int:
         wait_rows = step("waits", lambda: waits(tables, matching), rows)
         graph = step("build_graph", lambda: build_graph(tables, wait_rows), rows)
         diagnosis = step("diagnose", lambda: diagnose(tables, matching, wait_rows, graph), rows)
-    analysis = Analysis(tables=tables, matching=matching, waits=wait_rows, graph=graph,
-                        diagnosis=diagnosis, contexts=Contexts(), loaded=loaded)
+    analysis = Analysis(
+        tables=tables,
+        matching=matching,
+        waits=wait_rows,
+        graph=graph,
+        diagnosis=diagnosis,
+        contexts=Contexts(),
+        loaded=loaded,
+    )
     step("render_json", lambda: json.dumps(to_json(analysis), indent=1), rows)
     total = time.perf_counter() - t0
     entries = len(tables.entries)
     if args.json:
-        print(json.dumps({"target": args.target.name, "entries": entries, "total": total,
-                          "culprits": list(diagnosis.culprit_ranks), "steps": rows}))
+        print(
+            json.dumps(
+                {
+                    "target": args.target.name,
+                    "entries": entries,
+                    "total": total,
+                    "culprits": list(diagnosis.culprit_ranks),
+                    "steps": rows,
+                }
+            )
+        )
         return 0
-    print(f"{args.target.name}: {entries:,} entries, {len(tables.ranks):,} ranks, "
-          f"culprits {list(diagnosis.culprit_ranks)[:8]}")
+    print(
+        f"{args.target.name}: {entries:,} entries, {len(tables.ranks):,} ranks, "
+        f"culprits {list(diagnosis.culprit_ranks)[:8]}"
+    )
     print(f"{'step':<12} {'s':>8} {'peak MB':>9} {'RSS MB':>9} {'sys s':>7} {'faults':>10}")
     for r in rows:
-        print(f"{r['step']:<12} {r['seconds']:8.2f} {r['peak_mb']:9,.0f} {r['rss_mb']:9,.0f} "
-              f"{r['sys_s']:7.2f} {r['page_faults']:10,}")
-    mid = sum(r["seconds"] for r in rows if r["step"] in ("normalize", "match", "waits", "build_graph"))
+        print(
+            f"{r['step']:<12} {r['seconds']:8.2f} {r['peak_mb']:9,.0f} {r['rss_mb']:9,.0f} "
+            f"{r['sys_s']:7.2f} {r['page_faults']:10,}"
+        )
+    mid = sum(
+        r["seconds"] for r in rows if r["step"] in ("normalize", "match", "waits", "build_graph")
+    )
     print(f"{'total':<12} {total:8.2f}   normalize+match+waits+graph {mid:.2f} s")
     return 0
 

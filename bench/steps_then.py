@@ -52,21 +52,41 @@ print(json.dumps(out))
 def run_then(rev: str, target: Path, jobs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hangscope-then-") as tmp:
         tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree), rev],
-                       check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree), rev],
+            check=True,
+        )
         try:
             env = {**os.environ, "PYTHONPATH": str(tree)}
-            done = subprocess.run([sys.executable, "-c", THEN, str(target), str(jobs)], cwd=tree,
-                                  env=env, check=True, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-c", THEN, str(target), str(jobs)],
+                cwd=tree,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                           check=False)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False
+            )
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def run_now(target: Path, jobs: int) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "profile_steps.py"), str(target),
-                           "--jobs", str(jobs), "--json"], check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "profile_steps.py"),
+            str(target),
+            "--jobs",
+            str(jobs),
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     doc = json.loads(done.stdout.splitlines()[-1])
     out: dict[str, Any] = {r["step"]: r["seconds"] for r in doc["steps"]}
     out["culprits"] = doc["culprits"]

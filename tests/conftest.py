@@ -43,7 +43,9 @@ def assert_same_fields(a: Any, b: Any, skip: tuple[str, ...] = ()) -> None:
     """Two dataclass records (parsed dumps, say) equal field by field, as :func:`assert_same_value`."""
     for f in dataclasses.fields(a):
         if f.name not in skip:
-            assert_same_value(getattr(a, f.name), getattr(b, f.name), f"{getattr(a, 'path', '')}:{f.name}")
+            assert_same_value(
+                getattr(a, f.name), getattr(b, f.name), f"{getattr(a, 'path', '')}:{f.name}"
+            )
 
 
 def entry(
@@ -66,26 +68,51 @@ def entry(
     """One flight-recorder entry in the shape PyTorch writes (format 2.10)."""
     sizes = [[8]] if sizes is None else sizes
     return {
-        "record_id": record_id, "pg_id": pg_id, "process_group": pg,
-        "collective_seq_id": seq, "p2p_seq_id": p2p_seq, "op_id": seq,
-        "profiling_name": f"{backend}:{op}", "time_created_ns": 1_000_000 + t * 1000,
-        "input_sizes": sizes, "output_sizes": sizes, "input_dtypes": [dtype] * len(sizes),
-        "output_dtypes": [dtype] * len(sizes), "state": state,
-        "time_discovered_started_ns": None, "time_discovered_completed_ns": None,
-        "retired": retired, "timeout_ms": 600000, "is_p2p": is_p2p, "thread_id": "1",
+        "record_id": record_id,
+        "pg_id": pg_id,
+        "process_group": pg,
+        "collective_seq_id": seq,
+        "p2p_seq_id": p2p_seq,
+        "op_id": seq,
+        "profiling_name": f"{backend}:{op}",
+        "time_created_ns": 1_000_000 + t * 1000,
+        "input_sizes": sizes,
+        "output_sizes": sizes,
+        "input_dtypes": [dtype] * len(sizes),
+        "output_dtypes": [dtype] * len(sizes),
+        "state": state,
+        "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None,
+        "retired": retired,
+        "timeout_ms": 600000,
+        "is_p2p": is_p2p,
+        "thread_id": "1",
         "thread_name": "python",
-        "frames": frames if frames is not None else [
-            {"name": "train_step", "filename": "/jobs/train.py", "line": 40 + seq % 3}],
+        "frames": frames
+        if frames is not None
+        else [{"name": "train_step", "filename": "/jobs/train.py", "line": 40 + seq % 3}],
     }
 
 
-def dump(entries: list[dict[str, Any]], *, world: int = 4, backend: str = "nccl",
-         status: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+def dump(
+    entries: list[dict[str, Any]],
+    *,
+    world: int = 4,
+    backend: str = "nccl",
+    status: dict[str, dict[str, int]] | None = None,
+) -> dict[str, Any]:
     if status is None:
         last = max((e["collective_seq_id"] for e in entries), default=-1)
-        done = max((e["collective_seq_id"] for e in entries if e["state"] == "completed"), default=-1)
-        status = {"0": {"last_enqueued_collective": last, "last_started_collective": -1,
-                        "last_completed_collective": done}}
+        done = max(
+            (e["collective_seq_id"] for e in entries if e["state"] == "completed"), default=-1
+        )
+        status = {
+            "0": {
+                "last_enqueued_collective": last,
+                "last_started_collective": -1,
+                "last_completed_collective": done,
+            }
+        }
     return {
         "version": "2.10",
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
@@ -109,8 +136,14 @@ def write_json(path: Path, obj: Any) -> Path:
 def make_job(tmp_path: Path) -> Callable[..., Path]:
     """Write one dump per rank: ``make_job({rank: [entries]}, world=4)`` -> directory."""
 
-    def _make(per_rank: dict[int, list[dict[str, Any]]], *, world: int = 4,
-              backend: str = "nccl", fmt: str = "pickle", name: str = "job") -> Path:
+    def _make(
+        per_rank: dict[int, list[dict[str, Any]]],
+        *,
+        world: int = 4,
+        backend: str = "nccl",
+        fmt: str = "pickle",
+        name: str = "job",
+    ) -> Path:
         out = tmp_path / name
         out.mkdir()
         for rank, entries in per_rank.items():

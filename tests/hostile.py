@@ -47,12 +47,18 @@ def laughs() -> bytes:
     out = io.BytesIO()
     out.write(b"X\x01\x00\x00\x00aq\x000")
     for level in range(1, 10):
-        out.write(b"](" + (b"h" + bytes([level - 1])) * 10 + b"eq" + bytes([level])
-                  + (b"0" if level < 9 else b""))
-    return (_HEAD + b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
-            b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
-            b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue()
-            + b"ueu.")
+        out.write(
+            b"]("
+            + (b"h" + bytes([level - 1])) * 10
+            + b"eq"
+            + bytes([level])
+            + (b"0" if level < 9 else b"")
+        )
+    return (
+        _HEAD + b"](}(X\x0e\x00\x00\x00profiling_nameX\x0f\x00\x00\x00gloo:all_reduce"
+        b"X\x0d\x00\x00\x00process_group(X\x01\x00\x00\x000X\x00\x00\x00\x00tX\x11"
+        b"\x00\x00\x00collective_seq_idK\x09X\x0b\x00\x00\x00input_sizes" + out.getvalue() + b"ueu."
+    )
 
 
 def deep_pickle(levels: int) -> bytes:
@@ -150,8 +156,14 @@ def gloo_rank(seqs: int, *, gather_at: int = 2) -> dict[str, Any]:
     ents = []
     for s in range(1, seqs + 1):
         out = [[4]] * 4 if s == gather_at else [[4]]
-        e = entry(s, op="all_gather" if s == gather_at else "all_reduce", backend="gloo",
-                  retired=s < seqs, record_id=s, t=s)
+        e = entry(
+            s,
+            op="all_gather" if s == gather_at else "all_reduce",
+            backend="gloo",
+            retired=s < seqs,
+            record_id=s,
+            t=s,
+        )
         e["output_sizes"] = out
         e["output_dtypes"] = ["Float"] * len(out)
         ents.append(e)

@@ -28,10 +28,14 @@ def healthy() -> Analysis:
 
 
 def test_repr_is_one_short_line(deadlock: Analysis, healthy: Analysis) -> None:
-    assert repr(deadlock) == ("Analysis(ranks=4/4, verdict='hang', kind='deadlock', culprits=(3,), "
-                              "entries=32, findings=1, deadlock_cycles=1)")
-    assert repr(healthy) == ("Analysis(ranks=4/4, verdict='no_hang', kind='no_hang', culprits=(), "
-                             "entries=40, findings=1)")
+    assert repr(deadlock) == (
+        "Analysis(ranks=4/4, verdict='hang', kind='deadlock', culprits=(3,), "
+        "entries=32, findings=1, deadlock_cycles=1)"
+    )
+    assert repr(healthy) == (
+        "Analysis(ranks=4/4, verdict='no_hang', kind='no_hang', culprits=(), "
+        "entries=40, findings=1)"
+    )
     assert "<div" in deadlock._repr_html_() and "HANG: culprit rank 3" in deadlock._repr_html_()
 
 
@@ -40,14 +44,20 @@ def test_repr_of_a_large_job_stays_short() -> None:
     if not path.is_dir():
         pytest.skip(f"shared fixtures not present at {FIXTURES}")
     text = repr(analyzer.analyze(path, jobs=1))
-    assert text.startswith("Analysis(ranks=16/16, verdict='hang', kind='stuck_in_collective', culprits=(9, 14)")
+    assert text.startswith(
+        "Analysis(ranks=16/16, verdict='hang', kind='stuck_in_collective', culprits=(9, 14)"
+    )
     assert len(text) < 200 and "\n" not in text
 
 
 def test_verdict_is_the_diagnosis_enum(deadlock: Analysis, healthy: Analysis) -> None:
     assert deadlock.verdict is deadlock.diagnosis.verdict is Verdict.HANG
     assert healthy.verdict is Verdict.NO_HANG
-    assert isinstance(deadlock.verdict, str) and deadlock.verdict == "hang" and healthy.verdict != "hang"
+    assert (
+        isinstance(deadlock.verdict, str)
+        and deadlock.verdict == "hang"
+        and healthy.verdict != "hang"
+    )
     # Printed or formatted, it reads as its value (notebooks print it).
     assert str(deadlock.verdict) == f"{deadlock.verdict}" == "hang"
     assert {"hang": 1}[deadlock.verdict] == 1
@@ -71,11 +81,16 @@ def test_figure_and_report_methods_spell_out_the_render_options() -> None:
     from analyzer.render.waitgraph import wait_graph
 
     pairs: list[tuple[Callable[..., object], Callable[..., object], int]] = [
-        (Analysis.timeline, timeline, 0), (Analysis.wait_graph_figure, wait_graph, 0),
-             (Analysis.report_html, render_html, 0), (Analysis.save_report, write_html, 1)]
+        (Analysis.timeline, timeline, 0),
+        (Analysis.wait_graph_figure, wait_graph, 0),
+        (Analysis.report_html, render_html, 0),
+        (Analysis.save_report, write_html, 1),
+    ]
     for method, render, extra in pairs:
-        assert all(p.kind != inspect.Parameter.VAR_KEYWORD
-                   for p in inspect.signature(method).parameters.values()), method
+        assert all(
+            p.kind != inspect.Parameter.VAR_KEYWORD
+            for p in inspect.signature(method).parameters.values()
+        ), method
         mine = _params(method, 1 + extra)
         # write_html passes its options on to render_html.
         assert mine == _params(render_html if extra else render, 1), (method, mine)

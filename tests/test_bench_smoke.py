@@ -13,15 +13,37 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run_bench.py"), "--sizes", "8", "--entries", "50",
-         "--no-fr-trace", "--cache", str(cache), "--dask-at", "8"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run_bench.py"),
+            "--sizes",
+            "8",
+            "--entries",
+            "50",
+            "--no-fr-trace",
+            "--cache",
+            str(cache),
+            "--dask-at",
+            "8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("ranks"))
-    for column in ("hangscope s", "peak MB", "us/entry", "culprit", "unpickle 1p s",
-                   "fr_trace s", "store s"):
+    for column in (
+        "hangscope s",
+        "peak MB",
+        "us/entry",
+        "culprit",
+        "unpickle 1p s",
+        "fr_trace s",
+        "store s",
+    ):
         assert column in lines[header], column
     row = lines[header + 2].split()
     assert row[0] == "8" and row[4] == "400"  # 8 ranks x 50 entries
@@ -42,14 +64,17 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     assert (job / "EXPECTED.json").is_file()
 
 
-def test_a_job_simulated_and_exported_shard_by_shard_merges_and_names_the_culprit(tmp_path: Path) -> None:
+def test_a_job_simulated_and_exported_shard_by_shard_merges_and_names_the_culprit(
+    tmp_path: Path,
+) -> None:
     # The route of the 65,536-rank run: each shard's dumps simulated alone, exported, deleted.
     sys.path.insert(0, str(ROOT / "bench"))
     from run_bench import ensure_shard_stores, run_hangscope
 
     stores, expected = ensure_shard_stores(tmp_path, 16, 50, seed=1, jobs=1, shards=2)
     assert [p.name for p in sorted(tmp_path.iterdir())] == sorted(
-        [s.name for s in stores] + ["r16-tp2-pp2-dp4-e50-stall-seed1-frames.EXPECTED.json"])
+        [s.name for s in stores] + ["r16-tp2-pp2-dp4-e50-stall-seed1-frames.EXPECTED.json"]
+    )
     assert json.loads((stores[1] / "hangscope-store.json").read_text())["ranks"] == "8-15"
     run = run_hangscope(stores, 1, expected)
     assert run.status == "ok" and run.extra["culprit_ok"], (run.stderr, run.extra)

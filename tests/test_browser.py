@@ -25,8 +25,16 @@ from tests.conftest import FIXTURES, ROOT, SAMPLES, entry
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 XSS = "<script>window.__xss=1;alert(1)</script>"
 
 
@@ -49,8 +57,12 @@ def browser(tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=ARGS,
-            viewport={"width": 1400, "height": 1000})
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
         ctx.set_default_timeout(60_000)
         yield ctx
         ctx.close()
@@ -78,7 +90,10 @@ def _open(ctx, path: Path, name: str) -> dict:
     page.wait_for_selector("body[data-ready='1'], body[data-ready='error']", state="attached")
     ready = time.perf_counter() - t0
     info = {
-        "page": page, "ready_s": ready, "size": path.stat().st_size, **seen,
+        "page": page,
+        "ready_s": ready,
+        "size": path.stat().st_size,
+        **seen,
         "state": page.evaluate("document.body.getAttribute('data-ready')"),
         "svgs": page.locator(".js-plotly-plot .main-svg").count(),
         "bars": page.locator("#plot-timeline .barlayer .point path").count(),
@@ -109,9 +124,16 @@ def _stall_job(make_job, desc="default_pg", name="job"):
     per_rank = {}
     for r in range(8):
         last = 5 if r == 6 else 6
-        per_rank[r] = [entry(s, pg=("0", desc), state="completed" if s < 6 else "scheduled", t=s * 10 + r,
-                             frames=[{"name": XSS, "filename": "/jobs/train.py", "line": 3}])
-                       for s in range(1, last + 1)]
+        per_rank[r] = [
+            entry(
+                s,
+                pg=("0", desc),
+                state="completed" if s < 6 else "scheduled",
+                t=s * 10 + r,
+                frames=[{"name": XSS, "filename": "/jobs/train.py", "line": 3}],
+            )
+            for s in range(1, last + 1)
+        ]
     return make_job(per_rank, world=8, name=name)
 
 
@@ -155,8 +177,10 @@ def test_dump_text_cannot_run_script(browser, make_job, tmp_path):
 
 
 def test_sample_and_real_dumps(browser, tmp_path):
-    cases = [(SAMPLES / "chain_tp_dp_w8", "chain"),
-             (FIXTURES / "nvrx-megatron-moe" / "gpu_error_2nd", "megatron16")]
+    cases = [
+        (SAMPLES / "chain_tp_dp_w8", "chain"),
+        (FIXTURES / "nvrx-megatron-moe" / "gpu_error_2nd", "megatron16"),
+    ]
     ran = 0
     for src, name in cases:
         if not src.is_dir():
@@ -194,9 +218,30 @@ def test_large_synthetic_job(browser, tmp_path):
     if not (ROOT / "tools" / "simulate" / "__init__.py").exists():
         pytest.skip("tools/simulate not present")
     out = tmp_path / "sim"
-    subprocess.run([sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", "4", "--pp", "4",
-                    "--dp", "8", "--fault", "stall", "--rank", "37", "--timing"],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.simulate",
+            "-o",
+            str(out),
+            "--tp",
+            "4",
+            "--pp",
+            "4",
+            "--dp",
+            "8",
+            "--fault",
+            "stall",
+            "--rank",
+            "37",
+            "--timing",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     a = analyze(out)
     path = tmp_path / "sim128.html"
     t0 = time.perf_counter()
@@ -204,8 +249,10 @@ def test_large_synthetic_job(browser, tmp_path):
     built = time.perf_counter() - t0
     info = _open(browser, path, "sim128")
     _assert_rendered(info, "37")
-    print(f"\nsim128: {len(a.entries):,} entries, report {info['size'] / 1e6:.2f} MB built in "
-          f"{built:.2f} s, ready in {info['ready_s']:.2f} s")
+    print(
+        f"\nsim128: {len(a.entries):,} entries, report {info['size'] / 1e6:.2f} MB built in "
+        f"{built:.2f} s, ready in {info['ready_s']:.2f} s"
+    )
     assert info["size"] < 20_000_000
     assert info["ready_s"] < 15
     info["page"].close()

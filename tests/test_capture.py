@@ -30,10 +30,15 @@ from analyzer.loader import load_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_dumps"
-TORCH = {"gloo": ROOT / ".venv-torch" / "bin" / "python",
-         "hook": ROOT / ".venv-torch215" / "bin" / "python"}
-STALLED = {"stall_sleep": (1, "stalled_in_sleep"), "stall_lock": (2, "stalled_on_lock"),
-           "stall_loader": (1, "next_batch")}
+TORCH = {
+    "gloo": ROOT / ".venv-torch" / "bin" / "python",
+    "hook": ROOT / ".venv-torch215" / "bin" / "python",
+}
+STALLED = {
+    "stall_sleep": (1, "stalled_in_sleep"),
+    "stall_lock": (2, "stalled_on_lock"),
+    "stall_loader": (1, "next_batch"),
+}
 WORLD = 3
 
 
@@ -57,8 +62,9 @@ def _analyze_without_torch(inputs: list[str]) -> dict[str, Any]:
         a = analyzer.analyze({inputs!r})
         print(json.dumps({{'doc': to_json(a), 'text': render_text(a, width=200)}}))
     """)
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout)
 
@@ -67,12 +73,15 @@ def _analyze_without_torch(inputs: list[str]) -> dict[str, Any]:
 
 
 def test_importing_capture_needs_neither_torch_nor_pandas() -> None:
-    code = ("import sys; sys.modules['torch'] = None; sys.modules['pandas'] = None; "
-            "import analyzer, analyzer.capture as c; "
-            "assert c.current() is None; assert 'analyzer.analysis' not in sys.modules; print('ok')")
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['pandas'] = None; "
+        "import analyzer, analyzer.capture as c; "
+        "assert c.current() is None; assert 'analyzer.analysis' not in sys.modules; print('ok')"
+    )
     env = {k: v for k, v in os.environ.items() if k != "HANGSCOPE_CAPTURE_DIR"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
@@ -89,13 +98,24 @@ def test_signal_before_init_writes_a_context_of_the_stuck_main_thread(tmp_path: 
         waiting_for_the_data_loader()
     """)
     env = dict(os.environ, HANGSCOPE_CAPTURE_DIR=str(tmp_path), RANK="5")
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(0.3)
-        cli = subprocess.run([sys.executable, "-m", "analyzer", "capture", "--signal", str(proc.pid)],
-                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        cli = subprocess.run(
+            [sys.executable, "-m", "analyzer", "capture", "--signal", str(proc.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert cli.returncode == 0, cli.stderr
         ctx_file = tmp_path / "hangscope_context_rank_5.json"
         deadline = time.monotonic() + 20
@@ -114,22 +134,49 @@ def test_signal_before_init_writes_a_context_of_the_stuck_main_thread(tmp_path: 
 
 
 def test_capture_cli_reports_bad_pids() -> None:
-    run = subprocess.run([sys.executable, "-m", "analyzer", "capture", "--signal", "999999999"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "analyzer", "capture", "--signal", "999999999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert run.returncode == 2 and "999999999" in run.stderr and "Traceback" not in run.stderr
-    run = subprocess.run([sys.executable, "-m", "analyzer", "capture", "123"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "analyzer", "capture", "123"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert run.returncode == 2 and "--signal" in run.stderr
 
 
 def _context(rank: int, **over: Any) -> dict[str, Any]:
-    doc = {"schema": CONTEXT_SCHEMA, "rank": rank, "world_size": 4, "host": "node07", "pid": 4242,
-           "local_rank": rank, "device": "cpu", "time": "2026-01-01T00:00:00Z", "time_ns": 1,
-           "trigger": {"generation": 1, "reason": "deadline", "by_rank": 0},
-           "versions": {"torch": "2.13.0"}, "dumps": [],
-           "threads": [{"name": "MainThread", "main": True,
-                        "frames": [{"name": "read_shard", "filename": "/train/data.py", "line": 7},
-                                   {"name": "main", "filename": "/train/train.py", "line": 3}]}]}
+    doc = {
+        "schema": CONTEXT_SCHEMA,
+        "rank": rank,
+        "world_size": 4,
+        "host": "node07",
+        "pid": 4242,
+        "local_rank": rank,
+        "device": "cpu",
+        "time": "2026-01-01T00:00:00Z",
+        "time_ns": 1,
+        "trigger": {"generation": 1, "reason": "deadline", "by_rank": 0},
+        "versions": {"torch": "2.13.0"},
+        "dumps": [],
+        "threads": [
+            {
+                "name": "MainThread",
+                "main": True,
+                "frames": [
+                    {"name": "read_shard", "filename": "/train/data.py", "line": 7},
+                    {"name": "main", "filename": "/train/train.py", "line": 3},
+                ],
+            }
+        ],
+    }
     doc.update(over)
     return doc
 
@@ -170,15 +217,26 @@ def test_context_files_are_untrusted(tmp_path: Path) -> None:
     d = tmp_path
     (d / "gloo_trace_rank_0").write_bytes((SAMPLES / "stall_w4" / "nccl_trace_rank_0").read_bytes())
     good = _context(0, host="<script>alert(1)</script>")
-    good["threads"][0]["frames"].append({"name": ["not", "a", "string"], "filename": None, "line": "x"})
+    good["threads"][0]["frames"].append(
+        {"name": ["not", "a", "string"], "filename": None, "line": "x"}
+    )
     (d / "hangscope_context_rank_0.json").write_text(json.dumps(good))
-    (d / "hangscope_context_rank_1.json").write_text('{"schema": "hangscope.context/99", "rank": 1}')
-    (d / "hangscope_context_rank_2.json").write_text('{"schema": "hangscope.context/1", "rank": -3}')
-    (d / "hangscope_context_rank_3.json").write_text('{"schema": "hangscope.context/1", "rank": 3, ')
+    (d / "hangscope_context_rank_1.json").write_text(
+        '{"schema": "hangscope.context/99", "rank": 1}'
+    )
+    (d / "hangscope_context_rank_2.json").write_text(
+        '{"schema": "hangscope.context/1", "rank": -3}'
+    )
+    (d / "hangscope_context_rank_3.json").write_text(
+        '{"schema": "hangscope.context/1", "rank": 3, '
+    )
     loaded = load_dumps([str(d)], jobs=1)
-    assert [Path(x.path).name for x in loaded.dumps] == ["gloo_trace_rank_0"]  # contexts are not dumps
+    assert [Path(x.path).name for x in loaded.dumps] == [
+        "gloo_trace_rank_0"
+    ]  # contexts are not dumps
     assert sorted(Path(x.path).name for x in loaded.ignored) == [
-        f"hangscope_context_rank_{r}.json" for r in range(4)]
+        f"hangscope_context_rank_{r}.json" for r in range(4)
+    ]
     assert not loaded.skipped  # ignored by content, never an unreadable rank
     assert is_context_file(d / "hangscope_context_rank_0.json")
     assert not is_context_file(d / "gloo_trace_rank_0")
@@ -197,9 +255,15 @@ def test_context_files_are_untrusted(tmp_path: Path) -> None:
 def _torch_python(backend: str) -> Path:
     python = TORCH[backend]
     if not python.exists():
-        pytest.skip(f"no torch environment at {python.relative_to(ROOT)} (make torch installs 2.13)")
-    probe = subprocess.run([str(python), "-c", "import torch, torch.distributed as d; "
-                            "print(torch.__version__)"], capture_output=True, text=True, timeout=120)
+        pytest.skip(
+            f"no torch environment at {python.relative_to(ROOT)} (make torch installs 2.13)"
+        )
+    probe = subprocess.run(
+        [str(python), "-c", "import torch, torch.distributed as d; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if probe.returncode != 0:
         pytest.skip(f"{python.relative_to(ROOT)} cannot import torch.distributed")
     if backend == "hook" and not probe.stdout.startswith("2.15"):
@@ -210,16 +274,34 @@ def _torch_python(backend: str) -> Path:
 def _run_job(tmp_path: Path, backend: str, scenario: str) -> tuple[Path, dict[str, Any]]:
     python = _torch_python(backend)
     out = tmp_path / scenario
-    run = subprocess.run([str(python), "-m", "tools.capture_jobs", "--out", str(out),
-                          "--scenario", scenario, "--backend", backend, "--world", str(WORLD)],
-                         capture_output=True, text=True, timeout=180, cwd=ROOT)
+    run = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "tools.capture_jobs",
+            "--out",
+            str(out),
+            "--scenario",
+            scenario,
+            "--backend",
+            backend,
+            "--world",
+            str(WORLD),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return out, json.loads(run.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("backend", ["gloo", "hook"])
 @pytest.mark.parametrize("scenario", sorted(STALLED))
-def test_live_stall_is_captured_with_where_it_is_now(tmp_path: Path, backend: str, scenario: str) -> None:
+def test_live_stall_is_captured_with_where_it_is_now(
+    tmp_path: Path, backend: str, scenario: str
+) -> None:
     out, summary = _run_job(tmp_path, backend, scenario)
     stalled, function = STALLED[scenario]
     # Every rank, the stalled one included, wrote its own buffer(s) and its context.
@@ -247,9 +329,13 @@ def test_live_stall_is_captured_with_where_it_is_now(tmp_path: Path, backend: st
     assert function in [f["name"] for f in doc["where_now"][0]["frames"][:3]]
     assert doc["contexts"]["ranks"] == list(range(WORLD))
     lines = text.splitlines()
-    where = next(i for i, ln in enumerate(lines) if ln.startswith(f"  where it is now (rank {stalled}"))
-    assert where == 2 or where < next(i for i, ln in enumerate(lines) if ln.startswith("  chain to"))
-    assert f" in {function}" in "\n".join(lines[where + 1:where + 4])
+    where = next(
+        i for i, ln in enumerate(lines) if ln.startswith(f"  where it is now (rank {stalled}")
+    )
+    assert where == 2 or where < next(
+        i for i, ln in enumerate(lines) if ln.startswith("  chain to")
+    )
+    assert f" in {function}" in "\n".join(lines[where + 1 : where + 4])
 
 
 @pytest.mark.parametrize("backend", ["gloo", "hook"])
@@ -263,7 +349,9 @@ def test_live_sigusr1_on_a_healthy_job_writes_a_no_hang_set(tmp_path: Path, back
     inputs = [str(out / "gloo_trace_rank_*")] if backend == "hook" else [str(out)]
     got = _analyze_without_torch(inputs)
     assert got["doc"]["verdict"] == "no_hang", got["text"]
-    assert got["doc"]["culprit_ranks"] == [] and got["doc"]["contexts"]["ranks"] == list(range(WORLD))
+    assert got["doc"]["culprit_ranks"] == [] and got["doc"]["contexts"]["ranks"] == list(
+        range(WORLD)
+    )
 
 
 @pytest.mark.parametrize("backend", ["gloo", "hook"])

@@ -35,8 +35,17 @@ def test_analyze_json_document(make_job: Callable[..., Path]) -> None:
     res = runner.invoke(app, ["analyze", str(_stall_job(make_job)), "--format", "json"])
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
-    for key in ("schema", "verdict", "culprit_ranks", "missing_dumps", "deadlock_cycles",
-                "findings", "skipped_files", "graph", "chains"):
+    for key in (
+        "schema",
+        "verdict",
+        "culprit_ranks",
+        "missing_dumps",
+        "deadlock_cycles",
+        "findings",
+        "skipped_files",
+        "graph",
+        "chains",
+    ):
         assert key in doc
     assert doc["schema"].startswith("hangscope.diagnosis/")
     assert doc["verdict"] == "hang" and doc["culprit_ranks"] == [1]
@@ -63,8 +72,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, setup: str) -> None:
     if setup == "all_bad":
         (target / "nccl_trace_rank_0").write_bytes(b"")
         (target / "nccl_trace_rank_1").write_bytes(b"\x80\x04garbage")
-    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(target)],
-                         capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run(
+        [sys.executable, "-m", "analyzer", "analyze", str(target)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert res.returncode == 2
     assert res.stdout == ""
     lines = res.stderr.strip().splitlines()
@@ -72,7 +85,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, setup: str) -> None:
     assert "Traceback" not in res.stderr
 
 
-def test_bad_files_are_skipped_and_analysis_continues(make_job: Callable[..., Path], tmp_path: Path) -> None:
+def test_bad_files_are_skipped_and_analysis_continues(
+    make_job: Callable[..., Path], tmp_path: Path
+) -> None:
     job_dir = _stall_job(make_job)
     (job_dir / "nccl_trace_rank_4").write_bytes(b"")
     evil_target = tmp_path / "created_by_pickle"
@@ -81,7 +96,9 @@ def test_bad_files_are_skipped_and_analysis_continues(make_job: Callable[..., Pa
         def __reduce__(self):  # type: ignore[no-untyped-def]
             return (os.system, (f"touch {evil_target}",))
 
-    (job_dir / "nccl_trace_rank_5").write_bytes(pickle.dumps({"version": "2.10", "entries": [Evil()]}))
+    (job_dir / "nccl_trace_rank_5").write_bytes(
+        pickle.dumps({"version": "2.10", "entries": [Evil()]})
+    )
     good = (job_dir / "nccl_trace_rank_0").read_bytes()
     (job_dir / "nccl_trace_rank_6").write_bytes(good[: len(good) // 3])
     res = runner.invoke(app, ["analyze", str(job_dir), "-f", "json"])
@@ -131,7 +148,9 @@ def test_graph_command_exports(make_job: Callable[..., Path], fmt: str) -> None:
         assert "rank 1 [culprit] is waited on by:" in out
 
 
-def test_export_store_reopens_with_the_same_answer(make_job: Callable[..., Path], tmp_path: Path) -> None:
+def test_export_store_reopens_with_the_same_answer(
+    make_job: Callable[..., Path], tmp_path: Path
+) -> None:
     job = _stall_job(make_job)
     store = tmp_path / "incident"
     res = runner.invoke(app, ["export", str(job), "-o", str(store)])
@@ -150,15 +169,30 @@ def test_the_command_ends_with_its_exit_code_and_all_its_output() -> None:
     """``hangscope`` (``analyzer.cli.run``) ends the process at once after flushing: the exit
     codes are main()'s, and nothing written is lost."""
     stall = SAMPLES / "stall_w4"
-    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(stall), "-q", "-f", "json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "analyzer", "analyze", str(stall), "-q", "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert res.returncode == 1, res.stderr  # a hang found
     assert json.loads(res.stdout)["verdict"] == "hang"
-    res = subprocess.run([sys.executable, "-m", "analyzer", "--version"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "analyzer", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert res.returncode == 0 and res.stdout.strip()
-    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", "--no-such-option"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "analyzer", "analyze", "--no-such-option"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert res.returncode == 2 and "no-such-option" in res.stderr
 
 
@@ -174,11 +208,21 @@ def test_a_dump_named_with_an_impossible_rank_is_skipped(tmp_path: Path) -> None
     ref = runner.invoke(app, ["analyze", str(SAMPLES / "chain_tp_dp_w8"), "--format", "json"])
     assert res.exit_code == ref.exit_code == 1
     doc, want = json.loads(res.stdout), json.loads(ref.stdout)
-    for key in ("headline", "culprit_ranks", "world_size", "dumped_ranks", "entries", "missing_dumps"):
+    for key in (
+        "headline",
+        "culprit_ranks",
+        "world_size",
+        "dumped_ranks",
+        "entries",
+        "missing_dumps",
+    ):
         assert doc[key] == want[key], key
     [skipped] = doc["skipped_files"]
     assert skipped["path"].endswith("nccl_trace_rank_2000000000")
-    assert "a dump, but its name's rank number 2000000000 is beyond any job's ranks (at most 4,194,303)" in skipped["reason"]
+    assert (
+        "a dump, but its name's rank number 2000000000 is beyond any job's ranks (at most 4,194,303)"
+        in skipped["reason"]
+    )
     # Unreadable, named like a dump: skipped as before, and it does not extend the world.
     (job / "nccl_trace_rank_2000000000").write_bytes(b"\x80\x04\x95 truncated")
     doc = json.loads(runner.invoke(app, ["analyze", str(job), "--format", "json"]).stdout)
@@ -189,7 +233,9 @@ def test_a_dump_named_with_an_impossible_rank_is_skipped(tmp_path: Path) -> None
 @pytest.mark.parametrize("command", ["analyze", "export"])
 def test_a_world_size_no_job_has_is_refused(tmp_path: Path, command: str) -> None:
     out = ["-o", str(tmp_path / "store")] if command == "export" else []
-    res = runner.invoke(app, [command, str(SAMPLES / "chain_tp_dp_w8"), "--world-size", "2000000000", *out])
+    res = runner.invoke(
+        app, [command, str(SAMPLES / "chain_tp_dp_w8"), "--world-size", "2000000000", *out]
+    )
     assert res.exit_code == 2
     assert "world size 2,000,000,000: beyond any job's (at most 4,194,304 ranks)" in res.output
     assert not (tmp_path / "store").exists()
@@ -211,8 +257,9 @@ def test_a_dump_named_outside_its_own_default_group_is_skipped(tmp_path: Path) -
         assert doc[key] == want[key], key
     [skipped] = doc["skipped_files"]
     assert skipped["rank"] == -1 and skipped["path"].endswith("nccl2_trace_rank_4000000")
-    assert skipped["reason"].startswith("a dump, but its name's rank 4000000 is not in its own default "
-                                        "group (ranks 0-3)")
+    assert skipped["reason"].startswith(
+        "a dump, but its name's rank 4000000 is not in its own default group (ranks 0-3)"
+    )
 
 
 def test_missing_ranks_are_runs_in_the_text(tmp_path: Path) -> None:
@@ -230,8 +277,12 @@ def test_missing_ranks_are_runs_in_the_text(tmp_path: Path) -> None:
         (job / f"nccl_trace_rank_{r}").write_bytes(b"\x80\x04\x95 truncated")
     res = runner.invoke(app, ["analyze", str(job), "--world-size", "100"])
     line = next(x for x in res.stdout.splitlines() if x.startswith("missing dumps"))
-    assert line == ("missing dumps: ranks 8-19, 20 (unreadable file), 21, 22 (unreadable file), 23, "
-                    "24 (unreadable file), 25, 26 (unreadable file), 27, 28 (unreadable file), 29, "
-                    "30 (unreadable file), 31, 32 (unreadable file), 33, 34 (unreadable file), … (92 ranks in all)")
-    doc = json.loads(runner.invoke(app, ["analyze", str(job), "--world-size", "40", "-f", "json"]).stdout)
+    assert line == (
+        "missing dumps: ranks 8-19, 20 (unreadable file), 21, 22 (unreadable file), 23, "
+        "24 (unreadable file), 25, 26 (unreadable file), 27, 28 (unreadable file), 29, "
+        "30 (unreadable file), 31, 32 (unreadable file), 33, 34 (unreadable file), … (92 ranks in all)"
+    )
+    doc = json.loads(
+        runner.invoke(app, ["analyze", str(job), "--world-size", "40", "-f", "json"]).stdout
+    )
     assert doc["missing_dumps"] == list(range(8, 40))  # the JSON keeps every rank

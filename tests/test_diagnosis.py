@@ -48,9 +48,13 @@ def test_dtype_and_op_mismatch(make_job: Callable[..., Path]) -> None:
     assert (d.culprit_ranks, d.kind) == ((2,), "op_mismatch")
 
 
-def test_all_to_all_with_different_splits_is_not_a_size_mismatch(make_job: Callable[..., Path]) -> None:
-    job = {r: [entry(1, op="all_to_all", sizes=[[100 + r, 8]], state="completed", retired=True)]
-           for r in range(4)}
+def test_all_to_all_with_different_splits_is_not_a_size_mismatch(
+    make_job: Callable[..., Path],
+) -> None:
+    job = {
+        r: [entry(1, op="all_to_all", sizes=[[100 + r, 8]], state="completed", retired=True)]
+        for r in range(4)
+    }
     d = analyzer.analyze(make_job(job)).diagnosis
     assert d.verdict.value == "no_hang"
 
@@ -121,11 +125,24 @@ def test_wait_chain_across_groups(tmp_path: Path) -> None:
         entries = []
         for i, (kind, seq, done) in enumerate(steps):
             pg = tp[rank] if kind == "tp" else dp[rank]
-            entries.append(entry(seq, pg=pg, pg_id=1 if kind == "tp" else 2, record_id=i, t=i,
-                                 state="completed" if done else "scheduled", retired=done))
+            entries.append(
+                entry(
+                    seq,
+                    pg=pg,
+                    pg_id=1 if kind == "tp" else 2,
+                    record_id=i,
+                    t=i,
+                    state="completed" if done else "scheduled",
+                    retired=done,
+                )
+            )
         obj = dump(entries)
-        obj["pg_config"].update({n: {"name": n, "desc": "tp" if n in "12" else "dp",
-                                     "ranks": str(m)} for n, m in cfg.items()})
+        obj["pg_config"].update(
+            {
+                n: {"name": n, "desc": "tp" if n in "12" else "dp", "ranks": str(m)}
+                for n, m in cfg.items()
+            }
+        )
         write_pickle(tmp_path / f"nccl_trace_rank_{rank}", obj)
     result = analyzer.analyze(tmp_path)
     d = result.diagnosis
@@ -137,17 +154,27 @@ def test_wait_chain_across_groups(tmp_path: Path) -> None:
 
 def test_deadlock_from_group_order(tmp_path: Path) -> None:
     # Groups A (name 1) and B (name 2) with all 4 ranks; rank 3 runs B before A.
-    cfg = {"1": {"name": "1", "desc": "A", "ranks": "[0, 1, 2, 3]"},
-           "2": {"name": "2", "desc": "B", "ranks": "[0, 1, 2, 3]"}}
+    cfg = {
+        "1": {"name": "1", "desc": "A", "ranks": "[0, 1, 2, 3]"},
+        "2": {"name": "2", "desc": "B", "ranks": "[0, 1, 2, 3]"},
+    }
     for rank in range(4):
         pg = ("2", "B") if rank == 3 else ("1", "A")
         e = [entry(1, pg=pg, pg_id=2 if rank == 3 else 1, record_id=0)]
         obj = dump(e)
         obj["pg_config"].update(cfg)
-        obj["pg_status"] = {"1": {"last_enqueued_collective": 0 if rank == 3 else 1,
-                                  "last_started_collective": -1, "last_completed_collective": 0},
-                            "2": {"last_enqueued_collective": 1 if rank == 3 else 0,
-                                  "last_started_collective": -1, "last_completed_collective": 0}}
+        obj["pg_status"] = {
+            "1": {
+                "last_enqueued_collective": 0 if rank == 3 else 1,
+                "last_started_collective": -1,
+                "last_completed_collective": 0,
+            },
+            "2": {
+                "last_enqueued_collective": 1 if rank == 3 else 0,
+                "last_started_collective": -1,
+                "last_completed_collective": 0,
+            },
+        }
         write_pickle(tmp_path / f"nccl_trace_rank_{rank}", obj)
     d = analyzer.analyze(tmp_path).diagnosis
     assert d.deadlock_cycles == ((0, 1, 2, 3),)
@@ -159,9 +186,18 @@ def test_gloo_counters_ahead_of_entries(make_job: Callable[..., Path], tmp_path:
     # gloo records no send/recv: rank 0 sent (counter 4), rank 1 never posted the recv (counter 3).
     for rank, counter in ((0, 4), (1, 3)):
         e = [entry(s, backend="gloo", retired=True, record_id=s, t=s) for s in (1, 2, 3)]
-        obj = dump(e, world=2, backend="gloo",
-                   status={"0": {"last_enqueued_collective": counter, "last_started_collective": -1,
-                                 "last_completed_collective": counter}})
+        obj = dump(
+            e,
+            world=2,
+            backend="gloo",
+            status={
+                "0": {
+                    "last_enqueued_collective": counter,
+                    "last_started_collective": -1,
+                    "last_completed_collective": counter,
+                }
+            },
+        )
         obj["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[]"}}
         write_pickle(tmp_path / f"nccl_trace_rank_{rank}", obj)
     d = analyzer.analyze(tmp_path).diagnosis
@@ -169,10 +205,14 @@ def test_gloo_counters_ahead_of_entries(make_job: Callable[..., Path], tmp_path:
     assert d.kind == "unrecorded_ops"
 
 
-def test_rank_whose_completions_stopped_first_is_stuck_on_its_gpu(make_job: Callable[..., Path]) -> None:
+def test_rank_whose_completions_stopped_first_is_stuck_on_its_gpu(
+    make_job: Callable[..., Path],
+) -> None:
     # Everyone enqueued seq 1..5; ranks 0, 1, 3 completed up to 4, rank 2 only up to 2.
     job = {r: _completed(4) + [entry(5, t=5, state="started")] for r in (0, 1, 3)}
-    job[2] = _completed(2) + [entry(s, t=s, state="started" if s == 3 else "scheduled") for s in (3, 4, 5)]
+    job[2] = _completed(2) + [
+        entry(s, t=s, state="started" if s == 3 else "scheduled") for s in (3, 4, 5)
+    ]
     d = analyzer.analyze(make_job(job)).diagnosis
     assert d.kind == "stuck_in_collective"
     assert d.culprit_ranks == (2,)
@@ -212,14 +252,28 @@ def test_a_new_rule_is_one_function_and_one_row(make_job: Callable[..., Path]) -
         return [Finding(kind="op_mismatch", ranks=(3,), summary="rank 3 did it", culprit=True)]
 
     first = LEVELS[0]
-    levels = (Level(first.name, (*first.rules, Rule("test", blame_rank_3, After.LIST, "a test")),
-                    first.why, first.consequence), *LEVELS[1:])
+    levels = (
+        Level(
+            first.name,
+            (*first.rules, Rule("test", blame_rank_3, After.LIST, "a test")),
+            first.why,
+            first.consequence,
+        ),
+        *LEVELS[1:],
+    )
     d = _rediagnose(result, levels=levels)
     assert (d.culprit_ranks, d.kind, d.headline) == ((3,), "op_mismatch", "rank 3 did it")
     roots = [f for f in d.findings if f.kind == "not_joined"]
-    assert roots and not roots[0].culprit and roots[0].summary.endswith("(a consequence of the desync)")
+    assert (
+        roots
+        and not roots[0].culprit
+        and roots[0].summary.endswith("(a consequence of the desync)")
+    )
     # The same rule in the informing level blames nobody.
-    info = (*LEVELS[:-1], Level("info", (Rule("test", blame_rank_3, After.LIST, "a test"),), "x", blames=False))
+    info = (
+        *LEVELS[:-1],
+        Level("info", (Rule("test", blame_rank_3, After.LIST, "a test"),), "x", blames=False),
+    )
     d = _rediagnose(result, levels=info)
     assert d.culprit_ranks == (1,) and any(f.summary == "rank 3 did it" for f in d.findings)
 
@@ -239,7 +293,9 @@ def test_late_enqueue_thresholds_come_from_the_config(make_job: Callable[..., Pa
     assert d.culprit_ranks == (2,) and d.findings[0].evidence["suspect"] == 2
 
 
-def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(make_job: Callable[..., Path]) -> None:
+def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(
+    make_job: Callable[..., Path],
+) -> None:
     import dataclasses
 
     import pytest

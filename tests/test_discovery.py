@@ -80,7 +80,9 @@ def test_two_files_for_one_rank_are_both_returned(tmp_path: Path) -> None:
     _touch(tmp_path / "nccl_trace_rank_1")
     _touch(tmp_path / "rank_1.json")
     assert [(f.rank, f.path.name) for f in discover([tmp_path])] == [
-        (1, "nccl_trace_rank_1"), (1, "rank_1.json")]
+        (1, "nccl_trace_rank_1"),
+        (1, "rank_1.json"),
+    ]
 
 
 def test_two_files_for_one_rank(tmp_path: Path) -> None:
@@ -89,4 +91,6 @@ def test_two_files_for_one_rank(tmp_path: Path) -> None:
     _touch(tmp_path / "nccl-lazy_trace_rank_1")
     found = discover([tmp_path])
     assert [(f.rank, f.path.name) for f in found] == [
-        (1, "nccl-lazy_trace_rank_1"), (1, "nccl2_trace_rank_1")]
+        (1, "nccl-lazy_trace_rank_1"),
+        (1, "nccl2_trace_rank_1"),
+    ]

@@ -96,8 +96,10 @@ def _options_table() -> dict[str, set[str]]:
     for row in rows:
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
         assert len(cells) == 3, row
-        options = {_OPTION.match(code.split()[0]).group(1)  # type: ignore[union-attr]
-                   for code in re.findall(r"`([^`]+)`", cells[0])}
+        options = {
+            _OPTION.match(code.split()[0]).group(1)  # type: ignore[union-attr]
+            for code in re.findall(r"`([^`]+)`", cells[0])
+        }
         commands = [c for c in re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", cells[1]))]
         assert commands and set(commands) <= known, (row, set(commands) - known)
         for command in commands:
@@ -116,8 +118,12 @@ def test_options_table_lists_exactly_the_options_of_every_command() -> None:
         actual = _help_options(name)
         assert actual == _declared_options(command), name
         documented = listed.get(name, set())
-        assert not documented - actual, f"README lists options {name} does not have: {sorted(documented - actual)}"
-        assert not actual - documented, f"README does not list these options of {name}: {sorted(actual - documented)}"
+        assert not documented - actual, (
+            f"README lists options {name} does not have: {sorted(documented - actual)}"
+        )
+        assert not actual - documented, (
+            f"README does not list these options of {name}: {sorted(actual - documented)}"
+        )
 
 
 def test_command_synopses_use_real_options() -> None:

@@ -29,8 +29,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("enc") / "job"
     out.mkdir()
     for rank, n in ((0, 3), (1, 2)):
-        entries = [entry(s, pg=("0", DESC), record_id=s, state="completed" if s < 1 else "scheduled")
-                   for s in range(n)]
+        entries = [
+            entry(s, pg=("0", DESC), record_id=s, state="completed" if s < 1 else "scheduled")
+            for s in range(n)
+        ]
         d = dump(entries, world=2)
         d["pg_config"]["0"]["desc"] = DESC
         write_pickle(out / f"nccl_trace_rank_{rank}", d)
@@ -38,15 +40,27 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(args: list[str], cwd: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("LC_") and k not in ("LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LC_")
+        and k not in ("LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8")
+    }
     env.update(extra)
-    return subprocess.run([sys.executable, "-m", "analyzer", *args, "-q", "-j", "1"], cwd=cwd, env=env,
-                          capture_output=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "analyzer", *args, "-q", "-j", "1"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("locale", list(LOCALES))
-def test_files_are_written_in_utf8_under_the_c_locale(job: Path, tmp_path: Path, locale: str) -> None:
+def test_files_are_written_in_utf8_under_the_c_locale(
+    job: Path, tmp_path: Path, locale: str
+) -> None:
     env = LOCALES[locale]
     outputs = {
         "report": (["report", str(job), "--plotlyjs", "cdn", "-o", "r.html"], "r.html"),
@@ -85,8 +99,18 @@ def test_an_ascii_terminal_gets_escapes_not_a_traceback(job: Path, tmp_path: Pat
 
 def test_sample_report_under_the_c_locale(tmp_path: Path) -> None:
     """A recorded sample: the report holds non-ASCII characters of its own (arrows, dots)."""
-    proc = _run(["report", str(ROOT / "sample_dumps" / "chain_tp_dp_w8"), "--plotlyjs", "cdn", "-o", "r.html"],
-                tmp_path, LOCALES["C, UTF-8 mode off"])
+    proc = _run(
+        [
+            "report",
+            str(ROOT / "sample_dumps" / "chain_tp_dp_w8"),
+            "--plotlyjs",
+            "cdn",
+            "-o",
+            "r.html",
+        ],
+        tmp_path,
+        LOCALES["C, UTF-8 mode off"],
+    )
     assert proc.returncode == 1 and not proc.stderr, proc.stderr.decode(errors="replace")
     page = (tmp_path / "r.html").read_bytes().decode("utf-8")
     assert "→" in page and "HANG: culprit rank 3" in page

@@ -22,8 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _sided(seq: int, op: str, ins: list, outs: list, dtype: str = "Float", **kw: Any) -> dict:
     e = entry(seq, op=op, state="completed", retired=True, t=seq, **kw)
-    e.update(input_sizes=ins, output_sizes=outs, input_dtypes=[dtype] * len(ins),
-             output_dtypes=[dtype] * len(outs))
+    e.update(
+        input_sizes=ins,
+        output_sizes=outs,
+        input_dtypes=[dtype] * len(ins),
+        output_dtypes=[dtype] * len(outs),
+    )
     return e
 
 
@@ -42,8 +46,18 @@ def test_every_line_says_why_and_where_it_was_checked() -> None:
             name = path.strip().split(" ")[0]
             if name.startswith("sample_dumps/"):
                 assert (REPO / name).is_dir(), name
-    for op in ("gather", "scatter", "reduce", "broadcast", "all_to_all", "all_gather",
-               "reduce_scatter", "all_gather_into_tensor", "barrier", "monitored_barrier"):
+    for op in (
+        "gather",
+        "scatter",
+        "reduce",
+        "broadcast",
+        "all_to_all",
+        "all_gather",
+        "reduce_scatter",
+        "all_gather_into_tensor",
+        "barrier",
+        "monitored_barrier",
+    ):
         assert op in seen
 
 
@@ -72,21 +86,34 @@ def test_root_only_sides_are_no_desync(make_job: Callable[..., Path]) -> None:
     assert d.verdict.value == "no_hang", d.headline
 
 
-@pytest.mark.parametrize("seq,op,kind", [
-    (1, "gather", "dtype_mismatch"),        # the inputs every member sends
-    (2, "scatter", "size_mismatch"),        # the output every member receives
-    (3, "all_to_all", "dtype_mismatch"),    # splits may differ, dtypes may not
-    (4, "all_gather", "size_mismatch"),     # the gathered outputs
-])
+@pytest.mark.parametrize(
+    "seq,op,kind",
+    [
+        (1, "gather", "dtype_mismatch"),  # the inputs every member sends
+        (2, "scatter", "size_mismatch"),  # the output every member receives
+        (3, "all_to_all", "dtype_mismatch"),  # splits may differ, dtypes may not
+        (4, "all_gather", "size_mismatch"),  # the gathered outputs
+    ],
+)
 def test_sides_that_must_agree_still_catch_the_odd_rank(
-        make_job: Callable[..., Path], seq: int, op: str, kind: str) -> None:
+    make_job: Callable[..., Path], seq: int, op: str, kind: str
+) -> None:
     def mix(r: int, odd: bool) -> list[dict]:
         return [
-            _sided(1, "gather", [[8]], [[4, 8]] if r == 0 else [], "Long" if odd and seq == 1 else "Float"),
+            _sided(
+                1,
+                "gather",
+                [[8]],
+                [[4, 8]] if r == 0 else [],
+                "Long" if odd and seq == 1 else "Float",
+            ),
             _sided(2, "scatter", [[4, 8]] if r == 3 else [], [[6 if odd and seq == 2 else 8]]),
-            _sided(3, "all_to_all", [[(r + 1) * 4]], [[10]], "Half" if odd and seq == 3 else "Float"),
+            _sided(
+                3, "all_to_all", [[(r + 1) * 4]], [[10]], "Half" if odd and seq == 3 else "Float"
+            ),
             _sided(4, "all_gather", [[8]], [[4, 9 if odd and seq == 4 else 8]]),
-        ][: seq]
+        ][:seq]
+
     job = {r: mix(r, r == 2) for r in range(4)}
     d = analyzer.analyze(make_job(job)).diagnosis
     assert (d.culprit_ranks, d.kind) == ((2,), kind), d.headline
@@ -126,8 +153,17 @@ def test_a_gap_on_one_member_only_is_not_a_barrier() -> None:
         rows += [{"pg_name": "0", "rank": r, "seq": s, "op_id": s, "is_p2p": False} for s in seqs]
     members = {"0": (0, 1, 2, 3)}
     assert monitored_barrier_gaps(pd.DataFrame(rows), members) == {}
-    rows = [{"pg_name": "0", "rank": r, "seq": s, "op_id": s + (4 if r == 0 and s > 2 else 0),
-             "is_p2p": False} for r in range(4) for s in (1, 2, 5, 6)]
+    rows = [
+        {
+            "pg_name": "0",
+            "rank": r,
+            "seq": s,
+            "op_id": s + (4 if r == 0 and s > 2 else 0),
+            "is_p2p": False,
+        }
+        for r in range(4)
+        for s in (1, 2, 5, 6)
+    ]
     assert monitored_barrier_gaps(pd.DataFrame(rows), members) == {"0": [3]}
 
 
@@ -145,9 +181,11 @@ def _stuck_job(created: dict[int, int], retired: dict[int, bool], backend: str =
 
 
 def test_the_member_that_enqueued_last_and_never_timed_out_is_named(
-        make_job: Callable[..., Path]) -> None:
-    job = _stuck_job({0: 1_000_000, 1: 0, 2: 2_000_000, 3: 600_000_000},
-                     {0: True, 1: True, 2: True})
+    make_job: Callable[..., Path],
+) -> None:
+    job = _stuck_job(
+        {0: 1_000_000, 1: 0, 2: 2_000_000, 3: 600_000_000}, {0: True, 1: True, 2: True}
+    )
     d = analyzer.analyze(make_job(job, backend="gloo")).diagnosis
     assert (d.kind, d.culprit_ranks) == ("stuck_in_collective", (3,)), d.headline
     lead = d.findings[0]
@@ -165,8 +203,9 @@ def test_no_member_stands_out_names_the_group(make_job: Callable[..., Path]) -> 
 
 def test_conflicting_evidence_is_said_plainly(make_job: Callable[..., Path]) -> None:
     # Rank 3 enqueued late, but rank 1 is the one whose op never timed out.
-    job = _stuck_job({0: 0, 1: 1_000_000, 2: 2_000_000, 3: 900_000_000},
-                     {0: True, 2: True, 3: True})
+    job = _stuck_job(
+        {0: 0, 1: 1_000_000, 2: 2_000_000, 3: 900_000_000}, {0: True, 2: True, 3: True}
+    )
     d = analyzer.analyze(make_job(job, backend="gloo")).diagnosis
     assert d.culprit_ranks == (0, 1, 2, 3), d.headline
     assert "points at different members" in d.headline
@@ -203,7 +242,9 @@ def test_opmix_samples_hold_the_ops_whose_sides_differ() -> None:
     assert "[]" in set(scatter["input_sizes"].astype(str))
     a2a = e[e["op"] == "all_to_all"]
     assert a2a.groupby("seq")["input_sizes"].nunique().max() == 4  # uneven splits per rank
-    assert {"barrier", "all_gather", "broadcast", "reduce", "all_reduce"} <= set(e["op"].astype(str))
+    assert {"barrier", "all_gather", "broadcast", "reduce", "all_reduce"} <= set(
+        e["op"].astype(str)
+    )
 
 
 def test_cli_exit_codes_of_the_opmix_samples() -> None:
@@ -212,21 +253,31 @@ def test_cli_exit_codes_of_the_opmix_samples() -> None:
 
     for name in OPMIX:
         want = json.loads((SAMPLES / name / "EXPECTED.json").read_text())
-        run = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(SAMPLES / name), "-q"],
-                             capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-m", "analyzer", "analyze", str(SAMPLES / name), "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert run.returncode == (1 if want["hang"] else 0), (name, run.stdout[-500:])
 
 
 # ------------------------------------------------------------------ simulated op-mix jobs
 
-MIX_KIND = {"none": "no_hang", "stall": "not_joined", "gpu_stuck": "stuck_in_collective",
-            "size_desync": "size_mismatch", "crash": "missing_dump"}
+MIX_KIND = {
+    "none": "no_hang",
+    "stall": "not_joined",
+    "gpu_stuck": "stuck_in_collective",
+    "size_desync": "size_mismatch",
+    "crash": "missing_dump",
+}
 
 
 @pytest.mark.parametrize("fault", sorted(MIX_KIND))
 def test_simulated_op_mix(tmp_path: Path, fault: str) -> None:
-    expected = simulate_job(tmp_path, tp=2, pp=2, dp=2, fault=fault, seed=1, buffer_size=400,
-                            op_mix=True)
+    expected = simulate_job(
+        tmp_path, tp=2, pp=2, dp=2, fault=fault, seed=1, buffer_size=400, op_mix=True
+    )
     assert expected["op_mix"]
     d = analyzer.analyze(tmp_path).diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
@@ -252,7 +303,9 @@ def test_both_torch_versions_record_the_mix_alike(name: str) -> None:
 
 
 @pytest.mark.parametrize("stalled", [0, 2])
-def test_a_stall_after_monitored_barriers_names_the_stalled_rank(tmp_path: Path, stalled: int) -> None:
+def test_a_stall_after_monitored_barriers_names_the_stalled_rank(
+    tmp_path: Path, stalled: int
+) -> None:
     # gloo: seqs 3-4 are a monitored barrier (no entries; rank 0's op_id skips 2 x 3, the
     # others' 2), then `stalled` never enqueues seq 7. The first member's drift must not make
     # it look ahead of (or behind) the others in op_id units.
@@ -265,9 +318,16 @@ def test_a_stall_after_monitored_barriers_names_the_stalled_rank(tmp_path: Path,
             e["op_id"] = s + (4 if r == 0 and s > 2 else 0)
             entries.append(e)
         top = max(e["op_id"] for e in entries)
-        status = {"0": {"last_enqueued_collective": top, "last_started_collective": -1,
-                        "last_completed_collective": top}}
-        write_pickle(tmp_path / f"nccl_trace_rank_{r}", dump(entries, backend="gloo", status=status))
+        status = {
+            "0": {
+                "last_enqueued_collective": top,
+                "last_started_collective": -1,
+                "last_completed_collective": top,
+            }
+        }
+        write_pickle(
+            tmp_path / f"nccl_trace_rank_{r}", dump(entries, backend="gloo", status=status)
+        )
     result = analyzer.analyze(tmp_path)
     assert result.matching.barrier_gaps == {"0": [3]}
     d = result.diagnosis
@@ -275,7 +335,9 @@ def test_a_stall_after_monitored_barriers_names_the_stalled_rank(tmp_path: Path,
     assert not [f for f in d.findings if f.kind == "unrecorded_ops"]
 
 
-def test_sequence_gaps_are_no_monitored_barrier_where_send_recv_are_recorded(tmp_path: Path) -> None:
+def test_sequence_gaps_are_no_monitored_barrier_where_send_recv_are_recorded(
+    tmp_path: Path,
+) -> None:
     # The same gaps in a hook-recorded dialect (it records every send/recv, so none of
     # monitored_barrier's ops could go unseen): no barrier gaps, no discount.
     from tests.conftest import dump, write_pickle

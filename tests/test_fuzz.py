@@ -35,23 +35,48 @@ TIME_CAP = 60.0
 CASES = [("chain_tp_dp_w8", [3]), ("stall_w4", [1]), ("tp_dp_w8_json", [5])]
 
 junk = st.recursive(
-    st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70)
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 70), 1 << 70)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
     | st.sampled_from(["\x1b[2J", "nccl:all_reduce", "gloo:send 0->1", "", "0", "[0, 1]"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12)
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
-FIELDS = ["profiling_name", "process_group", "collective_seq_id", "p2p_seq_id", "op_id",
-          "record_id", "pg_id", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes",
-          "state", "time_created_ns", "time_discovered_started_ns",
-          "time_discovered_completed_ns", "retired", "is_p2p", "frames", "timeout_ms",
-          "thread_name", "duration_ms"]
+FIELDS = [
+    "profiling_name",
+    "process_group",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "op_id",
+    "record_id",
+    "pg_id",
+    "input_sizes",
+    "output_sizes",
+    "input_dtypes",
+    "output_dtypes",
+    "state",
+    "time_created_ns",
+    "time_discovered_started_ns",
+    "time_discovered_completed_ns",
+    "retired",
+    "is_p2p",
+    "frames",
+    "timeout_ms",
+    "thread_name",
+    "duration_ms",
+]
 
 byte_mutation = st.one_of(
     st.tuples(st.just("truncate"), st.floats(0, 1)),
-    st.tuples(st.just("flip"), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)),
-                                        min_size=1, max_size=8)),
+    st.tuples(
+        st.just("flip"),
+        st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), min_size=1, max_size=8),
+    ),
     st.tuples(st.just("insert"), st.floats(0, 1), st.binary(min_size=1, max_size=64)),
     st.tuples(st.just("random"), st.binary(max_size=4096)),
     st.tuples(st.just("gzip-truncate"), st.floats(0, 1)),
@@ -59,7 +84,9 @@ byte_mutation = st.one_of(
 structure_mutation = st.one_of(
     st.tuples(st.just("field"), st.integers(0, 10_000), st.sampled_from(FIELDS), junk),
     st.tuples(st.just("delete"), st.integers(0, 10_000), st.sampled_from(FIELDS)),
-    st.tuples(st.just("top"), st.sampled_from(["pg_config", "pg_status", "entries", "version"]), junk),
+    st.tuples(
+        st.just("top"), st.sampled_from(["pg_config", "pg_status", "entries", "version"]), junk
+    ),
     st.tuples(st.just("entry"), st.integers(0, 10_000), junk),
 )
 
@@ -135,8 +162,11 @@ def _run(target: Path) -> tuple[str, Any, Any, float]:
 def _check(sample: str, culprits: list[int], victim_pick: int, data_for: Any) -> None:
     src = SAMPLES / sample
     files = sorted(p for p in src.iterdir() if p.name != "EXPECTED.json")
-    victims = [p for p in files if not any(p.name.endswith(f"_{c}") or p.name.endswith(f"_{c}.json")
-                                           for c in culprits)]
+    victims = [
+        p
+        for p in files
+        if not any(p.name.endswith(f"_{c}") or p.name.endswith(f"_{c}.json") for c in culprits)
+    ]
     victim = victims[victim_pick % len(victims)]
     rank = int(victim.name.split("_")[-1].split(".")[0])
     with tempfile.TemporaryDirectory(prefix="hangscope-fuzz-") as tmp:
@@ -153,19 +183,31 @@ def _check(sample: str, culprits: list[int], victim_pick: int, data_for: Any) ->
         assert set(culprits) <= set(b) or rank in b, (sample, rank, a, b)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=not LONG,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(case=st.sampled_from(CASES), victim=st.integers(0, 100), m=byte_mutation)
-def test_byte_mutations_of_one_rank(case: tuple[str, list[int]], victim: int,
-                                    m: tuple[Any, ...]) -> None:
+def test_byte_mutations_of_one_rank(
+    case: tuple[str, list[int]], victim: int, m: tuple[Any, ...]
+) -> None:
     _check(case[0], case[1], victim, lambda data: _mutate_bytes(data, m))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=not LONG,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(case=st.sampled_from(CASES[:2]), victim=st.integers(0, 100), m=structure_mutation)
-def test_structure_mutations_of_one_rank(case: tuple[str, list[int]], victim: int,
-                                         m: tuple[Any, ...]) -> None:
+def test_structure_mutations_of_one_rank(
+    case: tuple[str, list[int]], victim: int, m: tuple[Any, ...]
+) -> None:
     def mutate(data: bytes) -> bytes:
         return pickle.dumps(_mutate_structure(pickle.loads(data), m))
 

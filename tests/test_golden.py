@@ -62,8 +62,11 @@ class DumpSet:
 
 
 def sample_sets() -> list[DumpSet]:
-    return [DumpSet(d.name, f"sample_dumps/{d.name}") for d in sorted(SAMPLES.iterdir())
-            if d.is_dir() and any(d.iterdir())]
+    return [
+        DumpSet(d.name, f"sample_dumps/{d.name}")
+        for d in sorted(SAMPLES.iterdir())
+        if d.is_dir() and any(d.iterdir())
+    ]
 
 
 def fixture_sets() -> list[DumpSet]:
@@ -116,8 +119,10 @@ def render(ds: DumpSet) -> dict[str, str]:
 
 def _present(ds: DumpSet) -> None:
     if not ds.path.is_dir():
-        pytest.skip(f"{ds.rel} is not present (the shared fixtures are provided by CI beside the "
-                    "repository); its golden outputs are kept but not compared")
+        pytest.skip(
+            f"{ds.rel} is not present (the shared fixtures are provided by CI beside the "
+            "repository); its golden outputs are kept but not compared"
+        )
 
 
 def _native_reader_built() -> bool:
@@ -127,26 +132,37 @@ def _native_reader_built() -> bool:
 
 
 def _diff(expected: str, got: str, name: str) -> str:
-    lines = difflib.unified_diff(expected.splitlines(keepends=True), got.splitlines(keepends=True),
-                                 f"tests/golden/{name} (stored)", f"{name} (now)", n=2)
+    lines = difflib.unified_diff(
+        expected.splitlines(keepends=True),
+        got.splitlines(keepends=True),
+        f"tests/golden/{name} (stored)",
+        f"{name} (now)",
+        n=2,
+    )
     text = "".join(lines)
     return text if len(text) < 12_000 else text[:12_000] + "\n... (diff cut)\n"
 
 
 def assert_same(expected: str, got: str, name: str) -> None:
     if expected != got:
-        pytest.fail(f"{name} differs from its golden output; {REWRITE_HINT}.\n"
-                    + _diff(expected, got, name), pytrace=False)
+        pytest.fail(
+            f"{name} differs from its golden output; {REWRITE_HINT}.\n"
+            + _diff(expected, got, name),
+            pytrace=False,
+        )
 
 
 # --- the golden outputs -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("ds", all_sets(), ids=lambda ds: ds.name)
 def test_outputs_match_golden(ds: DumpSet) -> None:
     _present(ds)
     if not _native_reader_built():
-        pytest.skip("the compiled reader is not built here: the outputs name the reader "
-                    "('reader: native'), the golden files were made with it")
+        pytest.skip(
+            "the compiled reader is not built here: the outputs name the reader "
+            "('reader: native'), the golden files were made with it"
+        )
     got = render(ds)
     for suffix, text in got.items():
         golden = GOLDEN / f"{ds.name}{suffix}"
@@ -158,8 +174,12 @@ def test_every_sample_has_golden_outputs_and_no_golden_is_stale() -> None:
     expected = {f"{ds.name}{suffix}" for ds in sample_sets() for suffix in OUTPUTS}
     fixtures = {f"{ds.name}{suffix}" for ds in fixture_sets() for suffix in OUTPUTS}
     stored = {p.name for p in GOLDEN.iterdir() if p.name != "README.md"}
-    assert not expected - stored, f"samples without golden outputs: {sorted(expected - stored)}; {REWRITE_HINT}"
-    assert not stored - expected - fixtures, f"golden outputs of no sample: {sorted(stored - expected - fixtures)}"
+    assert not expected - stored, (
+        f"samples without golden outputs: {sorted(expected - stored)}; {REWRITE_HINT}"
+    )
+    assert not stored - expected - fixtures, (
+        f"golden outputs of no sample: {sorted(stored - expected - fixtures)}"
+    )
 
 
 def test_golden_outputs_hold_no_machine_path() -> None:
@@ -185,7 +205,7 @@ def _file_paths(doc: dict[str, object]) -> Iterator[str]:
         for key in ("kept", "dropped"):
             if isinstance(item, dict) and isinstance(item.get(key), str):
                 yield item[key]
-    for item in (doc.get("where_now") or []):  # type: ignore[attr-defined]
+    for item in doc.get("where_now") or []:  # type: ignore[attr-defined]
         if isinstance(item, dict) and isinstance(item.get("path"), str):
             yield item["path"]
 
@@ -198,8 +218,14 @@ def _file_paths(doc: dict[str, object]) -> Iterator[str]:
 #: files were made.
 ENV_SETS = ["chain_tp_dp_w8", "fixture_nvrx-megatron-moe__gpu_error_2nd"]
 ENVIRONMENTS = {
-    "C locale, 2 parsers, 60 columns, UTC+14": ({"LC_ALL": "C", "COLUMNS": "60", "TZ": "Pacific/Kiritimati"}, "2"),
-    "C.UTF-8, 1 parser, 200 columns, UTC-10": ({"LC_ALL": "C.UTF-8", "COLUMNS": "200", "TZ": "Pacific/Honolulu"}, "1"),
+    "C locale, 2 parsers, 60 columns, UTC+14": (
+        {"LC_ALL": "C", "COLUMNS": "60", "TZ": "Pacific/Kiritimati"},
+        "2",
+    ),
+    "C.UTF-8, 1 parser, 200 columns, UTC-10": (
+        {"LC_ALL": "C.UTF-8", "COLUMNS": "200", "TZ": "Pacific/Honolulu"},
+        "1",
+    ),
 }
 
 
@@ -208,8 +234,12 @@ def test_outputs_do_not_depend_on_locale_jobs_width_or_time_zone(env_name: str) 
     """The real command in a child process, under another locale, number of parser
     processes, terminal width and time zone, prints the golden outputs byte for byte."""
     extra, jobs = ENVIRONMENTS[env_name]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("LC_") and k not in ("LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LC_")
+        and k not in ("LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8")
+    }
     env.update(extra)
     sets = {ds.name: ds for ds in all_sets()}
     ran = 0
@@ -219,18 +249,29 @@ def test_outputs_do_not_depend_on_locale_jobs_width_or_time_zone(env_name: str) 
             continue
         for suffix, args in OUTPUTS.items():
             argv = [args[0], ds.rel, *args[1:], "-j", jobs]
-            proc = subprocess.run([sys.executable, "-m", "analyzer", *argv], cwd=ROOT, env=env,
-                                  capture_output=True, timeout=300, check=False)
-            got = proc.stdout.decode("utf-8") + (f"exit {proc.returncode}\n" if suffix == ".txt" else "")
+            proc = subprocess.run(
+                [sys.executable, "-m", "analyzer", *argv],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                timeout=300,
+                check=False,
+            )
+            got = proc.stdout.decode("utf-8") + (
+                f"exit {proc.returncode}\n" if suffix == ".txt" else ""
+            )
             assert not proc.stderr, (name, suffix, proc.stderr.decode(errors="replace"))
             golden = GOLDEN / f"{name}{suffix}"
             assert_same(golden.read_text(encoding="utf-8"), got, f"{golden.name} [{env_name}]")
             ran += 1
     if not ran:
-        pytest.skip("none of the dump sets of this check is present, or the compiled reader is not built")
+        pytest.skip(
+            "none of the dump sets of this check is present, or the compiled reader is not built"
+        )
 
 
 # --- the HTML report's banner says what the text says -------------------------------------------
+
 
 class _Banner(HTMLParser):
     """The text of the report's verdict banner: <p class=verdict|kind|headline> and <li>s."""
@@ -313,11 +354,22 @@ def said_by_text(text: str) -> Said:
         else:
             blocks.append(line.strip())
     chains = tuple(_squeeze(b) for b in blocks if b.startswith("chain to rank "))
-    missing = next((_ranks(x.removeprefix("missing dumps: ranks ")) for x in lines
-                    if x.startswith("missing dumps: ranks ")), ())
-    cycles = tuple(_ranks(x.removeprefix("deadlock cycle: ranks ")) for x in lines
-                   if x.startswith("deadlock cycle: ranks "))
-    return Said(m.group(1), _ranks(m.group(2) or ""), kind, _squeeze(blocks[0]), chains, missing, cycles)
+    missing = next(
+        (
+            _ranks(x.removeprefix("missing dumps: ranks "))
+            for x in lines
+            if x.startswith("missing dumps: ranks ")
+        ),
+        (),
+    )
+    cycles = tuple(
+        _ranks(x.removeprefix("deadlock cycle: ranks "))
+        for x in lines
+        if x.startswith("deadlock cycle: ranks ")
+    )
+    return Said(
+        m.group(1), _ranks(m.group(2) or ""), kind, _squeeze(blocks[0]), chains, missing, cycles
+    )
 
 
 def said_by_report(page: str) -> Said:
@@ -328,14 +380,24 @@ def said_by_report(page: str) -> Said:
     assert m, verdict
     items = banner.items
     return Said(
-        m.group(1), _ranks(m.group(2) or ""),
+        m.group(1),
+        _ranks(m.group(2) or ""),
         banner.fields.get("kind", "") if m.group(1) == "HANG" else "",
         _squeeze(banner.fields.get("headline", "")),
         tuple(_squeeze(x) for x in items if x.startswith("chain to rank ")),
-        next((_ranks(x.removeprefix("missing dumps: ranks ")) for x in items
-              if x.startswith("missing dumps: ranks ")), ()),
-        tuple(_ranks(x.removeprefix("deadlock cycle: ranks ")) for x in items
-              if x.startswith("deadlock cycle: ranks ")),
+        next(
+            (
+                _ranks(x.removeprefix("missing dumps: ranks "))
+                for x in items
+                if x.startswith("missing dumps: ranks ")
+            ),
+            (),
+        ),
+        tuple(
+            _ranks(x.removeprefix("deadlock cycle: ranks "))
+            for x in items
+            if x.startswith("deadlock cycle: ranks ")
+        ),
     )
 
 
@@ -349,19 +411,25 @@ def _report_params() -> list[object]:
 def test_report_banner_says_what_the_text_says(ds: DumpSet, tmp_path: Path) -> None:
     _present(ds)
     page = tmp_path / "report.html"
-    code, _, stderr = run_cli(["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page)])
+    code, _, stderr = run_cli(
+        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page)]
+    )
     assert not stderr, stderr
     # The text output as pinned (test_outputs_match_golden checks it is the current one).
-    text, _, exit_line = (GOLDEN / f"{ds.name}.txt").read_text(encoding="utf-8").rstrip("\n").rpartition("\n")
+    text, _, exit_line = (
+        (GOLDEN / f"{ds.name}.txt").read_text(encoding="utf-8").rstrip("\n").rpartition("\n")
+    )
     assert exit_line == f"exit {code}", (exit_line, code)
     by_text, by_report = said_by_text(text), said_by_report(page.read_text(encoding="utf-8"))
     for field in ("verdict", "culprits", "kind", "headline", "chains", "missing", "cycles"):
         assert getattr(by_report, field) == getattr(by_text, field), (
             f"the report's banner and the text disagree on {field}:\n"
-            f"  report: {getattr(by_report, field)}\n  text:   {getattr(by_text, field)}")
+            f"  report: {getattr(by_report, field)}\n  text:   {getattr(by_text, field)}"
+        )
 
 
 # --- make golden ---------------------------------------------------------------------------------
+
 
 def write_goldens() -> None:
     """Rewrite tests/golden/ from the code as it is now (``make golden``)."""
@@ -378,7 +446,9 @@ def write_goldens() -> None:
     for stale in sorted(p for p in GOLDEN.iterdir() if p.name not in keep):
         print(f"golden: removed {stale.name} (no such dump set)")
         stale.unlink()
-    print(f"golden: {len(keep) - 1} files in tests/golden/; review them with git diff tests/golden/")
+    print(
+        f"golden: {len(keep) - 1} files in tests/golden/; review them with git diff tests/golden/"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ from analyzer.tables import normalize
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
 KERNELS = groupkeys._kernels
 
-needs_kernels = pytest.mark.skipif(KERNELS is None, reason="analyzer._groupkeys is not built (no C compiler)")
+needs_kernels = pytest.mark.skipif(
+    KERNELS is None, reason="analyzer._groupkeys is not built (no C compiler)"
+)
 
 
 def _numpy(fn, *args):  # type: ignore[no-untyped-def]
@@ -64,8 +66,12 @@ def test_group_ids_and_pairs_as_numpy(name: str) -> None:
     # The definition: ids number the distinct pairs in sorted order.
     distinct = sorted(set(zip(major.tolist(), minor.tolist(), strict=True)))
     assert n == len(distinct)
-    np.testing.assert_array_equal(ids, [distinct.index(p) for p in zip(major.tolist(), minor.tolist(), strict=True)]
-                                  if len(major) <= 1000 else want_ids)
+    np.testing.assert_array_equal(
+        ids,
+        [distinct.index(p) for p in zip(major.tolist(), minor.tolist(), strict=True)]
+        if len(major) <= 1000
+        else want_ids,
+    )
     got, want = groupkeys.pairs(major, minor), _numpy(groupkeys.pairs, major, minor)
     for field in ("ids", "major", "minor"):
         np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
@@ -95,12 +101,17 @@ def test_reductions_as_ufunc_at(n_groups: int) -> None:
     ids = rng.integers(0, n_groups, 20_000)
     values = rng.integers(-(1 << 62), 1 << 62, 20_000)
     for empty in (-1, 7):
-        np.testing.assert_array_equal(groupkeys.reduce_max(ids, n_groups + 2, values, empty),
-                                      _numpy(groupkeys.reduce_max, ids, n_groups + 2, values, empty))
-        np.testing.assert_array_equal(groupkeys.reduce_min(ids, n_groups + 2, values, empty),
-                                      _numpy(groupkeys.reduce_min, ids, n_groups + 2, values, empty))
-    np.testing.assert_array_equal(groupkeys.first_of(ids, n_groups + 2),
-                                  _numpy(groupkeys.first_of, ids, n_groups + 2))
+        np.testing.assert_array_equal(
+            groupkeys.reduce_max(ids, n_groups + 2, values, empty),
+            _numpy(groupkeys.reduce_max, ids, n_groups + 2, values, empty),
+        )
+        np.testing.assert_array_equal(
+            groupkeys.reduce_min(ids, n_groups + 2, values, empty),
+            _numpy(groupkeys.reduce_min, ids, n_groups + 2, values, empty),
+        )
+    np.testing.assert_array_equal(
+        groupkeys.first_of(ids, n_groups + 2), _numpy(groupkeys.first_of, ids, n_groups + 2)
+    )
     lo, want = np.full(n_groups, 5, dtype=np.int64), np.full(n_groups, 5, dtype=np.int64)
     groupkeys.minimum_at(lo, ids, values)
     np.minimum.at(want, ids, values)
@@ -141,7 +152,9 @@ def test_bad_arguments_are_errors_not_writes() -> None:
         KERNELS.ranged_ids(np.array([0, 1]), np.arange(4), 3, 100, ids)
     with pytest.raises(ValueError, match="positive"):
         KERNELS.ranged_ids(np.array([0]), np.arange(1), 0, 100, ids[:1])
-    assert KERNELS.ranged_ids(np.array([0, 0]), np.array([0, 10**6]), 1, 100, ids[:2]) == -1  # too sparse
+    assert (
+        KERNELS.ranged_ids(np.array([0, 0]), np.array([0, 10**6]), 1, 100, ids[:2]) == -1
+    )  # too sparse
     assert not guarded_ids.any()
 
 
@@ -183,8 +196,9 @@ def test_first_at_max_and_narrow_keys_as_numpy() -> None:
     rng = np.random.default_rng(5)
     ids = rng.integers(0, 40, 30_000)
     values = rng.integers(0, 9, 30_000)  # many ties: the first row of the largest is asked for
-    np.testing.assert_array_equal(groupkeys.first_at_max(ids, 43, values),
-                                  _numpy(groupkeys.first_at_max, ids, 43, values))
+    np.testing.assert_array_equal(
+        groupkeys.first_at_max(ids, 43, values), _numpy(groupkeys.first_at_max, ids, 43, values)
+    )
     for major_type, minor_type in ((np.int8, np.int32), (np.int16, np.int64), (np.int32, np.int8)):
         major = rng.integers(0, 100, 30_000).astype(major_type)
         minor = rng.integers(-100, 100, 30_000).astype(minor_type)
@@ -193,7 +207,9 @@ def test_first_at_max_and_narrow_keys_as_numpy() -> None:
         np.testing.assert_array_equal(got[0], want[0])
     assert KERNELS is not None
     with pytest.raises(TypeError, match="signed"):
-        KERNELS.ranged_ids(np.array([0], dtype=np.uint8), np.array([0]), 1, 10, np.zeros(1, dtype=np.int64))
+        KERNELS.ranged_ids(
+            np.array([0], dtype=np.uint8), np.array([0]), 1, 10, np.zeros(1, dtype=np.int64)
+        )
     with pytest.raises(TypeError, match="signed"):
         KERNELS.ranged_ids(np.array([0]), np.array([0.5]), 1, 10, np.zeros(1, dtype=np.int64))
     guarded = np.full(6, 9, dtype=np.int64)
@@ -207,8 +223,12 @@ def test_first_at_max_and_narrow_keys_as_numpy() -> None:
 def test_remap_into_as_numpy(width: type) -> None:
     rng = np.random.default_rng(9)
     remaps = [rng.permutation(50)[: int(k)].astype(np.int32) for k in rng.integers(1, 50, 40)]
-    codes = [rng.integers(0, len(r), int(rng.integers(0, 300))).astype(rng.choice([np.int8, np.int16, np.int32]))
-             for r in remaps]
+    codes = [
+        rng.integers(0, len(r), int(rng.integers(0, 300))).astype(
+            rng.choice([np.int8, np.int16, np.int32])
+        )
+        for r in remaps
+    ]
     total = sum(len(c) for c in codes)
     got, want = np.full(total + 3, 7, dtype=width), np.full(total + 3, 7, dtype=width)
     groupkeys.remap_into(codes, remaps, got[:total])
@@ -217,9 +237,13 @@ def test_remap_into_as_numpy(width: type) -> None:
     assert (got[total:] == 7).all()
     assert KERNELS is not None
     with pytest.raises(ValueError, match="outside its remap"):
-        KERNELS.remap_into([np.array([0, 5])], [np.arange(5, dtype=np.int32)], np.zeros(2, dtype=np.int8))
+        KERNELS.remap_into(
+            [np.array([0, 5])], [np.arange(5, dtype=np.int32)], np.zeros(2, dtype=np.int8)
+        )
     with pytest.raises(ValueError, match="outside its remap"):
-        KERNELS.remap_into([np.array([-1])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.int8))
+        KERNELS.remap_into(
+            [np.array([-1])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.int8)
+        )
     guarded = np.zeros(4, dtype=np.int16)
     with pytest.raises(ValueError, match="more values"):
         KERNELS.remap_into([np.array([0, 1, 2])], [np.arange(5, dtype=np.int32)], guarded[:2])
@@ -229,4 +253,6 @@ def test_remap_into_as_numpy(width: type) -> None:
     with pytest.raises(ValueError, match="as many"):
         KERNELS.remap_into([np.array([0])], [], np.zeros(1, dtype=np.int8))
     with pytest.raises(TypeError, match="signed"):
-        KERNELS.remap_into([np.array([0])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.uint8))
+        KERNELS.remap_into(
+            [np.array([0])], [np.arange(5, dtype=np.int32)], np.zeros(1, dtype=np.uint8)
+        )

@@ -20,11 +20,37 @@ from tools.hook_backend import overlay_states
 
 HOOK_DIRS = sorted(p.parent for p in SAMPLES.glob("nccl2_*/EXPECTED.json"))
 RAW = [d for d in HOOK_DIRS if not d.name.endswith("_states")]
-KEYS = {"scenario", "world", "torch", "backend", "recorded_with", "states", "format",
-        "dumped_ranks", "files", "hang", "culprits", "kind", "deadlock", "description"}
-SCENARIOS = {"stall_w4", "stall_nofile_w4", "crash_w4", "op_desync_w4", "size_desync_w4",
-             "dtype_desync_w4", "chain_tp_dp_w8", "deadlock_p2p_w2", "pp4_stall_w4", "healthy_w4",
-             "opmix_healthy_w4", "opmix_stall_w4", "opmix_stall_object_w4"}
+KEYS = {
+    "scenario",
+    "world",
+    "torch",
+    "backend",
+    "recorded_with",
+    "states",
+    "format",
+    "dumped_ranks",
+    "files",
+    "hang",
+    "culprits",
+    "kind",
+    "deadlock",
+    "description",
+}
+SCENARIOS = {
+    "stall_w4",
+    "stall_nofile_w4",
+    "crash_w4",
+    "op_desync_w4",
+    "size_desync_w4",
+    "dtype_desync_w4",
+    "chain_tp_dp_w8",
+    "deadlock_p2p_w2",
+    "pp4_stall_w4",
+    "healthy_w4",
+    "opmix_healthy_w4",
+    "opmix_stall_w4",
+    "opmix_stall_object_w4",
+}
 OPMIX = sorted(d for d in HOOK_DIRS if d.name.startswith("nccl2_opmix_"))
 
 
@@ -93,8 +119,10 @@ def test_overlay_changes_only_states(d: Path) -> None:
 
 def test_overlay_refuses_entries_that_do_not_line_up() -> None:
     raw = rg.load_dump(SAMPLES / "nccl2_stall_w4" / "nccl2_trace_rank_0")
-    ops = [{"record_id": i, "op": "send", "done": True, "failed": False, "time_ns": 1}
-           for i in range(len(raw["entries"]))]
+    ops = [
+        {"record_id": i, "op": "send", "done": True, "failed": False, "time_ns": 1}
+        for i in range(len(raw["entries"]))
+    ]
     with pytest.raises(ValueError, match="backend served send"):
         overlay_states(raw, "nccl2", ops)
 
@@ -113,14 +141,22 @@ def test_dialect_and_no_false_mismatch(d: Path) -> None:
     assert a.matching.p2p_mismatches.empty
 
 
-@pytest.mark.parametrize("name", ["nccl2_stall_nofile_w4", "nccl2_crash_w4", "nccl2_pp4_stall_w4",
-                                  "nccl2_chain_tp_dp_w8_states"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nccl2_stall_nofile_w4",
+        "nccl2_crash_w4",
+        "nccl2_pp4_stall_w4",
+        "nccl2_chain_tp_dp_w8_states",
+    ],
+)
 def test_missing_file_wording(name: str) -> None:
     d = analyzer.analyze(SAMPLES / name).diagnosis
     assert d.kind == "missing_dump"
     assert d.headline.split(": ", 1)[1].startswith(
         "no dump: stalled outside communication or crashed (this backend dumps only ranks whose "
-        "own ops timed out)")
+        "own ops timed out)"
+    )
 
 
 def test_two_buffers_per_rank_are_merged() -> None:
@@ -128,7 +164,10 @@ def test_two_buffers_per_rank_are_merged() -> None:
     t = a.tables
     assert t.dumped_ranks == [0, 1, 3]
     ranks = t.ranks.set_index("rank")
-    assert "nccl-lazy_trace_rank_1" in ranks.loc[1, "path"] and "nccl2_trace_rank_1" in ranks.loc[1, "path"]
+    assert (
+        "nccl-lazy_trace_rank_1" in ranks.loc[1, "path"]
+        and "nccl2_trace_rank_1" in ranks.loc[1, "path"]
+    )
     # One process order: record ids renumbered over both buffers, in enqueue-time order.
     r1 = t.entries[t.entries["rank"] == 1].sort_values("record_id")
     assert list(r1["record_id"]) == list(range(len(r1)))
@@ -150,9 +189,14 @@ def test_a_missing_buffer_is_not_a_stalled_rank(tmp_path: Path) -> None:
     assert d.unrecorded_groups["1"]["members_without_buffer"] == [1]
     from analyzer.render.text import render_text
 
-    assert "groups not recorded in these dumps: 1 (nccl-lazy buffer missing for rank 1)" in render_text(a)
+    assert (
+        "groups not recorded in these dumps: 1 (nccl-lazy buffer missing for rank 1)"
+        in render_text(a)
+    )
     prog = a.matching.progress
-    assert set(prog[(prog["rank"] == 1) & prog["pg_name"].isin(["1", "2"])]["source"]) == {"not_recorded"}
+    assert set(prog[(prog["rank"] == 1) & prog["pg_name"].isin(["1", "2"])]["source"]) == {
+        "not_recorded"
+    }
 
 
 def test_groups_in_no_file_are_reported(tmp_path: Path) -> None:
@@ -190,7 +234,8 @@ def test_same_buffer_twice_keeps_the_newer(tmp_path: Path) -> None:
     a = analyzer.analyze(job)
     assert a.diagnosis.culprit_ranks == (1,)
     assert len(a.tables.entries[a.tables.entries["rank"] == 2]) == len(
-        rg.load_dump(src / "nccl2_trace_rank_2")["entries"])
+        rg.load_dump(src / "nccl2_trace_rank_2")["entries"]
+    )
     # A byte-identical copy is merged with a note by the loader (not a skipped file).
     assert a.tables.skipped.empty
     assert a.loaded is not None
@@ -212,8 +257,13 @@ def test_store_keeps_the_dialects(tmp_path: Path) -> None:
 
 def test_opmix_samples_exist() -> None:
     assert [d.name for d in OPMIX] == [
-        "nccl2_opmix_healthy_w4", "nccl2_opmix_healthy_w4_states", "nccl2_opmix_stall_object_w4",
-        "nccl2_opmix_stall_object_w4_states", "nccl2_opmix_stall_w4", "nccl2_opmix_stall_w4_states"]
+        "nccl2_opmix_healthy_w4",
+        "nccl2_opmix_healthy_w4_states",
+        "nccl2_opmix_stall_object_w4",
+        "nccl2_opmix_stall_object_w4_states",
+        "nccl2_opmix_stall_w4",
+        "nccl2_opmix_stall_w4_states",
+    ]
 
 
 @pytest.mark.parametrize("d", OPMIX, ids=[d.name for d in OPMIX])
@@ -226,9 +276,15 @@ def test_opmix_verdict_and_exit_code(d: Path) -> None:
     assert list(a.diagnosis.culprit_ranks) == exp["culprits"], a.diagnosis.headline
     assert a.diagnosis.kind == exp["kind"], a.diagnosis.headline
     assert a.diagnosis.verdict.value == ("hang" if exp["hang"] else "no_hang")
-    assert not [f for f in a.diagnosis.findings if f.kind.endswith("_mismatch")], a.diagnosis.headline
-    run = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(d), "-q"],
-                         capture_output=True, text=True, timeout=120)
+    assert not [f for f in a.diagnosis.findings if f.kind.endswith("_mismatch")], (
+        a.diagnosis.headline
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "analyzer", "analyze", str(d), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == (1 if exp["hang"] else 0), run.stdout[-500:]
 
 
@@ -236,9 +292,20 @@ def test_opmix_hook_sample_holds_the_ops_whose_sides_differ() -> None:
     # What torch 2.15's recorder hook writes for the op mix (monitored_barrier left out).
     e = analyzer.analyze(SAMPLES / "nccl2_opmix_healthy_w4").entries
     ops = set(e["op"].astype(str))
-    assert {"gather", "scatter", "reduce", "broadcast", "all_to_all_single", "all_to_all",
-            "reduce_scatter", "_reduce_scatter_base", "_all_gather_base", "all_gather", "barrier",
-            "all_reduce"} == ops, ops
+    assert {
+        "gather",
+        "scatter",
+        "reduce",
+        "broadcast",
+        "all_to_all_single",
+        "all_to_all",
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "_all_gather_base",
+        "all_gather",
+        "barrier",
+        "all_reduce",
+    } == ops, ops
     gather = e[(e["op"] == "gather") & (e["input_dtypes"].astype(str) == '["Float"]')]
     assert set(gather["output_sizes"].astype(str)) == {"[]", "[[8], [8], [8], [8]]"}  # root only
     scatter = e[e["op"] == "scatter"]

@@ -54,13 +54,19 @@ def test_stray_files_are_ignored_not_ranks(tmp_path: Path) -> None:
     (job / "train_log_1700000000").write_text("step 1 loss 2.3\n" * 1000)
     (job / "zeros_9").write_bytes(bytes(1 << 20))
     (job / "hangscope_context_rank_2.json").write_text(
-        json.dumps({"schema": "hangscope.context/1", "rank": 2, "version": "1"}))
+        json.dumps({"schema": "hangscope.context/1", "rank": 2, "version": "1"})
+    )
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3]
     assert doc["world_size"] == 8 and doc["missing_dumps"] == [] and doc["skipped_files"] == []
     ignored = {Path(i["path"]).name for i in doc["ignored_files"]}
-    assert {"core.12345", "train_log_1700000000", "zeros_9", "EXPECTED.json",
-            "hangscope_context_rank_2.json"} - {"EXPECTED.json"} <= ignored
+    assert {
+        "core.12345",
+        "train_log_1700000000",
+        "zeros_9",
+        "EXPECTED.json",
+        "hangscope_context_rank_2.json",
+    } - {"EXPECTED.json"} <= ignored
     text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
     assert "ignored files: 4 (not flight-recorder dumps; -v lists them)" in text
     verbose = runner.invoke(app, ["analyze", str(job), "-q", "-v"]).stdout
@@ -99,8 +105,7 @@ def test_unreadable_ranks_are_never_blamed_ahead_of_a_stalled_rank(tmp_path: Pat
     assert code == 1 and doc["culprit_ranks"] == [3]
     assert doc["world_size"] == 8 and doc["unreadable_ranks"] == [4, 5, 6, 7]
     assert len(doc["skipped_files"]) == 4
-    assert all("not blamed" in f["summary"] for f in doc["findings"]
-               if f["kind"] == "missing_dump")
+    assert all("not blamed" in f["summary"] for f in doc["findings"] if f["kind"] == "missing_dump")
 
 
 def test_a_lone_unreadable_high_rank_does_not_extend_the_world(tmp_path: Path) -> None:
@@ -120,8 +125,10 @@ def _zstd(data: bytes) -> bytes:
     return zstandard.ZstdCompressor().compress(data)
 
 
-@pytest.mark.parametrize(("ext", "pack"), [(".gz", gzip.compress), (".bz2", bz2.compress),
-                                           (".xz", lzma.compress), (".zst", _zstd)])
+@pytest.mark.parametrize(
+    ("ext", "pack"),
+    [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress), (".zst", _zstd)],
+)
 def test_compressed_dumps_are_read(tmp_path: Path, ext: str, pack: Any) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     for r in (0, 3):
@@ -173,8 +180,14 @@ def test_the_environment_sets_the_caps(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     hostile.gzip_bomb(job / "nccl_trace_rank_8.gz", 64)
     env = {**os.environ, "HANGSCOPE_MAX_DUMP_MB": "8"}
-    res = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(job), "-q", "-f", "json"],
-                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "analyzer", "analyze", str(job), "-q", "-f", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     doc = json.loads(res.stdout)
     assert res.returncode == 1 and doc["culprit_ranks"] == [3]
     (skip,) = doc["skipped_files"]
@@ -242,8 +255,9 @@ def test_a_suspect_dump_alone_does_not_blame_its_rank(make_job: Any) -> None:
     def done(seq: int) -> dict[str, Any]:
         return entry(seq, state="completed", retired=True)
 
-    job = make_job({r: [done(1), done(2), entry(3)] if r != 1 else [done(1), done(2)]
-                    for r in range(4)})
+    job = make_job(
+        {r: [done(1), done(2), entry(3)] if r != 1 else [done(1), done(2)] for r in range(4)}
+    )
     assert _doc(job)[1]["culprit_ranks"] == [1]
     p = job / "nccl_trace_rank_2"
     obj = _load(p)
@@ -252,8 +266,10 @@ def test_a_suspect_dump_alone_does_not_blame_its_rank(make_job: Any) -> None:
     p.write_bytes(pickle.dumps(obj))
     _, doc = _doc(job)
     assert doc["culprit_ranks"] == [1]
-    assert any(2 in f["ranks"] and not f["culprit"] and "not blamed" in f["summary"]
-               for f in doc["findings"])
+    assert any(
+        2 in f["ranks"] and not f["culprit"] and "not blamed" in f["summary"]
+        for f in doc["findings"]
+    )
 
 
 # 5. bounded cost per bad file --------------------------------------------------------------
@@ -291,9 +307,13 @@ def test_control_characters_are_escaped_in_text_csv_and_dot(tmp_path: Path) -> N
     job = _copy(CHAIN, tmp_path / "job")
     hostile.escapes(job / "nccl_trace_rank_2")
     bad = ("\x1b", "\x07", "\r", "\u202e")
-    for argv in (["analyze", str(job), "-q"], ["entries", str(job), "-q", "-f", "csv"],
-                 ["entries", str(job), "-q"], ["graph", str(job), "-q", "-f", "dot"],
-                 ["graph", str(job), "-q"]):
+    for argv in (
+        ["analyze", str(job), "-q"],
+        ["entries", str(job), "-q", "-f", "csv"],
+        ["entries", str(job), "-q"],
+        ["graph", str(job), "-q", "-f", "dot"],
+        ["graph", str(job), "-q"],
+    ):
         out = runner.invoke(app, argv).stdout
         assert not any(ch in out for ch in bad), argv
     text = runner.invoke(app, ["analyze", str(job), "-q"]).stdout
@@ -316,7 +336,9 @@ def test_identical_copy_is_merged_with_a_note(tmp_path: Path) -> None:
     job = _copy(CHAIN, tmp_path / "job")
     (job / "sub").mkdir()
     shutil.copy(job / "nccl_trace_rank_0", job / "sub" / "nccl_trace_rank_0")
-    (job / "nccl_trace_rank_1.gz").write_bytes(gzip.compress((job / "nccl_trace_rank_1").read_bytes()))
+    (job / "nccl_trace_rank_1.gz").write_bytes(
+        gzip.compress((job / "nccl_trace_rank_1").read_bytes())
+    )
     code, doc = _doc(job)
     assert code == 1 and doc["culprit_ranks"] == [3] and doc["dumped_ranks"] == 8
     assert sorted((d["rank"], d["identical"]) for d in doc["duplicates"]) == [(0, True), (1, True)]
@@ -342,7 +364,9 @@ def test_different_backends_of_one_rank_are_both_kept(tmp_path: Path) -> None:
     write_pickle(tmp_path / "gloo_trace_rank_0", dump([entry(1, backend="gloo")]))
     loaded = load_dumps([tmp_path])
     assert sorted(d.path.rsplit("/", 1)[-1] for d in loaded.dumps) == [
-        "gloo_trace_rank_0", "nccl2_trace_rank_0"]
+        "gloo_trace_rank_0",
+        "nccl2_trace_rank_0",
+    ]
     assert loaded.duplicates == ()
 
 
@@ -372,7 +396,9 @@ def test_unreadable_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(os, "scandir", scandir)
     _, doc = _doc(job)
     assert doc["culprit_ranks"] == [3]
-    assert doc["unreadable_folders"] == [{"path": str(job / "locked"), "reason": "Permission denied"}]
+    assert doc["unreadable_folders"] == [
+        {"path": str(job / "locked"), "reason": "Permission denied"}
+    ]
     (tmp_path / "top").mkdir()
     res = runner.invoke(app, ["analyze", str(tmp_path / "top")])
     assert res.exit_code == 2 and "cannot read folder (Permission denied)" in res.stderr
@@ -382,32 +408,37 @@ def test_unreadable_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_extension_codes_are_refused_even_when_registered(tmp_path: Path) -> None:
-    copyreg.add_extension("os", "getcwd", 0x7ff0)
+    copyreg.add_extension("os", "getcwd", 0x7FF0)
     try:
         pickle.loads(b"\x80\x02\x83\xf0\x7f.")  # fills the C unpickler's extension cache
         p = tmp_path / "nccl_trace_rank_0"
-        p.write_bytes(b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10"
-                      b"X\x07\x00\x00\x00entries]\x83\xf0\x7f)R\x85u.")
+        p.write_bytes(
+            b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10"
+            b"X\x07\x00\x00\x00entries]\x83\xf0\x7f)R\x85u."
+        )
         with pytest.raises(UnsafeDumpError, match="extension code"):
             load_raw(p)
         good = tmp_path / "nccl_trace_rank_1"
         good.write_bytes((CHAIN / "nccl_trace_rank_1").read_bytes())
         assert parse_dump(1, good).n_entries > 0  # the slower path still reads real dumps
     finally:
-        copyreg.remove_extension("os", "getcwd", 0x7ff0)
+        copyreg.remove_extension("os", "getcwd", 0x7FF0)
 
 
 # 10. exit codes and options -------------------------------------------------------------------
 
 
 def test_internal_error_is_exit_3_and_debug_shows_the_traceback(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def boom(*a: Any, **k: Any) -> Any:
         raise RuntimeError("something broke")
 
     monkeypatch.setattr("analyzer.analysis.analyze", boom)
-    for argv, traceback in ((["analyze", str(CHAIN)], False),
-                            (["--debug", "analyze", str(CHAIN)], True)):
+    for argv, traceback in (
+        (["analyze", str(CHAIN)], False),
+        (["--debug", "analyze", str(CHAIN)], True),
+    ):
         monkeypatch.setattr(sys, "argv", ["hangscope", *argv])
         with pytest.raises(SystemExit) as exc:
             cli.main()
@@ -419,12 +450,15 @@ def test_internal_error_is_exit_3_and_debug_shows_the_traceback(
             assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--world-size", "-3"], "--world-size -3: a job has at least one rank"),
-    (["--world-size", "0"], "--world-size 0"),
-    (["--world-size", "4"], "world size 4 is below the highest dumped rank + 1 (8)"),
-    (["--jobs", "0"], "--jobs 0: give at least 1 parser process"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--world-size", "-3"], "--world-size -3: a job has at least one rank"),
+        (["--world-size", "0"], "--world-size 0"),
+        (["--world-size", "4"], "world size 4 is below the highest dumped rank + 1 (8)"),
+        (["--jobs", "0"], "--jobs 0: give at least 1 parser process"),
+    ],
+)
 def test_options_are_validated(argv: list[str], message: str) -> None:
     res = runner.invoke(app, ["analyze", str(CHAIN), *argv])
     assert res.exit_code == 2 and message in res.stderr

@@ -16,8 +16,11 @@ def _modules() -> list[Path]:
 
 
 def test_no_module_over_400_lines() -> None:
-    long = {str(p.relative_to(ANALYZER)): n for p in _modules()
-            if (n := p.read_text(encoding="utf-8").count("\n")) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(ANALYZER)): n
+        for p in _modules()
+        if (n := p.read_text(encoding="utf-8").count("\n")) > MAX_MODULE_LINES
+    }
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
@@ -35,12 +38,21 @@ def test_no_function_over_80_lines() -> None:
 def test_analysis_layers_never_import_the_renderers() -> None:
     """Rendering takes an Analysis and never recomputes: nothing below the renderers imports them
     at module level (the Analysis' figure methods import them lazily, inside the method)."""
-    below = [p for p in _modules() if "render" not in p.parts and p.name not in ("cli.py", "cliruns.py")]
+    below = [
+        p for p in _modules() if "render" not in p.parts and p.name not in ("cli.py", "cliruns.py")
+    ]
     offenders = []
     for p in below:
         tree = ast.parse(p.read_text(encoding="utf-8"))
         for node in tree.body:  # module level only
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{p.relative_to(ANALYZER)}: {n}" for n in names if n.startswith("analyzer.render")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{p.relative_to(ANALYZER)}: {n}" for n in names if n.startswith("analyzer.render")
+            ]
     assert not offenders, offenders

@@ -34,8 +34,9 @@ def _job(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("reader", ["auto", "python"])
-def test_processes_and_one_process_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 reader: str) -> None:
+def test_processes_and_one_process_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
     monkeypatch.setenv(fastreader.READER_ENV, reader)
     job = _job(tmp_path)
     one = load_dumps([job], jobs=1)
@@ -86,21 +87,25 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
     import sys
 
     job = _job(tmp_path)
-    code = ("import sys; import analyzer.loader as L; real = L.start_loading\n"
-            "def spy(*a, **k):\n"
-            "    print('heavy before the parse:', sorted(m for m in ('pandas', 'pyarrow', 'networkx',"
-            " 'plotly') if m in sys.modules), file=sys.stderr)\n"
-            "    return real(*a, **k)\n"
-            "L.start_loading = spy\n"
-            f"sys.argv = ['hangscope', 'analyze', {str(job)!r}, '-q', '-f', 'json']\n"
-            "from analyzer.cli import run; run()\n")
+    code = (
+        "import sys; import analyzer.loader as L; real = L.start_loading\n"
+        "def spy(*a, **k):\n"
+        "    print('heavy before the parse:', sorted(m for m in ('pandas', 'pyarrow', 'networkx',"
+        " 'plotly') if m in sys.modules), file=sys.stderr)\n"
+        "    return real(*a, **k)\n"
+        "L.start_loading = spy\n"
+        f"sys.argv = ['hangscope', 'analyze', {str(job)!r}, '-q', '-f', 'json']\n"
+        "from analyzer.cli import run; run()\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "heavy before the parse: []" in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
     assert res.stdout.rstrip().endswith("}")  # the whole document came out before the exit
 
 
-def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(tmp_path: Path) -> None:
+def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(
+    tmp_path: Path,
+) -> None:
     """Between processes a dump's stacks are one blob: equal blobs come back as one list,
     and a blob is unpickled as a dump is (a global in it is refused)."""
     import pickle
@@ -143,7 +148,8 @@ def test_a_parse_batch_crosses_with_joined_columns_and_gives_the_same_dumps() ->
 
 
 def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Parser processes write their batches to a private folder instead of waiting on the
     pipe; the loader reads and removes each, and the folder goes with the pool. Through the
     pipe (no folder) the dumps are the same."""
@@ -229,7 +235,8 @@ def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) ->
 
 
 def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import multiprocessing
     import sys
 

@@ -37,9 +37,13 @@ def test_in_labels_and_text_at_are_isin_and_astype(labels: list[str]) -> None:
     assert (in_labels(s, labels) == s.isin(labels).to_numpy()).all()
     assert (in_labels(s, labels, rows) == s.isin(labels).to_numpy()[rows]).all()
     got = text_at(s, rows)
-    pd.testing.assert_series_equal(got, s.iloc[rows].astype(str).reset_index(drop=True), check_names=False)
+    pd.testing.assert_series_equal(
+        got, s.iloc[rows].astype(str).reset_index(drop=True), check_names=False
+    )
     full = _categorical(["a", "b", "c"], 100, seed=7)
-    pd.testing.assert_series_equal(text_at(full, np.arange(100)), full.astype(str), check_names=False)
+    pd.testing.assert_series_equal(
+        text_at(full, np.arange(100)), full.astype(str), check_names=False
+    )
 
 
 def test_category_at_is_the_text_with_the_used_categories_in_lexical_order() -> None:
@@ -65,14 +69,16 @@ def test_from_codes_merges_a_text_given_twice_and_drops_unused_ones() -> None:
 
 def _entries(n: int, seed: int, seq_scale: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "pg_name": _categorical(["0", "1", "2", None], n, seed),
-        "rank": rng.integers(0, 6, n).astype(np.int32),
-        "seq": rng.integers(0, 20, n).astype(np.int64) * seq_scale,
-        "record_id": rng.integers(0, 50, n).astype(np.int64),
-        "op_id": rng.integers(0, 90, n).astype(np.int64),
-        "is_p2p": rng.random(n) < 0.3,
-    })
+    return pd.DataFrame(
+        {
+            "pg_name": _categorical(["0", "1", "2", None], n, seed),
+            "rank": rng.integers(0, 6, n).astype(np.int32),
+            "seq": rng.integers(0, 20, n).astype(np.int64) * seq_scale,
+            "record_id": rng.integers(0, 50, n).astype(np.int64),
+            "op_id": rng.integers(0, 90, n).astype(np.int64),
+            "is_p2p": rng.random(n) < 0.3,
+        }
+    )
 
 
 @pytest.mark.parametrize("seq_scale", [1, 10**12])  # dense seqs, and spans too wide to count
@@ -86,8 +92,9 @@ def test_entry_keys_match_the_group_by_definitions(seq_scale: int) -> None:
     first = ~pd.DataFrame({"g": name[coll.index], "r": coll["rank"], "s": coll["seq"]}).duplicated()
     assert (k.keep == first.to_numpy()).all()
     # Per member: its newest entry (first row of the highest record id) and seq window.
-    frame = pd.DataFrame({"g": name, "r": e["rank"], "rec": e["record_id"], "seq": e["seq"],
-                          "op": e["op_id"]})
+    frame = pd.DataFrame(
+        {"g": name, "r": e["rank"], "rec": e["record_id"], "seq": e["seq"], "op": e["op_id"]}
+    )
     newest = frame.groupby(["g", "r"])["rec"].idxmax()
     tops = frame.groupby(["g", "r"])[["seq", "op"]].max()
     major = np.asarray(k.member.major)
@@ -97,7 +104,9 @@ def test_entry_keys_match_the_group_by_definitions(seq_scale: int) -> None:
         assert k.last_row[pair] == newest[key]
         assert (k.seq_hi[pair], k.op_hi[pair]) == tuple(tops.loc[key])
         seqs = coll["seq"][(name[coll.index] == key[0]) & (coll["rank"] == key[1])]
-        assert (k.coll_lo[pair], k.coll_hi[pair]) == ((seqs.min(), seqs.max()) if len(seqs) else (-1, -1))
+        assert (k.coll_lo[pair], k.coll_hi[pair]) == (
+            (seqs.min(), seqs.max()) if len(seqs) else (-1, -1)
+        )
     # Groups with a send/recv entry (a missing name: a code of its own, after the named).
     assert k.p2p_codes.tolist() == sorted({labels.index(g) for g in name[e["is_p2p"]]})
 
@@ -141,7 +150,9 @@ def _naive_pending(t: Tables, completion_unobserved: bool) -> pd.DataFrame:
 
 @pytest.mark.parametrize("sample", ["chain_tp_dp_w8", "nccl2_pp4_stall_w4_states", "crash_w4"])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_pending_and_counter_votes_match_the_group_by_definitions(sample: str, shuffle: bool) -> None:
+def test_pending_and_counter_votes_match_the_group_by_definitions(
+    sample: str, shuffle: bool
+) -> None:
     if not (SAMPLES / sample).is_dir():
         pytest.skip(f"{sample} not present")
     t = _tables(sample, shuffle)
@@ -153,16 +164,32 @@ def test_pending_and_counter_votes_match_the_group_by_definitions(sample: str, s
     else:
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
     # Counter votes against a merge of each member's newest entry with its pg_status row.
-    e, st = t.entries, t.status[t.status["pg_name"] != ""].drop_duplicates(["pg_name", "rank"], keep="last")
+    e, st = (
+        t.entries,
+        t.status[t.status["pg_name"] != ""].drop_duplicates(["pg_name", "rank"], keep="last"),
+    )
     last = e.loc[e.groupby(["rank", "pg_name"], observed=True)["record_id"].idxmax()]
     merged = last.assign(pg_name=last["pg_name"].astype(str)).merge(
-        st[["rank", "pg_name", "last_enqueued"]], on=["rank", "pg_name"])
+        st[["rank", "pg_name", "last_enqueued"]], on=["rank", "pg_name"]
+    )
     seq = np.where(merged["is_p2p"], merged["p2p_seq"], merged["seq"])
     c, op_id = merged["last_enqueued"].to_numpy(), merged["op_id"].to_numpy()
-    votes = pd.DataFrame({"rank": merged["rank"], "op": (c == op_id) & (c != seq),
-                          "seq": (c == seq) & (c != op_id)}).groupby("rank").sum()
-    want_votes = {int(r): "op_id" if o else "seq" for r, o, s in zip(votes.index, votes["op"], votes["seq"])
-                  if bool(o) != bool(s)}
+    votes = (
+        pd.DataFrame(
+            {
+                "rank": merged["rank"],
+                "op": (c == op_id) & (c != seq),
+                "seq": (c == seq) & (c != op_id),
+            }
+        )
+        .groupby("rank")
+        .sum()
+    )
+    want_votes = {
+        int(r): "op_id" if o else "seq"
+        for r, o, s in zip(votes.index, votes["op"], votes["seq"])
+        if bool(o) != bool(s)
+    }
     assert _counter_votes(t, entry_keys(e)) == want_votes
 
 
@@ -180,9 +207,13 @@ def test_per_collective_figures_do_not_depend_on_the_chunk_size() -> None:
     coll = e.iloc[k.coll].assign(cid=k.cid)
     by = coll.groupby("cid")
     state = coll["state"].astype(str)
-    want = (by["time_created_ns"].min(), by["time_created_ns"].max(), by["time_started_ns"].max(),
-            (state == "completed").groupby(coll["cid"]).sum(),
-            state.isin(["completed", "started"]).groupby(coll["cid"]).sum())
+    want = (
+        by["time_created_ns"].min(),
+        by["time_created_ns"].max(),
+        by["time_started_ns"].max(),
+        (state == "completed").groupby(coll["cid"]).sum(),
+        state.isin(["completed", "started"]).groupby(coll["cid"]).sum(),
+    )
     for got, expected in zip(whole, want, strict=True):
         assert got.tolist() == expected.reindex(range(k.n_cid)).tolist()
 
@@ -192,8 +223,11 @@ def _scan_reference(dumps, starts, data):  # type: ignore[no-untyped-def]
     from collections import defaultdict
 
     pg_names, pg_descs, backends = data["pg_name"], data["pg_desc"], data["backend"]
-    names_of, descs_of, backend_of = (list(pg_names.categories), list(pg_descs.categories),
-                                      list(backends.categories))
+    names_of, descs_of, backend_of = (
+        list(pg_names.categories),
+        list(pg_descs.categories),
+        list(backends.categories),
+    )
     seen_members, seen_desc, known_by_dump, per_rank = defaultdict(set), {}, [], []
     for d, offset in zip(dumps, starts.tolist(), strict=True):
         known: dict[int, str] = {}
@@ -204,7 +238,9 @@ def _scan_reference(dumps, starts, data):  # type: ignore[no-untyped-def]
         rows = slice(offset, offset + d.n_entries)
         names = pg_names.codes[rows]
         present, first = np.unique(names, return_index=True)
-        for code, desc_code in zip(present.tolist(), pg_descs.codes[offset + first].tolist(), strict=True):
+        for code, desc_code in zip(
+            present.tolist(), pg_descs.codes[offset + first].tolist(), strict=True
+        ):
             seen_members[names_of[code]].add(d.rank)
             seen_desc.setdefault(names_of[code], descs_of[desc_code])
         pids = data["pg_id"][rows].astype(np.int64)
@@ -215,13 +251,21 @@ def _scan_reference(dumps, starts, data):  # type: ignore[no-untyped-def]
         tally = np.bincount(backends.codes[rows])
         top = int(np.flatnonzero(tally == tally.max())[0])
         record = data["record_id"][rows]
-        per_rank.append((str(backend_of[top]), int(record.min()), int(record.max()),
-                         int(data["time_created_ns"][rows].max())))
+        per_rank.append(
+            (
+                str(backend_of[top]),
+                int(record.min()),
+                int(record.max()),
+                int(data["time_created_ns"][rows].max()),
+            )
+        )
     return dict(seen_members), seen_desc, known_by_dump, per_rank
 
 
 @pytest.mark.parametrize("seed,block", [(0, 256), (1, 4), (2, 1)])
-def test_scan_by_blocks_is_the_per_dump_scan(seed: int, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scan_by_blocks_is_the_per_dump_scan(
+    seed: int, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pass over the dumps' rows, done a block of dumps at a time, against its per-dump
     definition: random names, descriptions, pg_ids (several per name, names per pg_id),
     backends with ties, record ids and times, dumps without entries among them (a block of
@@ -236,16 +280,24 @@ def test_scan_by_blocks_is_the_per_dump_scan(seed: int, block: int, monkeypatch:
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 40, 30)
     sizes[[0, 7, 12, 13, 14, 15]] = 0
-    dumps = [SimpleNamespace(rank=int(r), n_entries=int(k)) for r, k in zip(rng.permutation(30), sizes, strict=True)]
+    dumps = [
+        SimpleNamespace(rank=int(r), n_entries=int(k))
+        for r, k in zip(rng.permutation(30), sizes, strict=True)
+    ]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     n = int(sizes.sum())
 
     def cat(words: list[str]) -> pd.Categorical:
         return pd.Categorical.from_codes(rng.integers(0, len(words), n), categories=words)
 
-    data = {"pg_name": cat(["0", "1", "7", "tp", "dp"]), "pg_desc": cat(["default", "a", "b"]),
-            "backend": cat(["nccl", "gloo", "nccl2"]), "pg_id": rng.integers(-1, 4, n).astype(np.int32),
-            "record_id": rng.integers(-5, 1000, n), "time_created_ns": rng.integers(0, 10**15, n)}
+    data = {
+        "pg_name": cat(["0", "1", "7", "tp", "dp"]),
+        "pg_desc": cat(["default", "a", "b"]),
+        "backend": cat(["nccl", "gloo", "nccl2"]),
+        "pg_id": rng.integers(-1, 4, n).astype(np.int32),
+        "record_id": rng.integers(-5, 1000, n),
+        "time_created_ns": rng.integers(0, 10**15, n),
+    }
     got = scan(dumps, starts, data)  # type: ignore[arg-type]
     want = _scan_reference(dumps, starts, data)
     assert dict(got[0]) == want[0] and got[1] == want[1] and got[2] == want[2] and got[3] == want[3]

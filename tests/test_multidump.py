@@ -25,7 +25,9 @@ def test_pg_ids_all_known_are_kept_as_they_are() -> None:
 
 
 def test_unknown_pg_ids_between_known_ones_take_the_names_between() -> None:
-    got = map_pg_ids(_dump({0: (), 1: (), 2: (), 3: ()}), {0: "0", 3: "3"}, ["3", "0", "2", "1", "default_pg"])
+    got = map_pg_ids(
+        _dump({0: (), 1: (), 2: (), 3: ()}), {0: "0", 3: "3"}, ["3", "0", "2", "1", "default_pg"]
+    )
     assert got == {0: "0", 1: "1", 2: "2", 3: "3"}
 
 
@@ -50,7 +52,8 @@ def test_same_buffer_twice_not_identical_keeps_the_newer(tmp_path: Path) -> None
     assert int((a.tables.entries["rank"] == 2).sum()) == full
     assert a.loaded is not None
     assert [(d.rank, d.kept, d.dropped, d.identical) for d in a.loaded.duplicates] == [
-        (2, str(job / "nccl2_trace_rank_2"), str(job / "older" / "nccl2_trace_rank_2"), False)]
+        (2, str(job / "nccl2_trace_rank_2"), str(job / "older" / "nccl2_trace_rank_2"), False)
+    ]
 
 
 @pytest.mark.parametrize("identical", [True, False])

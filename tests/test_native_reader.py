@@ -47,7 +47,9 @@ def check_file(path: Path, *, must_handle: bool) -> str | None:
     try:
         python = parse_dump(0, path)
     except DumpFormatError:
-        assert isinstance(native, str), f"{path}: the Python reader refuses it, the compiled one read it"
+        assert isinstance(native, str), (
+            f"{path}: the Python reader refuses it, the compiled one read it"
+        )
         return native
     if isinstance(native, str):
         assert not must_handle, f"{path}: declined ({native})"
@@ -78,13 +80,30 @@ def test_every_fixture_reads_the_same_and_none_is_declined() -> None:
 
 @pytest.mark.parametrize(
     ("fault", "timing", "fmt"),
-    [("stall", False, "pickle"), ("stall", True, "pickle"), ("pp_deadlock", False, "pickle"),
-     ("gpu_stuck", True, "pickle"), ("size_desync", False, "pickle"),
-     ("p2p_dtype_desync", True, "pickle"), ("crash", False, "json"), ("slow_gpu", True, "json")],
+    [
+        ("stall", False, "pickle"),
+        ("stall", True, "pickle"),
+        ("pp_deadlock", False, "pickle"),
+        ("gpu_stuck", True, "pickle"),
+        ("size_desync", False, "pickle"),
+        ("p2p_dtype_desync", True, "pickle"),
+        ("crash", False, "json"),
+        ("slow_gpu", True, "json"),
+    ],
 )
 def test_simulated_jobs(tmp_path: Path, fault: str, timing: bool, fmt: str) -> None:
-    simulate_job(tmp_path, tp=2, pp=2, dp=2, fault=fault, timing=timing, fmt=fmt, seed=7,
-                 buffer_size=300, batch_p2p=fault == "pp_deadlock")
+    simulate_job(
+        tmp_path,
+        tp=2,
+        pp=2,
+        dp=2,
+        fault=fault,
+        timing=timing,
+        fmt=fmt,
+        seed=7,
+        buffer_size=300,
+        batch_p2p=fault == "pp_deadlock",
+    )
     files = sorted(p for p in tmp_path.iterdir() if p.name != "EXPECTED.json")
     assert files
     for path in files:
@@ -115,7 +134,9 @@ def test_globals_are_declined_and_the_python_reader_refuses_them(tmp_path: Path)
     for proto in (2, 3, 4, 5):
         path = tmp_path / f"nccl_trace_rank_{proto}"
         path.write_bytes(pickle.dumps({"version": "2.10", "entries": [Evil()]}, protocol=proto))
-        assert fastreader.parse_native(0, path) == f"opcode not handled (byte {_first_global(path)})"
+        assert (
+            fastreader.parse_native(0, path) == f"opcode not handled (byte {_first_global(path)})"
+        )
         with pytest.raises(UnsafeDumpError):
             fastreader.read_dump(0, path)
     assert not target.exists()
@@ -209,10 +230,34 @@ def _real_dumps() -> list[Path]:
 
 
 _ODD_VALUES: list[Any] = [
-    None, True, False, 0, -1, 1 << 40, 1 << 63, -(1 << 63) - 1, 1 << 80, 2.5, float("nan"),
-    float("inf"), "", "7", "x\u00e9\u4e2d\U0001f600", "\ud800", [], (), {}, [[1, 2], [3]],
-    ("a", "b", "c"), ["Float", 3], {"name": 1}, [{"name": "f", "filename": "g", "line": "3"}],
-    b"bytes", {1: 2}, {"a"}, [[[[[[1]]]]]],
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1 << 40,
+    1 << 63,
+    -(1 << 63) - 1,
+    1 << 80,
+    2.5,
+    float("nan"),
+    float("inf"),
+    "",
+    "7",
+    "x\u00e9\u4e2d\U0001f600",
+    "\ud800",
+    [],
+    (),
+    {},
+    [[1, 2], [3]],
+    ("a", "b", "c"),
+    ["Float", 3],
+    {"name": 1},
+    [{"name": "f", "filename": "g", "line": "3"}],
+    b"bytes",
+    {1: 2},
+    {"a"},
+    [[[[[[1]]]]]],
 ]
 
 
@@ -230,7 +275,8 @@ def _mutate_structure(raw: dict[str, Any], rng: random.Random) -> dict[str, Any]
                 e[key] = copy.deepcopy(rng.choice(_ODD_VALUES))
     elif choice == 5:
         raw[rng.choice(["pg_config", "pg_status", "version", "entries", "comm_lib_version"])] = (
-            copy.deepcopy(rng.choice(_ODD_VALUES)))
+            copy.deepcopy(rng.choice(_ODD_VALUES))
+        )
     elif choice == 6 and entries:
         entries.insert(rng.randrange(len(entries) + 1), copy.deepcopy(rng.choice(_ODD_VALUES)))
     else:
@@ -266,7 +312,9 @@ def test_fuzzed_dumps_agree_or_are_declined(tmp_path: Path) -> None:
         try:
             python = parse_dump(0, path)
         except DumpFormatError:
-            assert isinstance(native, str), f"case {i}: the compiled reader read a file Python refuses"
+            assert isinstance(native, str), (
+                f"case {i}: the compiled reader read a file Python refuses"
+            )
             outcomes["both refused"] += 1
             continue
         except Exception:  # noqa: BLE001 - the Python reader's own gaps are issue 10's
@@ -314,7 +362,8 @@ def test_the_cli_says_which_reader_ran(monkeypatch: pytest.MonkeyPatch) -> None:
     forced = json.loads(CliRunner().invoke(app, ["analyze", target, "-q", "-f", "json"]).stdout)
     assert forced["readers"] == {"python": 4}
     assert {k: v for k, v in forced.items() if k != "readers"} == {
-        k: v for k, v in doc.items() if k != "readers"}
+        k: v for k, v in doc.items() if k != "readers"
+    }
 
 
 def test_entries_that_are_one_memoized_dict_repeated_are_declined(tmp_path: Path) -> None:
@@ -330,12 +379,17 @@ def test_entries_that_are_one_memoized_dict_repeated_are_declined(tmp_path: Path
 def test_the_configs_caps_reach_the_compiled_reader(tmp_path: Path) -> None:
     path = SAMPLES / "chain_tp_dp_w8" / "nccl_trace_rank_0"
     small = AnalysisConfig(native_max_bytes=path.stat().st_size - 1)
-    assert fastreader.parse_native(0, path, config=small) == "file larger than the compiled reader takes"
+    assert (
+        fastreader.parse_native(0, path, config=small)
+        == "file larger than the compiled reader takes"
+    )
     assert fastreader.read_dump(0, path, config=small).reader == "python"
     # A value over a cap of the config declines the dump; the Python reader counts it.
     p = write_pickle(tmp_path / "nccl_trace_rank_0", dump([entry(1), entry(2), entry(300)]))
     tight = AnalysisConfig(max_counter=256)
-    assert fastreader.parse_native(0, p, config=tight) == "a value the Python reader drops or counts"
+    assert (
+        fastreader.parse_native(0, p, config=tight) == "a value the Python reader drops or counts"
+    )
     parsed = fastreader.read_dump(0, p, config=tight)
     assert parsed.reader == "python" and parsed.n_entries == 2 and parsed.suspect
     native = fastreader.parse_native(0, p)
@@ -358,7 +412,9 @@ def test_distinct_values_come_back_as_canonical_bytes_that_decode_exactly() -> N
     assert np.frombuffer(codes, dtype=np.int32).tolist() == [0, 0]  # equal stacks: one value
     assert_same(_fastpickle.decode(keys[0]), frames)
     assert_same(_fastpickle.decode(objects["input_sizes"][1][0]), [[4, 8]])
-    assert_same([_fastpickle.decode(k) for k in objects["input_dtypes"][1]], [["Float"], ("Float",)])
+    assert_same(
+        [_fastpickle.decode(k) for k in objects["input_dtypes"][1]], [["Float"], ("Float",)]
+    )
     # 1, 1.0 and True are different values: different bytes, and each decodes as itself.
     states = []
     for value in (1, 1.0, True):
@@ -368,8 +424,15 @@ def test_distinct_values_come_back_as_canonical_bytes_that_decode_exactly() -> N
         states.append(dict(zip(fastreader._FIELDS[12:], got[5]))["state"][1][0])
     assert len(set(states)) == 3
     assert [type(_fastpickle.decode(k)) for k in states] == [int, float, bool]
-    for bad in (b"", b"s\x05\x00\x00\x00ab", b"l\xff\xff\xff\xff", b"x", keys[0] + b"N",
-                b"s\x01\x00\x00\x00\xff", b"d\x01\x00\x00\x00N"):
+    for bad in (
+        b"",
+        b"s\x05\x00\x00\x00ab",
+        b"l\xff\xff\xff\xff",
+        b"x",
+        keys[0] + b"N",
+        b"s\x01\x00\x00\x00\xff",
+        b"d\x01\x00\x00\x00N",
+    ):
         with pytest.raises(ValueError):
             _fastpickle.decode(bad)
 
@@ -379,11 +442,16 @@ def test_values_remembered_across_files_never_cross_configs(tmp_path: Path) -> N
     # under the defaults first must not let a tighter config's caps be skipped, nor the
     # other way round.
     frames = [{"name": f"f{i}", "filename": "x.py", "line": i} for i in range(6)]
-    p = write_pickle(tmp_path / "nccl_trace_rank_0", dump([entry(1, frames=frames), entry(2, frames=frames)]))
+    p = write_pickle(
+        tmp_path / "nccl_trace_rank_0", dump([entry(1, frames=frames), entry(2, frames=frames)])
+    )
     tight = AnalysisConfig(max_frames=3)
     for _ in range(2):
         native = fastreader.parse_native(0, p)
         assert isinstance(native, ParsedDump)
         assert_same_dump(native, parse_dump(0, p))
-        assert fastreader.parse_native(0, p, config=tight) == "a value the Python reader drops or counts"
+        assert (
+            fastreader.parse_native(0, p, config=tight)
+            == "a value the Python reader drops or counts"
+        )
         assert fastreader.read_dump(0, p, config=tight).reader == "python"

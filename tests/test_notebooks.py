@@ -22,8 +22,9 @@ def _run(name: str, params: dict[str, object] | None = None):
         cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
         cell.source += "\n" + "\n".join(f"{k} = {v!r}" for k, v in params.items())
     # Run from the notebook's folder, as Jupyter would.
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(DASHBOARDS)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(DASHBOARDS)}}
+    ).execute()
     return nb
 
 

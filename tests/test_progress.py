@@ -21,8 +21,9 @@ pty = pytest.importorskip("pty")
 def _stderr(args: list[str], *, terminal: bool) -> str:
     cmd = [sys.executable, "-m", "analyzer", "analyze", str(JOB), *args]
     if not terminal:
-        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              check=False).stderr
+        return subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        ).stderr
     master, slave = pty.openpty()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
@@ -55,7 +56,9 @@ def test_quiet_or_no_terminal_means_no_progress() -> None:
     assert "reading dumps" not in _stderr([], terminal=False)
 
 
-def test_printer_throttles_and_ends_the_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_printer_throttles_and_ends_the_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     printer = ProgressPrinter(True)
     printer.start -= 5.0  # as if reading for 5 s

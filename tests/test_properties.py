@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 import analyzer
 from tests.conftest import dump, entry
 
-NAMINGS = ["nccl_trace_rank_{r}", "_dump_{r}", "trace_rank{r}", "nccl_trace_rank_node07_{r}",
-           "comm_lib_trace_rank_{r}"]
+NAMINGS = [
+    "nccl_trace_rank_{r}",
+    "_dump_{r}",
+    "trace_rank{r}",
+    "nccl_trace_rank_node07_{r}",
+    "comm_lib_trace_rank_{r}",
+]
 
 
 def _job(world: int, culprit: int, odd_size: bool) -> dict[int, bytes]:
@@ -27,14 +32,18 @@ def _job(world: int, culprit: int, odd_size: bool) -> dict[int, bytes]:
     return out
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     world=st.integers(min_value=3, max_value=9),
     data=st.data(),
     naming=st.sampled_from(NAMINGS),
     odd_size=st.booleans(),
 )
-def test_permuting_ranks_and_names_keeps_the_verdict(tmp_path_factory, world, data, naming, odd_size) -> None:  # type: ignore[no-untyped-def]
+def test_permuting_ranks_and_names_keeps_the_verdict(
+    tmp_path_factory, world, data, naming, odd_size
+) -> None:  # type: ignore[no-untyped-def]
     culprit = data.draw(st.integers(min_value=0, max_value=world - 1))
     order = data.draw(st.permutations(range(world)))
     blobs = _job(world, culprit, odd_size)

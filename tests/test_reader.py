@@ -90,7 +90,9 @@ def test_json_quirks_are_normalized(tmp_path: Path) -> None:
     assert a.comm_lib_version == b.comm_lib_version == "2.21.5"
     assert list(a.ints["time_started_ns"]) == list(b.ints["time_started_ns"]) == [0, 0]
     for key in a.vocab:
-        assert [a.vocab[key][c] for c in a.strings[key]] == [b.vocab[key][c] for c in b.strings[key]]
+        assert [a.vocab[key][c] for c in a.strings[key]] == [
+            b.vocab[key][c] for c in b.strings[key]
+        ]
 
 
 def test_parse_ranks_forms() -> None:
@@ -118,8 +120,9 @@ def test_split_profiling_name(name: str, parts: tuple[str, str, int, int]) -> No
 
 def test_stacks_are_stored_once(tmp_path: Path) -> None:
     frames = [{"name": "f", "filename": "/x.py", "line": 1}]
-    p = write_pickle(tmp_path / "nccl_trace_rank_0",
-                     dump([entry(i, frames=frames) for i in range(1, 50)]))
+    p = write_pickle(
+        tmp_path / "nccl_trace_rank_0", dump([entry(i, frames=frames) for i in range(1, 50)])
+    )
     parsed = parse_dump(0, p)
     assert len(parsed.stacks) == 1
     assert set(parsed.ints["stack"]) == {0}
@@ -154,8 +157,7 @@ def test_the_caps_of_a_config_bound_every_value(tmp_path: Path) -> None:
     # Counters, member ranks, stacks and sizes are checked against the config's caps, not
     # against module globals: a config read by the Python reader and the loader alike.
     frames = [{"name": "f", "filename": "/x.py", "line": i} for i in range(5)]
-    raw = dump([entry(1, frames=frames), entry(2), entry(300), entry(4, sizes=[[1]] * 9)],
-               world=6)
+    raw = dump([entry(1, frames=frames), entry(2), entry(300), entry(4, sizes=[[1]] * 9)], world=6)
     raw["entries"][1]["profiling_name"] = "nccl:send 0->9"
     raw["pg_status"]["0"]["last_enqueued_collective"] = 500
     path = write_pickle(tmp_path / "nccl_trace_rank_0", raw)

@@ -18,10 +18,30 @@ from tools import record_gloo as rg
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_dumps"
-KINDS = {"not_joined", "missing_dump", "op_mismatch", "size_mismatch", "dtype_mismatch",
-         "unrecorded_ops", "deadlock", "stuck_in_collective", "no_hang"}
-EXPECTED_KEYS = {"scenario", "world", "torch", "backend", "format", "dumped_ranks", "hang",
-                 "culprits", "kind", "deadlock", "description"}
+KINDS = {
+    "not_joined",
+    "missing_dump",
+    "op_mismatch",
+    "size_mismatch",
+    "dtype_mismatch",
+    "unrecorded_ops",
+    "deadlock",
+    "stuck_in_collective",
+    "no_hang",
+}
+EXPECTED_KEYS = {
+    "scenario",
+    "world",
+    "torch",
+    "backend",
+    "format",
+    "dumped_ranks",
+    "hang",
+    "culprits",
+    "kind",
+    "deadlock",
+    "description",
+}
 
 
 def _dump_files(d: Path) -> dict[int, Path]:
@@ -124,8 +144,13 @@ def live_recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if probe.returncode != 0:
         pytest.skip(f"{python} cannot import torch.distributed")
     out = tmp_path_factory.mktemp("live")
-    run = subprocess.run([str(python), "-m", "tools.record_gloo", "--out", str(out), "--only", *_LIVE],
-                         cwd=rg.REPO_ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(python), "-m", "tools.record_gloo", "--out", str(out), "--only", *_LIVE],
+        cwd=rg.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return out
 
@@ -138,10 +163,12 @@ def test_live_recording_is_analyzed_without_torch(live_recordings: Path, scenari
     folder = live_recordings / scenario
     expected = json.loads((folder / "EXPECTED.json").read_text())
     # A fresh interpreter of the analyzer's environment, with torch made unimportable.
-    code = ("import sys, json; sys.modules['torch'] = None; import analyzer; "
-            f"d = analyzer.analyze({str(folder)!r}).diagnosis; "
-            "print(json.dumps({'culprits': list(d.culprit_ranks), 'kind': d.kind, "
-            "'missing': list(d.missing_dumps)}))")
+    code = (
+        "import sys, json; sys.modules['torch'] = None; import analyzer; "
+        f"d = analyzer.analyze({str(folder)!r}).diagnosis; "
+        "print(json.dumps({'culprits': list(d.culprit_ranks), 'kind': d.kind, "
+        "'missing': list(d.missing_dumps)}))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout)

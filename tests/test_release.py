@@ -56,12 +56,16 @@ def test_same_tables_on_every_sample_and_fixture(folder: Path) -> None:
     assert_same_tables(kept, released)
 
 
-@pytest.mark.parametrize("options", [
-    {"dialect": "mixed", "op_mix": True, "fault": "crash"},
-    {"dialect": "nccl2", "batch_p2p": True, "timing": True, "fault": "pp_deadlock"},
-    {"fmt": "json", "fault": "size_desync"},
-    {"with_frames": False, "fault": "gpu_stuck"},
-], ids=["mixed-opmix", "nccl2-batch-timing", "json", "no-frames"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"dialect": "mixed", "op_mix": True, "fault": "crash"},
+        {"dialect": "nccl2", "batch_p2p": True, "timing": True, "fault": "pp_deadlock"},
+        {"fmt": "json", "fault": "size_desync"},
+        {"with_frames": False, "fault": "gpu_stuck"},
+    ],
+    ids=["mixed-opmix", "nccl2-batch-timing", "json", "no-frames"],
+)
 def test_same_tables_on_simulated_jobs(tmp_path: Path, options: dict[str, object]) -> None:
     simulate_job(tmp_path, tp=2, pp=2, dp=2, buffer_size=200, seed=3, **options)  # type: ignore[arg-type]
     kept, released, _ = both_ways(load_dumps([tmp_path], jobs=1), world_size=10)
@@ -71,8 +75,14 @@ def test_same_tables_on_simulated_jobs(tmp_path: Path, options: dict[str, object
 def test_world_from_an_all_gather_without_member_lists(tmp_path: Path) -> None:
     # No pg_config: the default group's all_gather of 6 shapes and a send to rank 4 tell the world.
     for rank in range(3):
-        d = dump([entry(0, op="all_gather", sizes=[[4]] * 6, backend="gloo"),
-                  entry(1, op="send", is_p2p=True, backend="gloo")], world=3, backend="gloo")
+        d = dump(
+            [
+                entry(0, op="all_gather", sizes=[[4]] * 6, backend="gloo"),
+                entry(1, op="send", is_p2p=True, backend="gloo"),
+            ],
+            world=3,
+            backend="gloo",
+        )
         d["pg_config"] = {}
         d["entries"][1]["profiling_name"] = f"gloo:send {rank}->4"
         write_pickle(tmp_path / f"trace_rank_{rank}", d)
@@ -82,24 +92,50 @@ def test_world_from_an_all_gather_without_member_lists(tmp_path: Path) -> None:
 
 
 def test_released_dumps_keep_their_notes_and_refuse_a_second_normalize() -> None:
-    loaded = load_dumps([FIXTURES / "nvrx-megatron-moe" if (FIXTURES / "nvrx-megatron-moe").is_dir()
-                         else SAMPLES / "nccl2_pp4_stall_w4"], jobs=1)
+    loaded = load_dumps(
+        [
+            FIXTURES / "nvrx-megatron-moe"
+            if (FIXTURES / "nvrx-megatron-moe").is_dir()
+            else SAMPLES / "nccl2_pp4_stall_w4"
+        ],
+        jobs=1,
+    )
     before = pickle.loads(pickle.dumps(loaded))
     normalize(loaded, release=True)
     assert all(is_released(d) for d in loaded.dumps if d.n_entries)
     assert all(not (d.strings or d.ints or d.bools or d.floats) for d in loaded.dumps)
     for a, b in zip(loaded.dumps, before.dumps, strict=True):
-        assert (a.rank, a.path, a.n_entries, a.pg_config, a.pg_status, a.warnings, a.suspect,
-                a.reader, a.fmt, a.version) == (b.rank, b.path, b.n_entries, b.pg_config,
-                                               b.pg_status, b.warnings, b.suspect, b.reader,
-                                               b.fmt, b.version)
+        assert (
+            a.rank,
+            a.path,
+            a.n_entries,
+            a.pg_config,
+            a.pg_status,
+            a.warnings,
+            a.suspect,
+            a.reader,
+            a.fmt,
+            a.version,
+        ) == (
+            b.rank,
+            b.path,
+            b.n_entries,
+            b.pg_config,
+            b.pg_status,
+            b.warnings,
+            b.suspect,
+            b.reader,
+            b.fmt,
+            b.version,
+        )
     assert loaded.warnings == before.warnings
     assert loaded.suspect_ranks == before.suspect_ranks
     assert loaded.duplicates == before.duplicates
     with pytest.raises(InputError, match="load them again"):
         normalize(loaded)
-    assert_same_tables(normalize(before), normalize(pickle.loads(pickle.dumps(before)),
-                                                    release=True))
+    assert_same_tables(
+        normalize(before), normalize(pickle.loads(pickle.dumps(before)), release=True)
+    )
 
 
 def test_analyze_releases_and_reports_the_same() -> None:
@@ -134,8 +170,9 @@ def test_a_refused_world_size_releases_nothing() -> None:
 
 
 @pytest.mark.parametrize("release", [False, True])
-def test_blocks_of_dumps_give_the_tables_of_one_block(monkeypatch: pytest.MonkeyPatch,
-                                                      release: bool) -> None:
+def test_blocks_of_dumps_give_the_tables_of_one_block(
+    monkeypatch: pytest.MonkeyPatch, release: bool
+) -> None:
     """normalize copies each column a block of dumps at a time: blocks of 3 over 8 dumps (a
     short last one; each dump with its own group names) give the tables of one block."""
     import analyzer.tables as tables_module
@@ -149,8 +186,9 @@ def test_blocks_of_dumps_give_the_tables_of_one_block(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("release", [False, True])
-def test_columns_built_in_two_threads_are_those_built_in_one(monkeypatch: pytest.MonkeyPatch,
-                                                             release: bool) -> None:
+def test_columns_built_in_two_threads_are_those_built_in_one(
+    monkeypatch: pytest.MonkeyPatch, release: bool
+) -> None:
     """normalize builds its columns two at a time where there are two cores: on one core
     (one at a time) the tables are the same, released or not, in blocks of 2 dumps."""
     import analyzer.tables as tables_module

@@ -28,8 +28,13 @@ def _stall_job(make_job, *, world=4, culprit=1, n=6, desc="default_pg", name="jo
     for r in range(world):
         last = n - 1 if r == culprit else n
         per_rank[r] = [
-            entry(s, pg=("0", desc), state="completed" if s < n else "scheduled", t=s * 10 + r,
-                  frames=[{"name": XSS_IMG, "filename": "/jobs/<b>train</b>.py", "line": 7}])
+            entry(
+                s,
+                pg=("0", desc),
+                state="completed" if s < n else "scheduled",
+                t=s * 10 + r,
+                frames=[{"name": XSS_IMG, "filename": "/jobs/<b>train</b>.py", "line": 7}],
+            )
             for s in range(1, last + 1)
         ]
     return make_job(per_rank, world=world, name=name)
@@ -106,11 +111,13 @@ def test_html_is_self_contained_and_escaped(make_job, tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     # Only the page's own scripts: the CDN loader, the figure data and the boot script.
     tags = re.findall(r"<script[^>]*>", page)
-    assert all("nonce=" in t or 'type=\'application/json\'' in t for t in tags), tags
+    assert all("nonce=" in t or "type='application/json'" in t for t in tags), tags
     nonce = re.search(r"'nonce-([^']+)'", page).group(1)
     assert sum(f'nonce="{nonce}"' in t for t in tags) == 2
     # Figure JSON parses back and carries the escaped desc, never the raw one.
-    blobs = re.findall(r"<script type='application/json' data-plot='[^']+'>(.*?)</script>", page, re.S)
+    blobs = re.findall(
+        r"<script type='application/json' data-plot='[^']+'>(.*?)</script>", page, re.S
+    )
     assert len(blobs) == 4
     for blob in blobs:
         assert "<" not in blob
@@ -126,10 +133,21 @@ def test_html_inline_is_offline(stall):
     assert not re.search(r"<script[^>]+src=", page)
     assert not re.search(r"<link[^>]+href=", page)
     assert "default-src 'none'" in page
-    order = [page.index(k) for k in ("id='verdict'", "id='timeline'", "id='waits'", "id='progress'",
-                                     "id='findings'", "id='stack'", "id='skipped'", "id='input'")]
+    order = [
+        page.index(k)
+        for k in (
+            "id='verdict'",
+            "id='timeline'",
+            "id='waits'",
+            "id='progress'",
+            "id='findings'",
+            "id='stack'",
+            "id='skipped'",
+            "id='input'",
+        )
+    ]
     assert order == sorted(order)
-    banner = page[page.index("id='verdict'"):page.index("</header>")]
+    banner = page[page.index("id='verdict'") : page.index("</header>")]
     assert "HANG: culprit rank 1" in banner
 
 
@@ -155,7 +173,9 @@ def test_cli_report(make_job, tmp_path):
     job = _stall_job(make_job)
     out = tmp_path / "report.html"
     svg = tmp_path / "timeline.svg"
-    res = CliRunner().invoke(app, ["report", str(job), "-o", str(out), "--plotlyjs", "cdn", "--png", str(svg), "-q"])
+    res = CliRunner().invoke(
+        app, ["report", str(job), "-o", str(out), "--plotlyjs", "cdn", "--png", str(svg), "-q"]
+    )
     assert res.exit_code == 1, res.output
     assert f"wrote {out}" in res.output and "HANG: culprit rank 1" in res.output
     assert out.stat().st_size < 1_000_000 and svg.read_text().startswith("<svg")
@@ -166,8 +186,9 @@ def test_cli_report(make_job, tmp_path):
 def test_cli_report_no_hang(make_job, tmp_path):
     per_rank = {r: [entry(s, state="completed", t=s) for s in range(1, 4)] for r in range(2)}
     job = make_job(per_rank, world=2)
-    res = CliRunner().invoke(app, ["report", str(job), "-o", str(tmp_path / "r.html"), "-q",
-                                   "--plotlyjs", "cdn"])
+    res = CliRunner().invoke(
+        app, ["report", str(job), "-o", str(tmp_path / "r.html"), "-q", "--plotlyjs", "cdn"]
+    )
     assert res.exit_code == 0, res.output
     assert "NO HANG" in res.output
 
@@ -187,8 +208,10 @@ def _banner_items(banner: str, cls: str) -> list[str]:
     return [_html.unescape(m) for m in re.findall(rf"<li class='{cls}'>(.*?)</li>", banner)]
 
 
-@pytest.mark.parametrize("sample", sorted(p.name for p in (Path(__file__).parent.parent / "sample_dumps").iterdir()
-                                          if p.is_dir()))
+@pytest.mark.parametrize(
+    "sample",
+    sorted(p.name for p in (Path(__file__).parent.parent / "sample_dumps").iterdir() if p.is_dir()),
+)
 def test_banner_says_what_the_text_says(sample):
     """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
     import html as _html
@@ -202,7 +225,10 @@ def test_banner_says_what_the_text_says(sample):
     head = _html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", banner).group(1))
     detail = _html.unescape(re.search(r"<p class='kind'>(.*?)</p>", banner).group(1))
     assert text[0] in (f"{head} ({detail})", f"{head}: {detail}")
-    assert _html.unescape(re.search(r"<p class='headline'>(.*?)</p>", banner).group(1)) == text[1].strip()
+    assert (
+        _html.unescape(re.search(r"<p class='headline'>(.*?)</p>", banner).group(1))
+        == text[1].strip()
+    )
     chains = [line.strip() for line in text if line.startswith("  chain to rank ")]
     assert _banner_items(banner, "chain") == chains
     cycles = [line for line in text if line.startswith("deadlock cycle: ")]
@@ -224,16 +250,34 @@ def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
     """A context file beside the dumps: the notebook's table and the report's section."""
     from analyzer.render.wherenow import where_each_rank_is_now, where_now_section
 
-    job = {r: [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)] + [entry(4, t=4)]
-           for r in (0, 2, 3)}
+    job = {
+        r: [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)] + [entry(4, t=4)]
+        for r in (0, 2, 3)
+    }
     job[1] = [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)]
     folder = make_job(job)
     for rank in (1, 2):
-        (folder / f"hangscope_context_rank_{rank}.json").write_text(json.dumps({
-            "schema": "hangscope.context/1", "rank": rank, "host": f"node<{rank}>", "pid": 100 + rank,
-            "time": "2026-01-01T00:00:00Z", "trigger": {"reason": "timeout"},
-            "threads": [{"name": "MainThread", "main": True,
-                         "frames": [{"name": "load_batch", "filename": "/jobs/data.py", "line": 7}]}]}))
+        (folder / f"hangscope_context_rank_{rank}.json").write_text(
+            json.dumps(
+                {
+                    "schema": "hangscope.context/1",
+                    "rank": rank,
+                    "host": f"node<{rank}>",
+                    "pid": 100 + rank,
+                    "time": "2026-01-01T00:00:00Z",
+                    "trigger": {"reason": "timeout"},
+                    "threads": [
+                        {
+                            "name": "MainThread",
+                            "main": True,
+                            "frames": [
+                                {"name": "load_batch", "filename": "/jobs/data.py", "line": 7}
+                            ],
+                        }
+                    ],
+                }
+            )
+        )
     a = analyze(folder)
     assert a.diagnosis.culprit_ranks == (1,)
     now = where_each_rank_is_now(a)
@@ -247,7 +291,10 @@ def test_group_wording_of_a_group_without_a_name():
     """A group the dump names neither by name nor desc reads as such, not "group  seq 4"."""
     from analyzer.render.wording import UNNAMED_GROUP, group_label, group_short
 
-    assert group_label("", "") == UNNAMED_GROUP and f"in {group_label('', '')} seq 4" == "in an unnamed group seq 4"
+    assert (
+        group_label("", "") == UNNAMED_GROUP
+        and f"in {group_label('', '')} seq 4" == "in an unnamed group seq 4"
+    )
     assert group_label("", "TP") == "TP" and group_label("3", "TP") == "TP (group 3)"
     assert group_label("3", "") == group_label("3", "3") == "group 3"
     assert group_short("", "") == UNNAMED_GROUP and group_short("3", "") == "3"

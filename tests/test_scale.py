@@ -43,8 +43,14 @@ def _many_laggards(world: int, behind: set[int]) -> dict[int, list[dict[str, Any
 
 
 def _verdict(d: Any) -> tuple[object, ...]:
-    return (d.verdict, d.kind, d.culprit_ranks, d.deadlock_cycles, d.missing_dumps,
-            tuple((f.kind, f.ranks, f.culprit) for f in d.findings))
+    return (
+        d.verdict,
+        d.kind,
+        d.culprit_ranks,
+        d.deadlock_cycles,
+        d.missing_dumps,
+        tuple((f.kind, f.ranks, f.culprit) for f in d.findings),
+    )
 
 
 def test_huge_wait_blocks_are_linear_and_keep_the_answer(make_job: Callable[..., Path]) -> None:
@@ -62,8 +68,9 @@ def test_huge_wait_blocks_are_linear_and_keep_the_answer(make_job: Callable[...,
 
 
 def test_compacting_every_wait_keeps_the_answer_on_the_samples() -> None:
-    samples = sorted(p for p in (Path(__file__).resolve().parents[1] / "sample_dumps").iterdir()
-                     if p.is_dir())
+    samples = sorted(
+        p for p in (Path(__file__).resolve().parents[1] / "sample_dumps").iterdir() if p.is_dir()
+    )
     for p in samples:
         _, compact = _analyze(p, AnalysisConfig(max_block_edges=0))
         assert _verdict(compact) == _verdict(analyzer.analyze(p, jobs=1).diagnosis), p.name
@@ -75,7 +82,8 @@ def test_wait_edges_are_the_wait_table_rows(make_job: Callable[..., Path]) -> No
     got = list(edges(table))
     assert got and all(isinstance(e, WaitEdge) and isinstance(e.kind, WaitKind) for e in got)
     assert [tuple(getattr(e, c) for c in WAIT_COLUMNS) for e in got] == [
-        tuple(r) for r in table[WAIT_COLUMNS].itertuples(index=False)]
+        tuple(r) for r in table[WAIT_COLUMNS].itertuples(index=False)
+    ]
     assert {e.holder for e in got} == {2}
 
 
@@ -87,7 +95,9 @@ def test_group_ids_number_pairs_in_sorted_order_by_counting_or_sorting() -> None
         ids, n = group_ids(major, minor)
         uniq = sorted(set(zip(major.tolist(), minor.tolist(), strict=True)))
         assert n == len(uniq)
-        assert ids.tolist() == [uniq.index(p) for p in zip(major.tolist(), minor.tolist(), strict=True)]
+        assert ids.tolist() == [
+            uniq.index(p) for p in zip(major.tolist(), minor.tolist(), strict=True)
+        ]
 
 
 def test_count_at_least_matches_the_naive_count() -> None:
@@ -97,6 +107,8 @@ def test_count_at_least_matches_the_naive_count() -> None:
     q_group = rng.integers(-1, 8, 200)
     q_value = rng.integers(-5, 45, 200)
     got = _count_at_least(group, value, q_group, q_value)
-    want = [int(((group == g) & (value >= v)).sum()) if g >= 0 else 0
-            for g, v in zip(q_group, q_value, strict=True)]
+    want = [
+        int(((group == g) & (value >= v)).sum()) if g >= 0 else 0
+        for g, v in zip(q_group, q_value, strict=True)
+    ]
     assert got.tolist() == want

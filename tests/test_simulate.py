@@ -17,10 +17,26 @@ from tools.simulate import FAULTS, simulate_job
 ROOT = Path(__file__).resolve().parents[1]
 
 BASE_KEYS = {
-    "record_id", "pg_id", "process_group", "thread_name", "thread_id", "collective_seq_id",
-    "p2p_seq_id", "op_id", "profiling_name", "time_created_ns", "input_sizes", "input_dtypes",
-    "output_sizes", "output_dtypes", "state", "time_discovered_started_ns",
-    "time_discovered_completed_ns", "retired", "timeout_ms", "is_p2p",
+    "record_id",
+    "pg_id",
+    "process_group",
+    "thread_name",
+    "thread_id",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "op_id",
+    "profiling_name",
+    "time_created_ns",
+    "input_sizes",
+    "input_dtypes",
+    "output_sizes",
+    "output_dtypes",
+    "state",
+    "time_discovered_started_ns",
+    "time_discovered_completed_ns",
+    "retired",
+    "timeout_ms",
+    "is_p2p",
 }
 P2P_RE = re.compile(r"^nccl:(send (\d+)->(\d+)|recv (\d+)<-(\d+))$")
 COLL_NAMES = {"nccl:all_reduce", "nccl:_all_gather_base", "nccl:_reduce_scatter_base"}
@@ -62,8 +78,9 @@ def parse_ranks(s: str) -> list[int]:
     return [int(x) for x in s[1:-1].split(", ")] if s != "[]" else []
 
 
-def check_dump(rank: int, dump: dict, *, timing: bool, frames: bool, fmt: str,
-               buffer_size: int) -> None:
+def check_dump(
+    rank: int, dump: dict, *, timing: bool, frames: bool, fmt: str, buffer_size: int
+) -> None:
     """Format-level invariants every simulated dump must hold."""
     assert dump["version"] == "2.10"
     assert dump["comm_lib_version"] == "2.21.5"
@@ -148,7 +165,11 @@ def check_dump(rank: int, dump: dict, *, timing: bool, frames: bool, fmt: str,
 
 def check_pg_status(dump: dict, entries: list[dict], timing: bool) -> None:
     status = dump["pg_status"]
-    conv = int if all(isinstance(v, str) for s in status.values() for v in s.values()) else (lambda x: x)
+    conv = (
+        int
+        if all(isinstance(v, str) for s in status.values() for v in s.values())
+        else (lambda x: x)
+    )
     by_pg = defaultdict(list)
     for e in entries:
         by_pg[str(e["pg_id"])].append(e)
@@ -164,12 +185,20 @@ def check_pg_status(dump: dict, entries: list[dict], timing: bool) -> None:
             assert st["last_started_collective"] == -1
 
 
-def check_all(expected: dict, dumps: dict[int, dict], *, timing=False, frames=True,
-              fmt="pickle", buffer_size=200) -> None:
+def check_all(
+    expected: dict,
+    dumps: dict[int, dict],
+    *,
+    timing=False,
+    frames=True,
+    fmt="pickle",
+    buffer_size=200,
+) -> None:
     assert sorted(dumps) == expected["dumped_ranks"]
     for r, d in dumps.items():
-        check_dump(r, d, timing=timing, frames=frames and fmt == "pickle", fmt=fmt,
-                   buffer_size=buffer_size)
+        check_dump(
+            r, d, timing=timing, frames=frames and fmt == "pickle", fmt=fmt, buffer_size=buffer_size
+        )
 
 
 def entries_of(dump: dict, group: str) -> list[dict]:
@@ -199,8 +228,9 @@ def test_timing_adds_started_and_duration(tmp_path):
 
 def test_p2p_pairs_balance_in_healthy_job(tmp_path):
     # A buffer larger than the whole history keeps every op.
-    expected, dumps = run(tmp_path, fault="none", pp=3, tp=1, dp=2, buffer_size=5000,
-                          entries_per_rank=120)
+    expected, dumps = run(
+        tmp_path, fault="none", pp=3, tp=1, dp=2, buffer_size=5000, entries_per_rank=120
+    )
     check_all(expected, dumps, buffer_size=5000)
     sends, recvs = Counter(), Counter()
     for d in dumps.values():
@@ -222,8 +252,11 @@ def test_pg_ids_are_local_and_differ_between_stages(tmp_path):
     check_all(expected, dumps)
 
     def tp_pg_id(d):
-        return {e["pg_id"] for e in d["entries"]
-                if e["process_group"][1] == "TENSOR_MODEL_PARALLEL_GROUP"}
+        return {
+            e["pg_id"]
+            for e in d["entries"]
+            if e["process_group"][1] == "TENSOR_MODEL_PARALLEL_GROUP"
+        }
 
     # Rank 2 is on the middle stage: no embedding group, so its later groups get lower ids.
     assert tp_pg_id(dumps[0]) != tp_pg_id(dumps[2])
@@ -244,8 +277,11 @@ def test_stall_leaves_the_stalled_rank_behind(tmp_path):
             assert all(e["state"] == "completed" for e in dumps[5]["entries"])
         else:
             assert n in seqs and max(seqs) > n, "peers enqueued n and ran ahead"
-            (e,) = [e for e in entries_of(dumps[r], group) if e["collective_seq_id"] == n
-                    and not e["is_p2p"]]
+            (e,) = [
+                e
+                for e in entries_of(dumps[r], group)
+                if e["collective_seq_id"] == n and not e["is_p2p"]
+            ]
             assert e["state"] == "started", "the peer's kernel runs, waiting for rank 5"
 
 
@@ -263,8 +299,11 @@ def test_gpu_stuck_every_member_started_none_completed(tmp_path):
     det = expected["details"]
     assert expected["culprits"] == sorted(det["group_ranks"]) and 2 in det["group_ranks"]
     for r in det["group_ranks"]:
-        (e,) = [e for e in entries_of(dumps[r], det["group"])
-                if e["collective_seq_id"] == det["collective_seq_id"] and not e["is_p2p"]]
+        (e,) = [
+            e
+            for e in entries_of(dumps[r], det["group"])
+            if e["collective_seq_id"] == det["collective_seq_id"] and not e["is_p2p"]
+        ]
         assert e["state"] == "started"
         st = dumps[r]["pg_status"][str(e["pg_id"])]
         assert st["last_started_collective"] == det["collective_seq_id"]
@@ -273,8 +312,16 @@ def test_gpu_stuck_every_member_started_none_completed(tmp_path):
 
 def test_pipeline_stall_sends_missing(tmp_path):
     # Rank 2 is stage 0 of the second pipeline; rank 3 its next stage.
-    expected, dumps = run(tmp_path, fault="pipeline_stall", fault_rank=2, tp=1, pp=2, dp=2,
-                          buffer_size=5000, entries_per_rank=100)
+    expected, dumps = run(
+        tmp_path,
+        fault="pipeline_stall",
+        fault_rank=2,
+        tp=1,
+        pp=2,
+        dp=2,
+        buffer_size=5000,
+        entries_per_rank=100,
+    )
     check_all(expected, dumps, buffer_size=5000)
     assert expected["culprits"] == [2]
     sent = sum(1 for e in dumps[2]["entries"] if e["profiling_name"] == "nccl:send 0->1")
@@ -325,16 +372,20 @@ def test_slow_gpu_completions_stop_early(tmp_path):
     assert me[pg]["last_completed_collective"] < other[pg_peer]["last_completed_collective"]
 
 
-@pytest.mark.parametrize("fault,what", [("size_desync", "input_sizes"),
-                                        ("dtype_desync", "input_dtypes")])
+@pytest.mark.parametrize(
+    "fault,what", [("size_desync", "input_sizes"), ("dtype_desync", "input_dtypes")]
+)
 def test_desync_odd_one_out(tmp_path, fault, what):
     expected, dumps = run(tmp_path, fault=fault, fault_rank=6)
     check_all(expected, dumps)
     det = expected["details"]
     vals = {}
     for r in det["group_ranks"]:
-        (e,) = [e for e in entries_of(dumps[r], det["group"])
-                if e["collective_seq_id"] == det["collective_seq_id"] and not e["is_p2p"]]
+        (e,) = [
+            e
+            for e in entries_of(dumps[r], det["group"])
+            if e["collective_seq_id"] == det["collective_seq_id"] and not e["is_p2p"]
+        ]
         assert e["state"] != "completed"
         vals[r] = e[what]
     assert all(vals[6] != v for r, v in vals.items() if r != 6)
@@ -400,7 +451,10 @@ def test_batched_p2p_records_ops_without_events_plus_a_coalesced_work(tmp_path):
                     w = es[i + 1]
                     assert w["profiling_name"] == "nccl:coalesced"
                     assert (w["p2p_seq_id"], w["op_id"], w["process_group"]) == (
-                        e["p2p_seq_id"], e["op_id"], e["process_group"])
+                        e["p2p_seq_id"],
+                        e["op_id"],
+                        e["process_group"],
+                    )
                     assert w["state"] == "completed" and w["retired"] is True
         assert any(e["profiling_name"] == "nccl:coalesced" for e in es)
 
@@ -409,7 +463,9 @@ def test_batched_p2p_hang(tmp_path):
     expected, dumps = run(tmp_path, fault="pipeline_stall", fault_rank=0, batch_p2p=True)
     check_all(expected, dumps)
     nxt = dumps[2]["entries"]
-    stuck = [e for e in nxt if e["profiling_name"] == "nccl:coalesced" and e["state"] != "completed"]
+    stuck = [
+        e for e in nxt if e["profiling_name"] == "nccl:coalesced" and e["state"] != "completed"
+    ]
     assert stuck, "the next stage's coalesced recv work never completes"
 
 
@@ -423,8 +479,9 @@ def test_frames_are_shared_per_site(tmp_path):
     entries = dumps[0]["entries"]
     sites = {}
     for e in entries:
-        sites.setdefault((e["profiling_name"], str(e["input_sizes"]), e["thread_name"]),
-                         e["frames"])
+        sites.setdefault(
+            (e["profiling_name"], str(e["input_sizes"]), e["thread_name"]), e["frames"]
+        )
     assert len(sites) < 15
     assert entries[0]["frames"][-1]["name"] == "<module>" or entries[0]["thread_name"] != "python3"
 
@@ -441,10 +498,30 @@ def test_rejects_impossible_faults(tmp_path):
 def test_cli(tmp_path):
     out = tmp_path / "cli"
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", "1", "--pp", "2",
-         "--dp", "2", "--fault", "pipeline_stall", "--rank", "0", "--json",
-         "--buffer-size", "100"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "tools.simulate",
+            "-o",
+            str(out),
+            "--tp",
+            "1",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--fault",
+            "pipeline_stall",
+            "--rank",
+            "0",
+            "--json",
+            "--buffer-size",
+            "100",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)

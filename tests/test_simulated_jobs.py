@@ -15,19 +15,27 @@ import analyzer
 from tools.simulate import simulate_job
 
 KIND = {
-    "none": "no_hang", "stall": "not_joined", "crash": "missing_dump",
-    "pipeline_stall": "not_joined", "pp_deadlock": "deadlock", "group_order": "deadlock",
-    "gpu_stuck": "stuck_in_collective", "slow_gpu": "stuck_in_collective",
-    "size_desync": "size_mismatch", "dtype_desync": "dtype_mismatch",
-    "p2p_size_desync": "size_mismatch", "p2p_dtype_desync": "dtype_mismatch",
+    "none": "no_hang",
+    "stall": "not_joined",
+    "crash": "missing_dump",
+    "pipeline_stall": "not_joined",
+    "pp_deadlock": "deadlock",
+    "group_order": "deadlock",
+    "gpu_stuck": "stuck_in_collective",
+    "slow_gpu": "stuck_in_collective",
+    "size_desync": "size_mismatch",
+    "dtype_desync": "dtype_mismatch",
+    "p2p_size_desync": "size_mismatch",
+    "p2p_dtype_desync": "dtype_mismatch",
 }
 
 
 @pytest.mark.parametrize("timing", [False, True], ids=["untimed", "timing"])
 @pytest.mark.parametrize("fault", sorted(KIND))
 def test_simulated_fault(tmp_path: Path, fault: str, timing: bool) -> None:
-    expected = simulate_job(tmp_path, tp=2, pp=2, dp=2, fault=fault, timing=timing, seed=3,
-                            buffer_size=400)
+    expected = simulate_job(
+        tmp_path, tp=2, pp=2, dp=2, fault=fault, timing=timing, seed=3, buffer_size=400
+    )
     d = analyzer.analyze(tmp_path).diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
     assert d.kind == KIND[fault], d.headline
@@ -36,12 +44,14 @@ def test_simulated_fault(tmp_path: Path, fault: str, timing: bool) -> None:
         assert list(d.missing_dumps) == sorted(expected["culprits"])
 
 
-@pytest.mark.parametrize("fault", ["stall", "pipeline_stall", "group_order", "crash",
-                                   "p2p_size_desync"])
+@pytest.mark.parametrize(
+    "fault", ["stall", "pipeline_stall", "group_order", "crash", "p2p_size_desync"]
+)
 def test_larger_simulated_job(tmp_path: Path, fault: str) -> None:
     # 4 pipeline stages (send/recv in groups of more than two), JSON dumps, batched p2p.
-    expected = simulate_job(tmp_path, tp=2, pp=4, dp=2, fault=fault, seed=11, fmt="json",
-                            buffer_size=300)
+    expected = simulate_job(
+        tmp_path, tp=2, pp=4, dp=2, fault=fault, seed=11, fmt="json", buffer_size=300
+    )
     result = analyzer.analyze(tmp_path)
     d = result.diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
@@ -57,17 +67,28 @@ def test_chain_is_printed_for_a_simulated_stall(tmp_path: Path) -> None:
     assert steps and steps[-1]["holder"] == culprit
 
 
-@pytest.mark.parametrize(("fault", "rank", "seed"), [
-    ("stall", 0, 0), ("stall", 9, 1), ("stall", 12, 0), ("pipeline_stall", None, 0),
-    ("pipeline_stall", None, 3), ("pp_deadlock", None, 2), ("gpu_stuck", None, 0),
-    ("gpu_stuck", None, 1), ("slow_gpu", None, 1), ("p2p_size_desync", 6, 0),
-    ("p2p_dtype_desync", None, 2),
-])
+@pytest.mark.parametrize(
+    ("fault", "rank", "seed"),
+    [
+        ("stall", 0, 0),
+        ("stall", 9, 1),
+        ("stall", 12, 0),
+        ("pipeline_stall", None, 0),
+        ("pipeline_stall", None, 3),
+        ("pp_deadlock", None, 2),
+        ("gpu_stuck", None, 0),
+        ("gpu_stuck", None, 1),
+        ("slow_gpu", None, 1),
+        ("p2p_size_desync", 6, 0),
+        ("p2p_dtype_desync", None, 2),
+    ],
+)
 def test_eight_stage_pipeline(tmp_path: Path, fault: str, rank: int | None, seed: int) -> None:
     # Eight stages: a stage that stopped posting because its own stream is stuck behind an
     # earlier stage must not be named (its later send/recv waits are not what holds it).
-    expected = simulate_job(tmp_path, tp=2, pp=8, dp=1, fault=fault, fault_rank=rank, seed=seed,
-                            buffer_size=600)
+    expected = simulate_job(
+        tmp_path, tp=2, pp=8, dp=1, fault=fault, fault_rank=rank, seed=seed, buffer_size=600
+    )
     d = analyzer.analyze(tmp_path).diagnosis
     assert list(d.culprit_ranks) == sorted(expected["culprits"]), d.headline
     assert d.kind == KIND[fault], d.headline
@@ -91,8 +112,9 @@ def test_slow_gpu_behind_which_a_pipeline_backs_up(tmp_path: Path) -> None:
 
 
 def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> None:
-    expected = simulate_job(tmp_path, tp=2, pp=4, dp=1, fault="p2p_size_desync", fault_rank=2,
-                            seed=1, buffer_size=600)
+    expected = simulate_job(
+        tmp_path, tp=2, pp=4, dp=1, fault="p2p_size_desync", fault_rank=2, seed=1, buffer_size=600
+    )
     result = analyzer.analyze(tmp_path)
     d = result.diagnosis
     assert expected["culprits"] == [2] and list(d.culprit_ranks) == [2], d.headline
@@ -104,6 +126,7 @@ def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> N
     assert "rank 2 sent" in d.headline and "rank 4" in d.headline
     # The JSON document carries the finding and its evidence.
     from analyzer.render.jsondoc import to_json
+
     doc = to_json(result)
     assert doc["kind"] == "size_mismatch" and doc["culprit_ranks"] == [2]
     assert doc["findings"][0]["evidence"]["receiver"] == 4
@@ -112,10 +135,16 @@ def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> N
 def test_timeline_outlines_both_sides_of_a_p2p_desync(tmp_path: Path) -> None:
     from analyzer.render.figstyle import HIGHLIGHT
 
-    simulate_job(tmp_path, tp=1, pp=2, dp=1, fault="p2p_size_desync", fault_rank=0, seed=1,
-                 buffer_size=300)
+    simulate_job(
+        tmp_path, tp=1, pp=2, dp=1, fault="p2p_size_desync", fault_rank=0, seed=1, buffer_size=300
+    )
     fig = analyzer.analyze(tmp_path).timeline()
-    outlined = [text for trace in fig.data if trace.type == "bar"
-                for text, color in zip(trace.hovertext, trace.marker.line.color) if color == HIGHLIGHT]
+    outlined = [
+        text
+        for trace in fig.data
+        if trace.type == "bar"
+        for text, color in zip(trace.hovertext, trace.marker.line.color)
+        if color == HIGHLIGHT
+    ]
     assert any("send" in t for t in outlined), outlined
     assert any("recv" in t for t in outlined), outlined

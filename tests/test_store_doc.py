@@ -23,6 +23,13 @@ def test_every_table_and_column_is_documented_with_its_dtype() -> None:
 def test_the_layout_names_every_file() -> None:
     for table in {**_TABLES, **_PARSED_TABLES}:
         assert f"DIR/{table}.parquet" in DOC
-    for name in ("hangscope-store.json", "hangscope.store/3", "hangscope.store/2", "hangscope.store/1",
-                 "DIR/inputs.json", "DIR/contexts.json", "DIR/members.json"):
+    for name in (
+        "hangscope-store.json",
+        "hangscope.store/3",
+        "hangscope.store/2",
+        "hangscope.store/1",
+        "DIR/inputs.json",
+        "DIR/contexts.json",
+        "DIR/members.json",
+    ):
         assert name in DOC, name

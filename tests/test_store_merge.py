@@ -29,14 +29,24 @@ TABLES = ("entries", "groups", "ranks", "status", "stacks", "skipped")
 SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "EXPECTED.json").is_file())
 
 
-def export(files: list[Path], out: Path, world_size: int | None = None, staged: bool = True) -> Path:
+def export(
+    files: list[Path], out: Path, world_size: int | None = None, staged: bool = True
+) -> Path:
     """What ``hangscope export FILES -o OUT`` writes: the parsed dumps staged in OUT before
     normalize takes their columns over (``staged``, as the CLI does), or written after it
     from dumps that kept their columns (the library's other way)."""
-    made = prepare_export(list(files), world_size=world_size, jobs=1, parsed_to=out if staged else None)
+    made = prepare_export(
+        list(files), world_size=world_size, jobs=1, parsed_to=out if staged else None
+    )
     assert (made.parsed_in is not None) == staged
-    return write_store(made.tables, out, loaded=made.loaded, contexts=made.contexts,
-                       world_option=made.world_option, staged=made.parsed_in)
+    return write_store(
+        made.tables,
+        out,
+        loaded=made.loaded,
+        contexts=made.contexts,
+        world_option=made.world_option,
+        staged=made.parsed_in,
+    )
 
 
 def shards(job: Path, k: int, contiguous: bool) -> list[list[Path]]:
@@ -67,8 +77,10 @@ def assert_same(merged: Analysis, raw: Analysis) -> None:
 
 def merge_check(job: Path, k: int, tmp_path: Path, contiguous: bool = True) -> Analysis:
     raw = analyze(job, jobs=1)
-    stores = [export(files, tmp_path / f"store{i}", staged=i % 2 == 0) for i, files in
-              enumerate(shards(job, k, contiguous))]
+    stores = [
+        export(files, tmp_path / f"store{i}", staged=i % 2 == 0)
+        for i, files in enumerate(shards(job, k, contiguous))
+    ]
     for store in stores:
         assert sorted(p.name for p in store.iterdir() if p.name.startswith(".")) == []
     merged = analyze(stores)
@@ -82,8 +94,15 @@ def test_shards_of_every_sample_merge_into_the_whole_job(sample: Path, tmp_path:
     merge_check(sample, k, tmp_path, contiguous=len(sample.name) % 2 == 0)
 
 
-@pytest.mark.parametrize("job", ["nvrx-megatron-moe/gpu_error_2nd", "nvrx-megatron-moe/lock_gil_2nd",
-                                 "torch2.15-gloo/stall_w4", "torch2.15-gloo/json_tp_dp_w8"])
+@pytest.mark.parametrize(
+    "job",
+    [
+        "nvrx-megatron-moe/gpu_error_2nd",
+        "nvrx-megatron-moe/lock_gil_2nd",
+        "torch2.15-gloo/stall_w4",
+        "torch2.15-gloo/json_tp_dp_w8",
+    ],
+)
 def test_shards_of_the_real_fixtures_merge(job: str, tmp_path: Path) -> None:
     path = FIXTURES / job
     if not path.is_dir():
@@ -91,8 +110,15 @@ def test_shards_of_the_real_fixtures_merge(job: str, tmp_path: Path) -> None:
     merge_check(path, 4, tmp_path)
 
 
-@pytest.mark.parametrize(("fault", "k", "fmt"), [("stall", 2, "pickle"), ("crash", 3, "pickle"),
-                                                 ("pipeline_stall", 4, "json"), ("none", 3, "pickle")])
+@pytest.mark.parametrize(
+    ("fault", "k", "fmt"),
+    [
+        ("stall", 2, "pickle"),
+        ("crash", 3, "pickle"),
+        ("pipeline_stall", 4, "json"),
+        ("none", 3, "pickle"),
+    ],
+)
 def test_shards_of_simulated_jobs_merge(fault: str, k: int, fmt: str, tmp_path: Path) -> None:
     job = tmp_path / "job"
     expected = simulate_job(job, tp=2, pp=2, dp=4, fault=fault, seed=7, fmt=fmt, buffer_size=300)
@@ -122,8 +148,10 @@ def test_world_size_is_applied_to_stores_as_to_the_files(tmp_path: Path) -> None
     assert merged.tables.missing_ranks == raw.tables.missing_ranks == [4, 5]
     assert_same(merged, raw)
     # Given at export, the world size travels with the stores.
-    given = [export(files, tmp_path / f"w{i}", world_size=6) for i, files in
-             enumerate(shards(job, 2, True))]
+    given = [
+        export(files, tmp_path / f"w{i}", world_size=6)
+        for i, files in enumerate(shards(job, 2, True))
+    ]
     assert_same(analyze(given), raw)
 
 
@@ -142,10 +170,12 @@ def test_a_rank_in_two_stores_same_dump_is_merged(tmp_path: Path) -> None:
 
 
 def test_a_rank_in_two_stores_with_different_dumps_keeps_the_newer(
-        make_job: Callable[..., Path], tmp_path: Path) -> None:
+    make_job: Callable[..., Path], tmp_path: Path
+) -> None:
     # Rank 1 was dumped twice: once after seq 2 (older), once after seq 3 (newer).
-    older = make_job({r: [entry(s, t=s) for s in range(3 if r == 1 else 4)] for r in range(4)},
-                     name="older")
+    older = make_job(
+        {r: [entry(s, t=s) for s in range(3 if r == 1 else 4)] for r in range(4)}, name="older"
+    )
     newer = make_job({1: [entry(s, t=s) for s in range(4)]}, name="newer")
     a = export(sorted(older.iterdir()), tmp_path / "a")
     b = export(sorted(newer.iterdir()), tmp_path / "b")
@@ -171,8 +201,13 @@ def test_a_rank_in_two_stores_with_different_dumps_keeps_the_newer(
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "analyzer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_stores_of_different_jobs_are_refused(tmp_path: Path) -> None:
@@ -219,13 +254,17 @@ def test_every_command_takes_several_stores(tmp_path: Path) -> None:
         assert (merged.returncode, merged.stdout) == (whole.returncode, whole.stdout), command
     report = _cli("report", a, b, "-o", str(tmp_path / "r.html"), "-q")
     assert report.returncode == _cli("analyze", str(job)).returncode
-    assert report.stdout.splitlines()[-1] == _cli("report", str(job), "-o", str(tmp_path / "w.html"),
-                                                  "-q").stdout.splitlines()[-1]
+    assert (
+        report.stdout.splitlines()[-1]
+        == _cli("report", str(job), "-o", str(tmp_path / "w.html"), "-q").stdout.splitlines()[-1]
+    )
     # A merged set exports as one store, and re-opens to the same analysis.
     run = _cli("export", a, b, "-o", str(tmp_path / "ab"), "-q")
     assert run.returncode == 0 and "ranks 0-3" in run.stdout
-    assert _cli("analyze", str(tmp_path / "ab"), "-f", "json").stdout == \
-        _cli("analyze", str(job), "-f", "json").stdout
+    assert (
+        _cli("analyze", str(tmp_path / "ab"), "-f", "json").stdout
+        == _cli("analyze", str(job), "-f", "json").stdout
+    )
     warned = _cli("analyze", a, b, "--prefix", "x_", "--jobs", "2")
     assert "hangscope: warning: --prefix, --jobs do(es) not apply to stores" in warned.stderr
 
@@ -251,8 +290,9 @@ def test_a_damaged_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
     store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
     table = pq.read_table(store / "parsed.parquet")
-    bad = table.set_column(table.column_names.index("op"), "op",
-                           pa.array([99] * table.num_rows, pa.int32()))
+    bad = table.set_column(
+        table.column_names.index("op"), "op", pa.array([99] * table.num_rows, pa.int32())
+    )
     pq.write_table(bad, store / "parsed.parquet")
     run = _cli("analyze", str(store))
     assert run.returncode == 2, run.stderr
@@ -270,9 +310,15 @@ def _as_format_2(store: Path) -> None:
 
     lists = json.loads((store / "members.json").read_text())["members"]
     dumps = pd.read_parquet(store / "dumps.parquet")
-    dumps["pg_config"] = [json.dumps({name: [desc, None if i is None else lists[i]]
-                                      for name, (desc, i) in json.loads(text).items()})
-                          for text in dumps["pg_config"]]
+    dumps["pg_config"] = [
+        json.dumps(
+            {
+                name: [desc, None if i is None else lists[i]]
+                for name, (desc, i) in json.loads(text).items()
+            }
+        )
+        for text in dumps["pg_config"]
+    ]
     dumps.to_parquet(store / "dumps.parquet", index=False)
     (store / "members.json").unlink()
     meta = json.loads((store / MARKER).read_text())
@@ -300,10 +346,14 @@ def test_a_damaged_member_list_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (store / "members.json").write_text('{"members": [[0, "x"]]}')
     run = _cli("analyze", str(store))
     assert run.returncode == 2, run.stderr
-    assert "cannot read members.json (ValueError: a member rank that is not an integer)" in run.stderr
+    assert (
+        "cannot read members.json (ValueError: a member rank that is not an integer)" in run.stderr
+    )
     (store / "members.json").write_text('{"members": []}')
     run = _cli("analyze", str(store))
-    assert run.returncode == 2 and "a member list index outside members.json" in run.stderr, run.stderr
+    assert run.returncode == 2 and "a member list index outside members.json" in run.stderr, (
+        run.stderr
+    )
     assert len(run.stderr.strip().splitlines()) == 1
 
 
@@ -323,27 +373,40 @@ def test_parsed_columns_are_narrow_and_int64_stores_still_open(tmp_path: Path) -
     before = analyze(store)
     assert_same(before, analyze(job, jobs=1))
     table = pq.read_table(store / "parsed.parquet")
-    wide = pa.table({name: table.column(name).cast(pa.int64()) if pa.types.is_integer(table.column(name).type)
-                     and name != "dump" else table.column(name) for name in table.column_names})
+    wide = pa.table(
+        {
+            name: table.column(name).cast(pa.int64())
+            if pa.types.is_integer(table.column(name).type) and name != "dump"
+            else table.column(name)
+            for name in table.column_names
+        }
+    )
     pq.write_table(wide, store / "parsed.parquet", row_group_size=1000)
     assert_same(analyze(store), before)
 
 
-@pytest.mark.parametrize(("column", "values", "says"), [
-    ("seq", ["x"], "parsed.parquet column seq holds object, not integer values"),
-    ("retired", [1.5], "parsed.parquet column retired holds float64, not bool values"),
-    ("duration_ms", ["x"], "parsed.parquet column duration_ms holds object, not float values"),
-    ("seq", [1, None], "parsed.parquet column seq holds float64, not integer values"),
-])
+@pytest.mark.parametrize(
+    ("column", "values", "says"),
+    [
+        ("seq", ["x"], "parsed.parquet column seq holds object, not integer values"),
+        ("retired", [1.5], "parsed.parquet column retired holds float64, not bool values"),
+        ("duration_ms", ["x"], "parsed.parquet column duration_ms holds object, not float values"),
+        ("seq", [1, None], "parsed.parquet column seq holds float64, not integer values"),
+    ],
+)
 def test_a_parsed_column_of_another_kind_is_one_line_and_exit_2(
-        column: str, values: list[object], says: str, tmp_path: Path) -> None:
+    column: str, values: list[object], says: str, tmp_path: Path
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     store = export(sorted((SAMPLES / "stall_w4").iterdir()), tmp_path / "s")
     table = pq.read_table(store / "parsed.parquet")
-    bad = table.set_column(table.column_names.index(column), column,
-                           pa.array((values * table.num_rows)[: table.num_rows]))
+    bad = table.set_column(
+        table.column_names.index(column),
+        column,
+        pa.array((values * table.num_rows)[: table.num_rows]),
+    )
     pq.write_table(bad, store / "parsed.parquet")
     run = _cli("analyze", str(store))
     assert run.returncode == 2, run.stderr

@@ -56,7 +56,9 @@ def register_hook_backend(name: str = "nccl2") -> None:
     class Forward(Backend):  # type: ignore[misc, unused-ignore]
         def __init__(self, opts: Any) -> None:
             super().__init__(opts.group_rank, opts.group_size)
-            self._gloo = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+            self._gloo = ProcessGroupGloo(
+                opts.store, opts.group_rank, opts.group_size, opts.timeout
+            )
 
         def getBackendName(self) -> str:
             return name
@@ -73,8 +75,9 @@ def register_hook_backend(name: str = "nccl2") -> None:
         def allgather(self, outs: Any, ins: Any, opts: Any) -> Any:
             return self._gloo.allgather(outs, ins, opts)
 
-    dist.Backend.register_backend(name, lambda dist_opts, pg_opts: Forward(dist_opts),
-                                  extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(
+        name, lambda dist_opts, pg_opts: Forward(dist_opts), extended_api=True, devices=["cpu"]
+    )
 
 
 # ------------------------------------------------------------------ stalls (worker side)
@@ -134,10 +137,17 @@ def _worker(cfg: dict[str, Any]) -> None:
     if cfg["backend"] == "hook":
         register_hook_backend("nccl2")
         backend = "nccl2"
-    store = dist.TCPStore(HOST, cfg["port"], world, is_master=False,
-                          timeout=timedelta(seconds=30), wait_for_workers=False)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=PG_TIMEOUT_S))
+    store = dist.TCPStore(
+        HOST,
+        cfg["port"],
+        world,
+        is_master=False,
+        timeout=timedelta(seconds=30),
+        wait_for_workers=False,
+    )
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world, timeout=timedelta(seconds=PG_TIMEOUT_S)
+    )
     log("process group ready")
     capture.install(dump_dir=cfg["out"], timeout_s=cfg["capture_timeout_s"])
     del store  # only the process group (and the watcher) keep it
@@ -170,36 +180,60 @@ def _worker(cfg: dict[str, Any]) -> None:
 
 
 def _store_process(world: int) -> tuple[subprocess.Popen[str], int]:
-    code = ("import sys, time; from datetime import timedelta; import torch.distributed as d; "
-            f"s = d.TCPStore('{HOST}', 0, {world}, is_master=True, timeout=timedelta(seconds=60), "
-            "wait_for_workers=False); print(s.port, flush=True); time.sleep(600)")
+    code = (
+        "import sys, time; from datetime import timedelta; import torch.distributed as d; "
+        f"s = d.TCPStore('{HOST}', 0, {world}, is_master=True, timeout=timedelta(seconds=60), "
+        "wait_for_workers=False); print(s.port, flush=True); time.sleep(600)"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     return p, int(p.stdout.readline())
 
 
-def run(out: Path, scenario: str, backend: str = "gloo", world: int = 3,
-        deadline_s: float = 40.0) -> dict[str, Any]:
+def run(
+    out: Path, scenario: str, backend: str = "gloo", world: int = 3, deadline_s: float = 40.0
+) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     store_proc, port = _store_process(world)
     healthy = scenario in ("healthy_signal", "store_dies")
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               TORCH_FR_BUFFER_SIZE="200")
+    env = dict(
+        os.environ,
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        TORCH_FR_BUFFER_SIZE="200",
+    )
     env.pop("TORCH_DISTRIBUTED_DEBUG", None)
     env.pop("HANGSCOPE_CAPTURE_DIR", None)
     procs = []
     logs = out.parent / f"{out.name}.logs"
     logs.mkdir(exist_ok=True)
     for rank in range(world):
-        cfg = {"rank": rank, "world": world, "scenario": scenario, "backend": backend,
-               "port": port, "out": str(out), "logs": str(logs),
-               "capture_timeout_s": 30.0 if healthy else CAPTURE_TIMEOUT_S,
-               "steps": 20 if healthy else 8, "step_s": 0.05 if healthy else 0.0,
-               "pause_at": 9 if healthy else -1, "pause_s": 7.0}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "tools.capture_jobs", "--worker", json.dumps(cfg)],
-            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, text=True,
-            stdout=subprocess.PIPE, stderr=open(logs / f"rank_{rank}.log", "w")))  # noqa: SIM115
+        cfg = {
+            "rank": rank,
+            "world": world,
+            "scenario": scenario,
+            "backend": backend,
+            "port": port,
+            "out": str(out),
+            "logs": str(logs),
+            "capture_timeout_s": 30.0 if healthy else CAPTURE_TIMEOUT_S,
+            "steps": 20 if healthy else 8,
+            "step_s": 0.05 if healthy else 0.0,
+            "pause_at": 9 if healthy else -1,
+            "pause_s": 7.0,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tools.capture_jobs", "--worker", json.dumps(cfg)],
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=open(logs / f"rank_{rank}.log", "w"),  # noqa: SIM115
+            )
+        )
     started = time.monotonic()
     end = started + deadline_s
     signalled = False
@@ -240,9 +274,16 @@ def run(out: Path, scenario: str, backend: str = "gloo", world: int = 3,
         for line in text.splitlines():
             if line.startswith("{"):
                 steps[rank] = json.loads(line)["steps"]
-    return {"scenario": scenario, "backend": backend, "elapsed_s": round(time.monotonic() - started, 1),
-            "exit_codes": codes, "steps": steps, "signalled": signalled,
-            "files": sorted(p.name for p in out.iterdir()), "logs": str(logs)}
+    return {
+        "scenario": scenario,
+        "backend": backend,
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "exit_codes": codes,
+        "steps": steps,
+        "signalled": signalled,
+        "files": sorted(p.name for p in out.iterdir()),
+        "logs": str(logs),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

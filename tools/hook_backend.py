@@ -50,8 +50,13 @@ class CompletionLog:
     def add(self, name: str, op: str, work: Any, *, waited: bool = False) -> Any:
         """Log ``work``; ``waited``: wait for it here (for works that never report
         completion, like gloo's reduce_scatter ones), raising what its wait raises."""
-        rec = {"record_id": len(self.ops.setdefault(name, [])), "op": op, "done": False,
-               "failed": False, "time_ns": 0}
+        rec = {
+            "record_id": len(self.ops.setdefault(name, [])),
+            "op": op,
+            "done": False,
+            "failed": False,
+            "time_ns": 0,
+        }
         self.ops[name].append(rec)
         if waited:
             try:
@@ -108,8 +113,9 @@ def _backend_class() -> type:
         def __init__(self, name: str, opts: Any) -> None:
             super().__init__(opts.group_rank, opts.group_size)
             self._name = name
-            self._gloo = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size,
-                                          timeout=opts.timeout)
+            self._gloo = ProcessGroupGloo(
+                opts.store, opts.group_rank, opts.group_size, timeout=opts.timeout
+            )
             self._gloo.options.global_ranks_in_group = opts.global_ranks_in_group
             self._gloo.options.group_name = opts.group_id
 
@@ -130,84 +136,105 @@ def _backend_class() -> type:
 
         # Collectives -------------------------------------------------------------------
         def allreduce(self, tensors: Any, opts: Any = None) -> Any:
-            return self._log('allreduce', self._gloo.allreduce(tensors, opts))
+            return self._log("allreduce", self._gloo.allreduce(tensors, opts))
 
         def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> Any:
-            return self._log('allreduce_coalesced', self._gloo.allreduce_coalesced(tensors, opts))
+            return self._log("allreduce_coalesced", self._gloo.allreduce_coalesced(tensors, opts))
 
         def broadcast(self, tensors: Any, opts: Any = None) -> Any:
-            return self._log('broadcast', self._gloo.broadcast(tensors, opts))
+            return self._log("broadcast", self._gloo.broadcast(tensors, opts))
 
         def reduce(self, tensors: Any, opts: Any = None) -> Any:
-            return self._log('reduce', self._gloo.reduce(tensors, opts))
+            return self._log("reduce", self._gloo.reduce(tensors, opts))
 
         def allgather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('allgather', self._gloo.allgather(outputs, inputs, opts))
+            return self._log("allgather", self._gloo.allgather(outputs, inputs, opts))
 
         def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log('_allgather_base', self._gloo._allgather_base(output, input, opts))
+            return self._log("_allgather_base", self._gloo._allgather_base(output, input, opts))
 
         def allgather_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('allgather_coalesced', self._gloo.allgather_coalesced(outputs, inputs, opts))
+            return self._log(
+                "allgather_coalesced", self._gloo.allgather_coalesced(outputs, inputs, opts)
+            )
 
         def gather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('gather', self._gloo.gather(outputs, inputs, opts))
+            return self._log("gather", self._gloo.gather(outputs, inputs, opts))
 
         def scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('scatter', self._gloo.scatter(outputs, inputs, opts))
+            return self._log("scatter", self._gloo.scatter(outputs, inputs, opts))
 
         def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log_waited('reduce_scatter', self._gloo.reduce_scatter(outputs, inputs, opts))
+            return self._log_waited(
+                "reduce_scatter", self._gloo.reduce_scatter(outputs, inputs, opts)
+            )
 
         def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log_waited('_reduce_scatter_base', self._gloo._reduce_scatter_base(output, input, opts))
+            return self._log_waited(
+                "_reduce_scatter_base", self._gloo._reduce_scatter_base(output, input, opts)
+            )
 
-        def alltoall_base(self, output: Any, input: Any, out_split: Any, in_split: Any,
-                          opts: Any = None) -> Any:
-            return self._log('alltoall_base', self._gloo.alltoall_base(output, input, out_split, in_split, opts))
+        def alltoall_base(
+            self, output: Any, input: Any, out_split: Any, in_split: Any, opts: Any = None
+        ) -> Any:
+            return self._log(
+                "alltoall_base", self._gloo.alltoall_base(output, input, out_split, in_split, opts)
+            )
 
         def alltoall(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('alltoall', self._gloo.alltoall(outputs, inputs, opts))
+            return self._log("alltoall", self._gloo.alltoall(outputs, inputs, opts))
 
         # The single-tensor names torch 2.15's c10d calls (older ones above stay for 2.13).
-        def all_to_all_single(self, output: Any, input: Any, out_split: Any, in_split: Any,
-                              opts: Any = None) -> Any:
-            return self._log('all_to_all_single',
-                             self._gloo.all_to_all_single(output, input, out_split, in_split, opts))
+        def all_to_all_single(
+            self, output: Any, input: Any, out_split: Any, in_split: Any, opts: Any = None
+        ) -> Any:
+            return self._log(
+                "all_to_all_single",
+                self._gloo.all_to_all_single(output, input, out_split, in_split, opts),
+            )
 
         def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log('all_gather_single', self._gloo.all_gather_single(output, input, opts))
+            return self._log("all_gather_single", self._gloo.all_gather_single(output, input, opts))
 
         def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log('all_gather_single_coalesced',
-                             self._gloo.all_gather_single_coalesced(outputs, inputs, opts))
+            return self._log(
+                "all_gather_single_coalesced",
+                self._gloo.all_gather_single_coalesced(outputs, inputs, opts),
+            )
 
         def gather_into_tensor(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log('gather_into_tensor', self._gloo.gather_into_tensor(output, input, opts))
+            return self._log(
+                "gather_into_tensor", self._gloo.gather_into_tensor(output, input, opts)
+            )
 
         def gather_single(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log('gather_single', self._gloo.gather_single(output, input, opts))
+            return self._log("gather_single", self._gloo.gather_single(output, input, opts))
 
         def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> Any:
-            return self._log_waited('reduce_scatter_single',
-                             self._gloo.reduce_scatter_single(output, input, opts))
+            return self._log_waited(
+                "reduce_scatter_single", self._gloo.reduce_scatter_single(output, input, opts)
+            )
 
-        def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-            return self._log_waited('reduce_scatter_single_coalesced',
-                             self._gloo.reduce_scatter_single_coalesced(outputs, inputs, opts))
+        def reduce_scatter_single_coalesced(
+            self, outputs: Any, inputs: Any, opts: Any = None
+        ) -> Any:
+            return self._log_waited(
+                "reduce_scatter_single_coalesced",
+                self._gloo.reduce_scatter_single_coalesced(outputs, inputs, opts),
+            )
 
         def barrier(self, opts: Any = None) -> Any:
-            return self._log('barrier', self._gloo.barrier(opts))
+            return self._log("barrier", self._gloo.barrier(opts))
 
         # Point to point ----------------------------------------------------------------
         def send(self, tensors: Any, dst: int, tag: int = 0) -> Any:
-            return self._log('send', self._gloo.send(tensors, dst, tag))
+            return self._log("send", self._gloo.send(tensors, dst, tag))
 
         def recv(self, tensors: Any, src: int, tag: int = 0) -> Any:
-            return self._log('recv', self._gloo.recv(tensors, src, tag))
+            return self._log("recv", self._gloo.recv(tensors, src, tag))
 
         def recv_anysource(self, tensors: Any, tag: int = 0) -> Any:
-            return self._log('recv_anysource', self._gloo.recv_anysource(tensors, tag))
+            return self._log("recv_anysource", self._gloo.recv_anysource(tensors, tag))
 
     del torch
     return ForwardingBackend
@@ -234,8 +261,9 @@ def dump(backend: str, *, json_format: bool = False, stacks: bool = True) -> byt
 
     if json_format:
         return _dump_fr_trace_json(includeCollectives=True, onlyActive=False, backend=backend)
-    return _dump_fr_trace(includeCollectives=True, includeStackTraces=stacks, onlyActive=False,
-                          backend=backend)
+    return _dump_fr_trace(
+        includeCollectives=True, includeStackTraces=stacks, onlyActive=False, backend=backend
+    )
 
 
 # Backend calls whose entries the hook names after the older c10d op (torch 2.15's
@@ -255,7 +283,9 @@ def _same_op(hook_op: str, backend_op: str) -> bool:
     return a == b or a.startswith(b) or b.startswith(a)
 
 
-def overlay_states(dump_obj: dict[str, Any], backend: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+def overlay_states(
+    dump_obj: dict[str, Any], backend: str, ops: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The dump as nccl2's own completion hook would have left it, from what the backend saw.
 
     A Python backend reports no completion, so the hook retired every entry when it was
@@ -288,8 +318,9 @@ def overlay_states(dump_obj: dict[str, Any], backend: str, ops: list[dict[str, A
     for key, value in (dump_obj.get("pg_status") or {}).items():
         value = dict(value)
         last = completed_op.get(str(key), -1)
-        value["last_completed_collective"] = str(last) if isinstance(
-            value.get("last_completed_collective"), str) else last
+        value["last_completed_collective"] = (
+            str(last) if isinstance(value.get("last_completed_collective"), str) else last
+        )
         status[key] = value
     out["pg_status"] = status
     return out

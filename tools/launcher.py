@@ -42,19 +42,27 @@ def free_store(world: int) -> Any:
 
     import torch.distributed as dist
 
-    return dist.TCPStore(HOST, 0, world, is_master=True, timeout=timedelta(seconds=STORE_TIMEOUT_S),
-                         wait_for_workers=False)
+    return dist.TCPStore(
+        HOST,
+        0,
+        world,
+        is_master=True,
+        timeout=timedelta(seconds=STORE_TIMEOUT_S),
+        wait_for_workers=False,
+    )
 
 
 def worker_env(buffer_size: int) -> dict[str, str]:
     """This process's environment with the flight recorder on and loopback-only gloo."""
     env = dict(os.environ)
-    env.update({
-        "TORCH_FR_BUFFER_SIZE": str(buffer_size),  # turns the flight recorder on
-        "GLOO_SOCKET_IFNAME": "lo",  # loopback only
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "TORCH_FR_BUFFER_SIZE": str(buffer_size),  # turns the flight recorder on
+            "GLOO_SOCKET_IFNAME": "lo",  # loopback only
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.pop("TORCH_DISTRIBUTED_DEBUG", None)  # keep the raw backend, no wrapper checks
     env.pop("TORCH_DIST_USE_NCCL2", None)  # torch 2.15: the backends asked for, nothing else
     return env
@@ -80,16 +88,23 @@ class Worker:
         return self.proc.poll() is None
 
 
-def spawn(module: str, cfgs: list[dict[str, Any]], log_dir: Path, env: dict[str, str]) -> list[Worker]:
+def spawn(
+    module: str, cfgs: list[dict[str, Any]], log_dir: Path, env: dict[str, str]
+) -> list[Worker]:
     """Start ``python -m module --worker CFG`` for each rank's config, output in
     ``log_dir/rank_<r>.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     workers = []
     for rank, cfg in enumerate(cfgs):
         log = open(log_dir / f"rank_{rank}.log", "wb")  # noqa: SIM115 - closed by end()
-        proc = subprocess.Popen([sys.executable, "-m", module, "--worker", json.dumps(cfg)],
-                                cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--worker", json.dumps(cfg)],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         workers.append(Worker(rank, proc, log))
     return workers
 
@@ -137,8 +152,14 @@ def store_client(port: int, world: int) -> Any:
 
     import torch.distributed as dist
 
-    return dist.TCPStore(HOST, port, world, is_master=False,
-                         timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=False)
+    return dist.TCPStore(
+        HOST,
+        port,
+        world,
+        is_master=False,
+        timeout=timedelta(seconds=STORE_TIMEOUT_S),
+        wait_for_workers=False,
+    )
 
 
 def logger(rank: int) -> Callable[[str], None]:

@@ -328,8 +328,12 @@ def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
 
     def all_to_all_single() -> None:  # uneven splits: rank r sends r + 1 elements to everyone
         out_splits = [q + 1 for q in range(w)]
-        d.all_to_all_single(torch.ones(sum(out_splits)), torch.ones((r + 1) * w),
-                            output_split_sizes=out_splits, input_split_sizes=[r + 1] * w)
+        d.all_to_all_single(
+            torch.ones(sum(out_splits)),
+            torch.ones((r + 1) * w),
+            output_split_sizes=out_splits,
+            input_split_sizes=[r + 1] * w,
+        )
 
     def all_to_all() -> None:  # gloo wants one size for every tensor of the list form
         d.all_to_all([c.t(4) for _ in range(w)], [c.t(4) for _ in range(w)])
@@ -348,7 +352,9 @@ def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
 
     def scatter_object_list() -> None:
         out: list[Any] = [None]
-        d.scatter_object_list(out, ["w" * (q * 20 + 1) for q in range(w)] if r == 0 else None, src=0)
+        d.scatter_object_list(
+            out, ["w" * (q * 20 + 1) for q in range(w)] if r == 0 else None, src=0
+        )
 
     def reduce_scatter() -> None:  # gloo: one all_reduce per output
         d.reduce_scatter(c.t(), [c.t() for _ in range(w)])
@@ -369,15 +375,24 @@ def _op_mix_steps(c: Ctx) -> list[tuple[str, Callable[[], None]]]:
         d.monitored_barrier(timeout=c.timeout, wait_all_ranks=True)
 
     return [
-        ("gather", gather), ("scatter", scatter), ("reduce", lambda: d.reduce(c.t(), dst=0)),
+        ("gather", gather),
+        ("scatter", scatter),
+        ("reduce", lambda: d.reduce(c.t(), dst=0)),
         ("broadcast", lambda: d.broadcast(c.t(), src=1)),
-        ("all_to_all_single", all_to_all_single), ("all_to_all", all_to_all),
-        ("broadcast_object_list", broadcast_object_list), ("all_gather_object", all_gather_object),
-        ("gather_object", gather_object), ("scatter_object_list", scatter_object_list),
-        ("reduce_scatter", reduce_scatter), ("reduce_scatter_tensor", reduce_scatter_tensor),
-        ("all_gather_into_tensor", all_gather_into_tensor), ("all_gather", all_gather),
-        ("barrier", d.barrier), ("monitored_barrier", monitored_barrier),
-        ("monitored_barrier_all", monitored_barrier_all), ("all_reduce", lambda: d.all_reduce(c.t())),
+        ("all_to_all_single", all_to_all_single),
+        ("all_to_all", all_to_all),
+        ("broadcast_object_list", broadcast_object_list),
+        ("all_gather_object", all_gather_object),
+        ("gather_object", gather_object),
+        ("scatter_object_list", scatter_object_list),
+        ("reduce_scatter", reduce_scatter),
+        ("reduce_scatter_tensor", reduce_scatter_tensor),
+        ("all_gather_into_tensor", all_gather_into_tensor),
+        ("all_gather", all_gather),
+        ("barrier", d.barrier),
+        ("monitored_barrier", monitored_barrier),
+        ("monitored_barrier_all", monitored_barrier_all),
+        ("all_reduce", lambda: d.all_reduce(c.t())),
     ]
 
 
@@ -430,99 +445,159 @@ SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
         Scenario(
-            "stall_w4", 4, _stall_w4, [1], "not_joined",
+            "stall_w4",
+            4,
+            _stall_w4,
+            [1],
+            "not_joined",
             "Rank 1 stalls in compute before the 7th collective, an all_reduce, after "
             "barrier/all_reduce/broadcast/all_gather steps; ranks 0, 2 and 3 enqueue it and "
             "time out in it.",
         ),
         Scenario(
-            "crash_w4", 4, _crash_w4, [2], "missing_dump",
+            "crash_w4",
+            4,
+            _crash_w4,
+            [2],
+            "missing_dump",
             "Rank 2 exits hard before the 7th collective, an all_reduce, and writes no dump; "
             "ranks 0, 1 and 3 fail in that all_reduce with connection errors and dump.",
             no_dump=(2,),
         ),
         Scenario(
-            "dtype_desync_w4", 4, _dtype_desync_w4, [3], "dtype_mismatch",
+            "dtype_desync_w4",
+            4,
+            _dtype_desync_w4,
+            [3],
+            "dtype_mismatch",
             "Rank 3 all_reduces an int64 tensor where ranks 0, 1 and 2 all_reduce float32 of "
             "the same length; gloo aborts rank 2 when it receives rank 3's oversized chunk, so "
             "rank 2 (a victim, not the culprit) leaves no dump.",
             no_dump=(2,),
         ),
         Scenario(
-            "size_desync_w4", 4, _size_desync_w4, [0], "size_mismatch",
+            "size_desync_w4",
+            4,
+            _size_desync_w4,
+            [0],
+            "size_mismatch",
             "Rank 0 all_reduces a 4-element tensor where ranks 1, 2 and 3 all_reduce 8 "
             "elements; no rank crashes, rank 0 completes its short all_reduce and enqueues the "
             "next one while ranks 1, 2 and 3 time out in the mismatched one.",
         ),
         Scenario(
-            "op_desync_w4", 4, _op_desync_w4, [2], "op_mismatch",
+            "op_desync_w4",
+            4,
+            _op_desync_w4,
+            [2],
+            "op_mismatch",
             "Rank 2 calls broadcast where ranks 0, 1 and 3 call all_reduce as the 7th "
             "collective; all four time out in it and dump.",
         ),
         Scenario(
-            "healthy_w4", 4, _healthy_w4, [], "no_hang",
-            "No fault: every rank finishes its collectives and rank 0 then asks all ranks to "
-            "dump.",
-            hang=False, healthy=True,
+            "healthy_w4",
+            4,
+            _healthy_w4,
+            [],
+            "no_hang",
+            "No fault: every rank finishes its collectives and rank 0 then asks all ranks to dump.",
+            hang=False,
+            healthy=True,
         ),
         Scenario(
-            "tp_dp_w8_json", 8, _tp_dp_w8_json, [5], "not_joined",
+            "tp_dp_w8_json",
+            8,
+            _tp_dp_w8_json,
+            [5],
+            "not_joined",
             "8 ranks in tensor-parallel pairs and two data-parallel groups; rank 5 stalls "
             "before its 3rd tensor-parallel all_reduce, so rank 4 waits in TP and ranks 0, 2 "
             "and 6 wait in DP on rank 4 (JSON dumps, which carry no stack frames).",
             fmt="json",
         ),
         Scenario(
-            "chain_tp_dp_w8", 8, _chain_tp_dp_w8, [3], "not_joined",
+            "chain_tp_dp_w8",
+            8,
+            _chain_tp_dp_w8,
+            [3],
+            "not_joined",
             "Same topology as tp_dp_w8_json in pickle; rank 3 stalls after its 2nd "
             "data-parallel all_reduce and before its 3rd tensor-parallel one, so rank 2 waits "
             "in TP and ranks 0, 4 and 6 wait in DP on rank 2.",
         ),
         Scenario(
-            "ring_wrap_w4", 4, _ring_wrap_w4, [2], "not_joined",
+            "ring_wrap_w4",
+            4,
+            _ring_wrap_w4,
+            [2],
+            "not_joined",
             "A 16-entry ring buffer and 60 world all_reduces (ranks 0 and 1 also run 15 on "
             "their pair group) before rank 2 stalls, so each rank holds a different window and "
             "ranks 0 and 1 keep less of the world group's history.",
             buffer_size=16,
         ),
         Scenario(
-            "deadlock_w4", 4, _deadlock_w4, [3], "deadlock",
+            "deadlock_w4",
+            4,
+            _deadlock_w4,
+            [3],
+            "deadlock",
             "Ranks 0, 1 and 2 all_reduce on the default group and then on group_b while rank "
             "3 does group_b first, so each side waits for the other: a cycle.",
             deadlock=True,
         ),
         Scenario(
-            "p2p_unrecorded_w2", 2, _p2p_unrecorded_w2, [1], "unrecorded_ops",
+            "p2p_unrecorded_w2",
+            2,
+            _p2p_unrecorded_w2,
+            [1],
+            "unrecorded_ops",
             "Two ranks exchange send/recv, which gloo does not record (only the op_id gap of "
             "the next all_reduce shows them), and rank 1 stalls before the recv that rank 0's "
             "next send waits on, so the stuck op is in no buffer.",
             analyzer={
-                "verdict": "inconclusive", "culprits": [], "kind": "unrecorded_ops",
+                "verdict": "inconclusive",
+                "culprits": [],
+                "kind": "unrecorded_ops",
                 "why": (
                     "Both dumps are identical: gloo records no send/recv and its pg_status "
                     "counters do not move for them, so the stuck send and the missing recv are "
                     "in no buffer. The op_id gap of the last all_reduce is the only trace; an "
-                    "honest analysis reports the unrecorded ops and cannot name rank 1."),
+                    "honest analysis reports the unrecorded ops and cannot name rank 1."
+                ),
             },
         ),
         Scenario(
-            "crash_size_w4", 4, _crash_size_w4, [0], "size_mismatch",
+            "crash_size_w4",
+            4,
+            _crash_size_w4,
+            [0],
+            "size_mismatch",
             "Rank 0 all_reduces a 12-element tensor where ranks 1, 2 and 3 all_reduce 8; gloo "
             "aborts rank 3 when it receives rank 0's oversized chunk, so rank 3 (a victim, not "
             "the culprit) leaves no dump.",
             no_dump=(3,),
         ),
         Scenario(
-            "opmix_healthy_w4", 4, _opmix_healthy_w4, [], "no_hang",
+            "opmix_healthy_w4",
+            4,
+            _opmix_healthy_w4,
+            [],
+            "no_hang",
             "No fault: two rounds of gather, scatter, reduce, broadcast, uneven "
             "all_to_all_single, all_to_all, the object collectives, reduce_scatter (list and "
             "tensor), all_gather_into_tensor, all_gather, barrier and monitored_barrier (with and "
             "without wait_all_ranks), then rank 0 asks all ranks to dump. Sides and sizes "
             "differ between ranks by design.",
-            hang=False, healthy=True,
+            hang=False,
+            healthy=True,
         ),
         Scenario(
-            "opmix_stall_w4", 4, _opmix_stall_w4, [2], "not_joined",
+            "opmix_stall_w4",
+            4,
+            _opmix_stall_w4,
+            [2],
+            "not_joined",
             "One round of the op mix of opmix_healthy_w4, then rank 2 stalls before the "
             "gather that opens the second round. Rank 0, the root, waits in the gather; ranks"
             " 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, the "
@@ -530,13 +605,21 @@ SCENARIOS: dict[str, Scenario] = {
             "0), where they time out.",
         ),
         Scenario(
-            "opmix_stall_object_w4", 4, _opmix_stall_object_w4, [1], "not_joined",
+            "opmix_stall_object_w4",
+            4,
+            _opmix_stall_object_w4,
+            [1],
+            "not_joined",
             "The op mix of opmix_healthy_w4 up to scatter_object_list, before which rank 1 "
             "stalls. Its first op is a Long broadcast from rank 0: ranks 0 and 3 wait in it, "
             "rank 2 receives it and goes on into the Byte scatter, where it times out.",
         ),
         Scenario(
-            "opmix_stuck_w4", 4, _opmix_stuck_w4, [3], "stuck_in_collective",
+            "opmix_stuck_w4",
+            4,
+            _opmix_stuck_w4,
+            [3],
+            "stuck_in_collective",
             "One round of the op mix, then rank 3 enqueues an all_reduce, writes its buffer as "
             "it stands and its process freezes inside the op (SIGSTOP, a hung host) until the "
             "others dumped; ranks 0, 1 and 2 enqueue the all_reduce after that and time out in "
@@ -575,8 +658,9 @@ def _worker(cfg: dict[str, Any]) -> None:
         if scen.fmt == "json":
             data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
         else:
-            data = _dump_fr_trace(includeCollectives=True, includeStackTraces=True,
-                                  onlyActive=False)
+            data = _dump_fr_trace(
+                includeCollectives=True, includeStackTraces=True, onlyActive=False
+            )
         path = _dump_path(out_dir, rank, scen.fmt)
         launcher.write_atomically(path, data)
         log(f"wrote {path.name} ({len(data)} bytes)")
@@ -603,12 +687,18 @@ def _worker(cfg: dict[str, Any]) -> None:
 
     job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=cfg["timeout_s"])
-    dist.init_process_group("gloo", store=job_store, rank=rank, world_size=world,
-                            timeout=timeout)
+    dist.init_process_group("gloo", store=job_store, rank=rank, world_size=world, timeout=timeout)
     threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     side = launcher.store_client(cfg["side_port"], world)
-    ctx = Ctx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
-              freeze_fn=freeze_now)
+    ctx = Ctx(
+        rank=rank,
+        world=world,
+        timeout=timeout,
+        side=side,
+        torch=torch,
+        dist=dist,
+        freeze_fn=freeze_now,
+    )
     try:
         scen.body(ctx)
         log("scenario body finished")
@@ -647,7 +737,7 @@ def _scrub_prefixes() -> list[tuple[str, str]]:
 def _scrub_name(name: str, prefixes: list[tuple[str, str]]) -> str:
     for old, new in prefixes:
         if name == old or name.startswith(old.rstrip("/") + "/"):
-            return new + name[len(old.rstrip("/")):]
+            return new + name[len(old.rstrip("/")) :]
     return name
 
 
@@ -675,8 +765,9 @@ def scrub_dump(path: Path) -> bool:
     return changed
 
 
-def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
-                          deadline: float) -> None:
+def _continue_after_dumps(
+    scen: Scenario, side_store: Any, procs: list[Any], deadline: float
+) -> None:
     """Continue the frozen ranks (SIGCONT) once every other rank that can dump has dumped."""
     import signal
 
@@ -694,17 +785,26 @@ def _continue_after_dumps(scen: Scenario, side_store: Any, procs: list[Any],
     threading.Thread(target=watch, name="continue-frozen", daemon=True).start()
 
 
-def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
-              log_dir: Path) -> dict[str, Any]:
+def _run_once(scen: Scenario, out_dir: Path, timeout_s: float, log_dir: Path) -> dict[str, Any]:
     """Run the scenario's workers once; return what happened."""
     launcher.fresh_dirs(out_dir)
     job_store = launcher.free_store(scen.world)
     side_store = launcher.free_store(scen.world)
     started = time.monotonic()
-    cfgs = [{"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
-             "job_port": job_store.port, "side_port": side_store.port, "timeout_s": timeout_s}
-            for rank in range(scen.world)]
-    workers = launcher.spawn("tools.record_gloo", cfgs, log_dir, launcher.worker_env(scen.buffer_size))
+    cfgs = [
+        {
+            "scenario": scen.name,
+            "rank": rank,
+            "out_dir": str(out_dir),
+            "job_port": job_store.port,
+            "side_port": side_store.port,
+            "timeout_s": timeout_s,
+        }
+        for rank in range(scen.world)
+    ]
+    workers = launcher.spawn(
+        "tools.record_gloo", cfgs, log_dir, launcher.worker_env(scen.buffer_size)
+    )
     deadline = started + RUN_DEADLINE_S
     if scen.freeze:
         _continue_after_dumps(scen, side_store, [w.proc for w in workers], deadline)
@@ -724,9 +824,15 @@ def _run_once(scen: Scenario, out_dir: Path, timeout_s: float,
     }
 
 
-def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
-           log_dir: Path | None = None, attempts: int = 3,
-           verbose: bool = True, suffix: str = "") -> dict[str, Any]:
+def record(
+    name: str,
+    out_root: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    log_dir: Path | None = None,
+    attempts: int = 3,
+    verbose: bool = True,
+    suffix: str = "",
+) -> dict[str, Any]:
     """Run one scenario and write its dumps and EXPECTED.json under out_root/name.
 
     A run counts when exactly the planned ranks dumped; otherwise it is repeated (up to
@@ -747,8 +853,11 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
             print(json.dumps(summary, indent=1, default=str), flush=True)
         if summary["dumped_ranks"] == want:
             break
-        print(f"{name}: dumped {summary['dumped_ranks']}, wanted {want}; "
-              f"{'retrying' if attempt < attempts else 'giving up'}", file=sys.stderr)
+        print(
+            f"{name}: dumped {summary['dumped_ranks']}, wanted {want}; "
+            f"{'retrying' if attempt < attempts else 'giving up'}",
+            file=sys.stderr,
+        )
     else:
         raise RuntimeError(f"{name}: no run dumped exactly ranks {want}; see {log_root}")
     dumped = summary["dumped_ranks"]
@@ -779,20 +888,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("sample_dumps"))
     ap.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(SCENARIOS))
-    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                    help="collective timeout in seconds (default %(default)s)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="collective timeout in seconds (default %(default)s)",
+    )
     ap.add_argument("--log-dir", type=Path, help="keep worker logs here")
-    ap.add_argument("--suffix", default="",
-                    help="append to each scenario's directory and name (e.g. _t215)")
+    ap.add_argument(
+        "--suffix", default="", help="append to each scenario's directory and name (e.g. _t215)"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         _worker(json.loads(args.worker))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    return launcher.record_each(args.only or list(SCENARIOS), lambda name: record(
-        name, args.out, timeout_s=args.timeout,
-        log_dir=(args.log_dir / name) if args.log_dir else None, suffix=args.suffix))
+    return launcher.record_each(
+        args.only or list(SCENARIOS),
+        lambda name: record(
+            name,
+            args.out,
+            timeout_s=args.timeout,
+            log_dir=(args.log_dir / name) if args.log_dir else None,
+            suffix=args.suffix,
+        ),
+    )
 
 
 if __name__ == "__main__":

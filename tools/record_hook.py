@@ -72,7 +72,8 @@ STATES_NOTE = (
     "completion, so the hook retired every entry at issue; here an entry whose gloo work "
     "finished reads completed + retired (with the time the backend saw it finish), one that "
     "never finished reads scheduled and not retired, and pg_status last_completed_collective "
-    "is the last completed op_id. Everything else is as the hook wrote it.")
+    "is the last completed op_id. Everything else is as the hook wrote it."
+)
 
 
 @dataclass
@@ -101,8 +102,9 @@ OPMIX_SKIP = frozenset({"monitored_barrier", "monitored_barrier_all"})
 
 class HookCtx(rg.Ctx):
     def lazy_group(self, ranks: list[int], desc: str) -> Any:
-        return self.dist.new_group(ranks=ranks, timeout=self.timeout, group_desc=desc,
-                                   backend="nccl-lazy")
+        return self.dist.new_group(
+            ranks=ranks, timeout=self.timeout, group_desc=desc, backend="nccl-lazy"
+        )
 
 
 def _deadlock_p2p_w2(c: Any) -> None:
@@ -142,84 +144,166 @@ def _pp4(c: Any, stall_stage: int | None, lazy: bool) -> None:
         d.all_reduce(c.t())
 
 
-SCENARIOS: dict[str, HookScenario] = {s.name: s for s in [
-    HookScenario(
-        "nccl2_stall_w4", 4, rg._stall_w4, [1], "not_joined",
-        "nccl2 (recorder hook): rank 1 stalls in compute before the 7th collective, an "
-        "all_reduce; ranks 0, 2 and 3 enqueue it and time out. Every rank dumped once the "
-        "first timed out (as a watchdog of the job's own would ask); nccl2 alone would dump "
-        "only ranks 0, 2 and 3 (see nccl2_stall_nofile_w4).", policy="all"),
-    HookScenario(
-        "nccl2_stall_nofile_w4", 4, rg._stall_w4, [1], "missing_dump",
-        "nccl2 (recorder hook): rank 1 stalls in compute before the 7th collective; ranks 0, 2 "
-        "and 3 time out in it and dump (their own ops timed out). Rank 1 has nothing in "
-        "flight and writes no file, as nccl2 does.", no_dump=(1,)),
-    HookScenario(
-        "nccl2_crash_w4", 4, rg._crash_w4, [2], "missing_dump",
-        "nccl2 (recorder hook): rank 2 exits hard before the 7th collective and writes no "
-        "file; ranks 0, 1 and 3 fail in that all_reduce and dump.", no_dump=(2,)),
-    HookScenario(
-        "nccl2_op_desync_w4", 4, rg._op_desync_w4, [2], "op_mismatch",
-        "nccl2 (recorder hook): rank 2 calls broadcast where ranks 0, 1 and 3 call all_reduce "
-        "as the 7th collective; all four time out and dump."),
-    HookScenario(
-        "nccl2_size_desync_w4", 4, rg._size_desync_w4, [0], "size_mismatch",
-        "nccl2 (recorder hook): rank 0 all_reduces 4 elements where ranks 1, 2 and 3 use 8; "
-        "rank 0 finishes its short all_reduce and times out in the next one, ranks 1-3 time "
-        "out in the mismatched one; all four dump."),
-    HookScenario(
-        "nccl2_dtype_desync_w4", 4, rg._dtype_desync_w4, [3], "dtype_mismatch",
-        "nccl2 (recorder hook): rank 3 all_reduces int64 where ranks 0, 1 and 2 use float32 "
-        "of the same length; gloo (under the hook) aborts rank 2 when it receives rank 3's "
-        "oversized chunk, so rank 2, a victim, writes no file.", no_dump=(2,)),
-    HookScenario(
-        "nccl2_chain_tp_dp_w8", 8, rg._chain_tp_dp_w8, [3], "missing_dump",
-        "nccl2 (recorder hook), 8 ranks in tensor-parallel pairs and two data-parallel "
-        "groups; rank 3 stalls after its 2nd DP all_reduce, before its 3rd TP one, and writes "
-        "no file (nothing of it timed out). Rank 2 times out in TP on rank 3; ranks 0, 4 and 6 "
-        "in DP on rank 2; ranks 1, 5 and 7 in DP on rank 3.", no_dump=(3,)),
-    HookScenario(
-        "nccl2_deadlock_p2p_w2", 2, _deadlock_p2p_w2, [0, 1], "deadlock",
-        "nccl2 (recorder hook): after two good send/recv exchanges both ranks post a recv "
-        "first and wait for each other's send: a send/recv deadlock; both time out and dump.",
-        deadlock=True),
-    HookScenario(
-        "nccl2_pp4_stall_w4", 4, lambda c: _pp4(c, 2, lazy=True), [2], "missing_dump",
-        "nccl2 + nccl-lazy (recorder hook): a 4-stage pipeline whose send/recv run on "
-        "nccl-lazy pair groups and whose gradient all_reduce runs on the nccl2 default group. "
-        "Stage 2 stalls in compute before sending its last microbatch and writes no file; "
-        "stage 3 times out in its recv, stages 0 and 1 in the all_reduce. Each rank that "
-        "dumped wrote both buffers (nccl2_trace_rank_N and nccl-lazy_trace_rank_N), as a "
-        "capture tool that dumps every backend would: two files per rank.",
-        no_dump=(2,), backends=("nccl2", "nccl-lazy")),
-    HookScenario(
-        "nccl2_healthy_w4", 4, rg._healthy_w4, [], "no_hang",
-        "nccl2 (recorder hook): no fault; every rank finishes its ops and rank 0 then asks "
-        "every rank to dump.", policy="all", hang=False, healthy=True),
-    HookScenario(
-        "nccl2_opmix_healthy_w4", 4, rg._opmix_healthy_w4, [], "no_hang",
-        "nccl2 (recorder hook): two rounds of the op mix of opmix_healthy_w4 (gather, scatter, "
-        "reduce, broadcast, all_to_all_single with uneven splits, all_to_all, the four object "
-        "collectives, reduce_scatter, reduce_scatter_tensor, all_gather_into_tensor, "
-        "all_gather, barrier, all_reduce) without monitored_barrier, which the forwarding "
-        "backend has not got; no fault, and rank 0 then asks every rank to dump.",
-        policy="all", hang=False, healthy=True, skip_ops=OPMIX_SKIP),
-    HookScenario(
-        "nccl2_opmix_stall_w4", 4, rg._opmix_stall_w4, [2], "not_joined",
-        "nccl2 (recorder hook): one round of the op mix of nccl2_opmix_healthy_w4, then rank 2 "
-        "stalls before the gather that opens the second round. Rank 0, the root, waits in the "
-        "gather; ranks 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, "
-        "the source, into the scatter, and rank 1 through the scatter into the reduce (root "
-        "0), where they time out. Every rank dumped once the first timed out.",
-        policy="all", skip_ops=OPMIX_SKIP),
-    HookScenario(
-        "nccl2_opmix_stall_object_w4", 4, rg._opmix_stall_object_w4, [1], "not_joined",
-        "nccl2 (recorder hook): the op mix of nccl2_opmix_healthy_w4 up to "
-        "scatter_object_list, before which rank 1 stalls. Its first op is a Long broadcast "
-        "from rank 0: ranks 0 and 3 wait in it, rank 2 receives it and goes on into the first "
-        "of its two scatters, where it times out. Every rank dumped once the first timed out.",
-        policy="all", skip_ops=OPMIX_SKIP),
-]}
+SCENARIOS: dict[str, HookScenario] = {
+    s.name: s
+    for s in [
+        HookScenario(
+            "nccl2_stall_w4",
+            4,
+            rg._stall_w4,
+            [1],
+            "not_joined",
+            "nccl2 (recorder hook): rank 1 stalls in compute before the 7th collective, an "
+            "all_reduce; ranks 0, 2 and 3 enqueue it and time out. Every rank dumped once the "
+            "first timed out (as a watchdog of the job's own would ask); nccl2 alone would dump "
+            "only ranks 0, 2 and 3 (see nccl2_stall_nofile_w4).",
+            policy="all",
+        ),
+        HookScenario(
+            "nccl2_stall_nofile_w4",
+            4,
+            rg._stall_w4,
+            [1],
+            "missing_dump",
+            "nccl2 (recorder hook): rank 1 stalls in compute before the 7th collective; ranks 0, 2 "
+            "and 3 time out in it and dump (their own ops timed out). Rank 1 has nothing in "
+            "flight and writes no file, as nccl2 does.",
+            no_dump=(1,),
+        ),
+        HookScenario(
+            "nccl2_crash_w4",
+            4,
+            rg._crash_w4,
+            [2],
+            "missing_dump",
+            "nccl2 (recorder hook): rank 2 exits hard before the 7th collective and writes no "
+            "file; ranks 0, 1 and 3 fail in that all_reduce and dump.",
+            no_dump=(2,),
+        ),
+        HookScenario(
+            "nccl2_op_desync_w4",
+            4,
+            rg._op_desync_w4,
+            [2],
+            "op_mismatch",
+            "nccl2 (recorder hook): rank 2 calls broadcast where ranks 0, 1 and 3 call all_reduce "
+            "as the 7th collective; all four time out and dump.",
+        ),
+        HookScenario(
+            "nccl2_size_desync_w4",
+            4,
+            rg._size_desync_w4,
+            [0],
+            "size_mismatch",
+            "nccl2 (recorder hook): rank 0 all_reduces 4 elements where ranks 1, 2 and 3 use 8; "
+            "rank 0 finishes its short all_reduce and times out in the next one, ranks 1-3 time "
+            "out in the mismatched one; all four dump.",
+        ),
+        HookScenario(
+            "nccl2_dtype_desync_w4",
+            4,
+            rg._dtype_desync_w4,
+            [3],
+            "dtype_mismatch",
+            "nccl2 (recorder hook): rank 3 all_reduces int64 where ranks 0, 1 and 2 use float32 "
+            "of the same length; gloo (under the hook) aborts rank 2 when it receives rank 3's "
+            "oversized chunk, so rank 2, a victim, writes no file.",
+            no_dump=(2,),
+        ),
+        HookScenario(
+            "nccl2_chain_tp_dp_w8",
+            8,
+            rg._chain_tp_dp_w8,
+            [3],
+            "missing_dump",
+            "nccl2 (recorder hook), 8 ranks in tensor-parallel pairs and two data-parallel "
+            "groups; rank 3 stalls after its 2nd DP all_reduce, before its 3rd TP one, and writes "
+            "no file (nothing of it timed out). Rank 2 times out in TP on rank 3; ranks 0, 4 and 6 "
+            "in DP on rank 2; ranks 1, 5 and 7 in DP on rank 3.",
+            no_dump=(3,),
+        ),
+        HookScenario(
+            "nccl2_deadlock_p2p_w2",
+            2,
+            _deadlock_p2p_w2,
+            [0, 1],
+            "deadlock",
+            "nccl2 (recorder hook): after two good send/recv exchanges both ranks post a recv "
+            "first and wait for each other's send: a send/recv deadlock; both time out and dump.",
+            deadlock=True,
+        ),
+        HookScenario(
+            "nccl2_pp4_stall_w4",
+            4,
+            lambda c: _pp4(c, 2, lazy=True),
+            [2],
+            "missing_dump",
+            "nccl2 + nccl-lazy (recorder hook): a 4-stage pipeline whose send/recv run on "
+            "nccl-lazy pair groups and whose gradient all_reduce runs on the nccl2 default group. "
+            "Stage 2 stalls in compute before sending its last microbatch and writes no file; "
+            "stage 3 times out in its recv, stages 0 and 1 in the all_reduce. Each rank that "
+            "dumped wrote both buffers (nccl2_trace_rank_N and nccl-lazy_trace_rank_N), as a "
+            "capture tool that dumps every backend would: two files per rank.",
+            no_dump=(2,),
+            backends=("nccl2", "nccl-lazy"),
+        ),
+        HookScenario(
+            "nccl2_healthy_w4",
+            4,
+            rg._healthy_w4,
+            [],
+            "no_hang",
+            "nccl2 (recorder hook): no fault; every rank finishes its ops and rank 0 then asks "
+            "every rank to dump.",
+            policy="all",
+            hang=False,
+            healthy=True,
+        ),
+        HookScenario(
+            "nccl2_opmix_healthy_w4",
+            4,
+            rg._opmix_healthy_w4,
+            [],
+            "no_hang",
+            "nccl2 (recorder hook): two rounds of the op mix of opmix_healthy_w4 (gather, scatter, "
+            "reduce, broadcast, all_to_all_single with uneven splits, all_to_all, the four object "
+            "collectives, reduce_scatter, reduce_scatter_tensor, all_gather_into_tensor, "
+            "all_gather, barrier, all_reduce) without monitored_barrier, which the forwarding "
+            "backend has not got; no fault, and rank 0 then asks every rank to dump.",
+            policy="all",
+            hang=False,
+            healthy=True,
+            skip_ops=OPMIX_SKIP,
+        ),
+        HookScenario(
+            "nccl2_opmix_stall_w4",
+            4,
+            rg._opmix_stall_w4,
+            [2],
+            "not_joined",
+            "nccl2 (recorder hook): one round of the op mix of nccl2_opmix_healthy_w4, then rank 2 "
+            "stalls before the gather that opens the second round. Rank 0, the root, waits in the "
+            "gather; ranks 1 and 3, whose part of a gather is a send, finish it and go on: rank 3, "
+            "the source, into the scatter, and rank 1 through the scatter into the reduce (root "
+            "0), where they time out. Every rank dumped once the first timed out.",
+            policy="all",
+            skip_ops=OPMIX_SKIP,
+        ),
+        HookScenario(
+            "nccl2_opmix_stall_object_w4",
+            4,
+            rg._opmix_stall_object_w4,
+            [1],
+            "not_joined",
+            "nccl2 (recorder hook): the op mix of nccl2_opmix_healthy_w4 up to "
+            "scatter_object_list, before which rank 1 stalls. Its first op is a Long broadcast "
+            "from rank 0: ranks 0 and 3 wait in it, rank 2 receives it and goes on into the first "
+            "of its two scatters, where it times out. Every rank dumped once the first timed out.",
+            policy="all",
+            skip_ops=OPMIX_SKIP,
+        ),
+    ]
+}
 
 
 def _file(out_dir: Path, backend: str, rank: int) -> Path:
@@ -266,8 +350,15 @@ def _worker(cfg: dict[str, Any]) -> None:
     if scen.policy == "all":
         threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     side = launcher.store_client(cfg["side_port"], world)
-    ctx = HookCtx(rank=rank, world=world, timeout=timeout, side=side, torch=torch, dist=dist,
-                  skip_ops=scen.skip_ops)
+    ctx = HookCtx(
+        rank=rank,
+        world=world,
+        timeout=timeout,
+        side=side,
+        torch=torch,
+        dist=dist,
+        skip_ops=scen.skip_ops,
+    )
     try:
         scen.body(ctx)
         log("scenario body finished")
@@ -284,16 +375,25 @@ def _worker(cfg: dict[str, Any]) -> None:
     time.sleep(STALL_S)
 
 
-def _run_once(scen: HookScenario, out_dir: Path, side_dir: Path, timeout_s: float,
-              log_dir: Path) -> dict[str, Any]:
+def _run_once(
+    scen: HookScenario, out_dir: Path, side_dir: Path, timeout_s: float, log_dir: Path
+) -> dict[str, Any]:
     launcher.fresh_dirs(out_dir, side_dir)
     job_store = launcher.free_store(scen.world)
     side_store = launcher.free_store(scen.world)
     started = time.monotonic()
-    cfgs = [{"scenario": scen.name, "rank": rank, "out_dir": str(out_dir),
-             "side_dir": str(side_dir), "job_port": job_store.port,
-             "side_port": side_store.port, "timeout_s": timeout_s}
-            for rank in range(scen.world)]
+    cfgs = [
+        {
+            "scenario": scen.name,
+            "rank": rank,
+            "out_dir": str(out_dir),
+            "side_dir": str(side_dir),
+            "job_port": job_store.port,
+            "side_port": side_store.port,
+            "timeout_s": timeout_s,
+        }
+        for rank in range(scen.world)
+    ]
     workers = launcher.spawn("tools.record_hook", cfgs, log_dir, launcher.worker_env(2000))
     want = scen.world - len(scen.no_dump)
     enough_at = None
@@ -309,20 +409,25 @@ def _run_once(scen: HookScenario, out_dir: Path, side_dir: Path, timeout_s: floa
     launcher.end(workers)
     launcher.remove_partial(out_dir)
     ranks = sorted({int(f.name.rsplit("_", 1)[1]) for f in out_dir.iterdir()})
-    return {"scenario": scen.name, "elapsed_s": round(time.monotonic() - started, 1),
-            "dumped_ranks": ranks, "files": sorted(f.name for f in out_dir.iterdir()),
-            "logs": str(log_dir)}
+    return {
+        "scenario": scen.name,
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "dumped_ranks": ranks,
+        "files": sorted(f.name for f in out_dir.iterdir()),
+        "logs": str(log_dir),
+    }
 
 
-def _expected(scen: HookScenario, torch_version: str, dumped: list[int], files: list[str],
-              states: bool) -> dict[str, Any]:
+def _expected(
+    scen: HookScenario, torch_version: str, dumped: list[int], files: list[str], states: bool
+) -> dict[str, Any]:
     exp: dict[str, Any] = {
         "scenario": scen.name + ("_states" if states else ""),
         "world": scen.world,
         "torch": torch_version,
         "backend": "+".join(scen.backends),
         "recorded_with": "tools/hook_backend.py: a Python c10d backend forwarding to gloo, "
-                         "recorded by torch's FlightRecorderHook",
+        "recorded by torch's FlightRecorderHook",
         "states": "overlaid" if states else "as_recorded",
         "format": "pickle",
         "dumped_ranks": dumped,
@@ -340,7 +445,9 @@ def _expected(scen: HookScenario, torch_version: str, dumped: list[int], files: 
     return exp
 
 
-def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S, attempts: int = 3) -> None:
+def record(
+    name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S, attempts: int = 3
+) -> None:
     import torch
 
     scen = SCENARIOS[name]
@@ -352,10 +459,15 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S, atte
     for attempt in range(1, attempts + 1):
         summary = _run_once(scen, out_dir, work / "side", timeout_s, work / f"logs{attempt}")
         print(json.dumps(summary), flush=True)
-        if summary["dumped_ranks"] == want and len(summary["files"]) == len(want) * len(scen.backends):
+        if summary["dumped_ranks"] == want and len(summary["files"]) == len(want) * len(
+            scen.backends
+        ):
             break
-        print(f"{name}: dumped {summary['dumped_ranks']}, wanted {want}; "
-              f"{'retrying' if attempt < attempts else 'giving up'}", file=sys.stderr)
+        print(
+            f"{name}: dumped {summary['dumped_ranks']}, wanted {want}; "
+            f"{'retrying' if attempt < attempts else 'giving up'}",
+            file=sys.stderr,
+        )
     else:
         raise RuntimeError(f"{name}: no run dumped exactly ranks {want}; see {work}")
     if states_dir.exists():
@@ -367,7 +479,9 @@ def record(name: str, out_root: Path, timeout_s: float = DEFAULT_TIMEOUT_S, atte
         raw = rg.load_dump(path)
         backend = fname.split("_trace_rank_")[0]
         ops = json.loads((work / "side" / (fname + ".ops.json")).read_text())
-        (states_dir / fname).write_bytes(pickle.dumps(overlay_states(raw, backend, ops), protocol=2))
+        (states_dir / fname).write_bytes(
+            pickle.dumps(overlay_states(raw, backend, ops), protocol=2)
+        )
     for d, states in ((out_dir, False), (states_dir, True)):
         exp = _expected(scen, torch.__version__, summary["dumped_ranks"], summary["files"], states)
         (d / "EXPECTED.json").write_text(json.dumps(exp, indent=1) + "\n")
@@ -385,8 +499,9 @@ def main(argv: list[str] | None = None) -> int:
         _worker(json.loads(args.worker))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    return launcher.record_each(args.only or list(SCENARIOS),
-                                lambda name: record(name, args.out, timeout_s=args.timeout))
+    return launcher.record_each(
+        args.only or list(SCENARIOS), lambda name: record(name, args.out, timeout_s=args.timeout)
+    )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,13 @@ def order_culprits(facts: Facts, cycle: tuple[int, ...]) -> list[int]:
     majority order; the cycle members that disagree ran the groups in the other order.
     """
     inside = set(cycle)
-    ops = sorted({(_role(d["pg_name"], d["pg_desc"]), int(d["seq"]))
-                  for a, b, d in facts.graph.edges(data=True)
-                  if a in inside and b in inside and d["kind"] in (WaitKind.COLLECTIVE, WaitKind.SILENT)})
+    ops = sorted(
+        {
+            (_role(d["pg_name"], d["pg_desc"]), int(d["seq"]))
+            for a, b, d in facts.graph.edges(data=True)
+            if a in inside and b in inside and d["kind"] in (WaitKind.COLLECTIVE, WaitKind.SILENT)
+        }
+    )
     if len({r for r, _ in ops}) < 2:
         return []
     e = facts.tables.entries
@@ -66,8 +70,12 @@ def first_wait_culprit(facts: Facts, cycle: tuple[int, ...]) -> list[int]:
     for a, b, d in edges:
         p2p = is_p2p_op(d["op"])
         col = "p2p_seq" if p2p else "seq"
-        rows = e[(e["rank"] == a) & (e["pg_name"] == d["pg_name"]) & (e[col] == d["seq"])
-                 & (e["is_p2p"] == p2p)]
+        rows = e[
+            (e["rank"] == a)
+            & (e["pg_name"] == d["pg_name"])
+            & (e[col] == d["seq"])
+            & (e["is_p2p"] == p2p)
+        ]
         if rows.empty:
             return []
         starts.append((int(rows["time_created_ns"].min()), int(b)))
@@ -78,17 +86,26 @@ def _why(facts: Facts, cycle: tuple[int, ...]) -> tuple[list[int], str]:
     """The ranks of ``cycle`` to blame, and the reason."""
     odd = order_culprits(facts, cycle)
     if odd and len(odd) < len(cycle):
-        return odd, (f"{plural(odd)} {rank_list(odd)} {'run' if len(odd) > 1 else 'runs'} the groups "
-                     "of the cycle in a different order than the other ranks")
+        return odd, (
+            f"{plural(odd)} {rank_list(odd)} {'run' if len(odd) > 1 else 'runs'} the groups "
+            "of the cycle in a different order than the other ranks"
+        )
     odd = first_wait_culprit(facts, cycle)
     if odd:
-        return odd, (f"the first wait of the cycle is on rank {odd[0]}: it skipped an op its "
-                     "peer waits in and went on, and the rest of the cycle formed behind it")
+        return odd, (
+            f"the first wait of the cycle is on rank {odd[0]}: it skipped an op its "
+            "peer waits in and went on, and the rest of the cycle formed behind it"
+        )
     odd = [r for r in facts.roots.cycle_culprits if r in cycle]
     if len(odd) in (0, len(cycle)):
-        return odd, "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)"
-    return odd, (f"{plural(odd)} {rank_list(odd)} {'are' if len(odd) > 1 else 'is'} blocked in a "
-                 "different group than the rest of the cycle")
+        return (
+            odd,
+            "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)",
+        )
+    return odd, (
+        f"{plural(odd)} {rank_list(odd)} {'are' if len(odd) > 1 else 'is'} blocked in a "
+        "different group than the rest of the cycle"
+    )
 
 
 def deadlock(facts: Facts) -> list[Finding]:
@@ -97,19 +114,33 @@ def deadlock(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     g = facts.graph
     for cycle in facts.roots.cycles:
-        closing = [CycleEdge(waiter=int(a), holder=int(b), pg_name=g.edges[a, b]["pg_name"],
-                             pg_desc=g.edges[a, b]["pg_desc"], seq=g.edges[a, b]["seq"],
-                             op=g.edges[a, b]["op"])
-                   for a, b in g.subgraph(cycle).edges]
+        closing = [
+            CycleEdge(
+                waiter=int(a),
+                holder=int(b),
+                pg_name=g.edges[a, b]["pg_name"],
+                pg_desc=g.edges[a, b]["pg_desc"],
+                seq=g.edges[a, b]["seq"],
+                op=g.edges[a, b]["op"],
+            )
+            for a, b in g.subgraph(cycle).edges
+        ]
         odd, why = _why(facts, cycle)
         first = closing[0] if closing else None
-        out.append(Finding(
-            kind=FindingKind.DEADLOCK.value, ranks=tuple(sorted(odd or cycle)),
-            culprit=bool(set(cycle) & set(facts.roots.cycle_culprits)),
-            summary=f"ranks {rank_list(cycle)} wait on each other in a cycle; {why}",
-            group=str(first.pg_name) if first else "", group_desc=str(first.pg_desc) if first else "",
-            seq=int(first.seq) if first else -1, op=str(first.op) if first else "",
-            evidence=CycleEvidence(cycle=tuple(cycle),
-                                   edges=tuple(sorted(closing, key=lambda d: (d.waiter, d.holder)))),
-        ))
+        out.append(
+            Finding(
+                kind=FindingKind.DEADLOCK.value,
+                ranks=tuple(sorted(odd or cycle)),
+                culprit=bool(set(cycle) & set(facts.roots.cycle_culprits)),
+                summary=f"ranks {rank_list(cycle)} wait on each other in a cycle; {why}",
+                group=str(first.pg_name) if first else "",
+                group_desc=str(first.pg_desc) if first else "",
+                seq=int(first.seq) if first else -1,
+                op=str(first.op) if first else "",
+                evidence=CycleEvidence(
+                    cycle=tuple(cycle),
+                    edges=tuple(sorted(closing, key=lambda d: (d.waiter, d.holder))),
+                ),
+            )
+        )
     return out

@@ -37,7 +37,9 @@ def _level_findings(facts: Facts, level: Level, led: bool) -> list[tuple[Rule, F
     return found
 
 
-def run_levels(facts: Facts, levels: Sequence[Level] = LEVELS) -> tuple[list[Finding], set[int], str]:
+def run_levels(
+    facts: Facts, levels: Sequence[Level] = LEVELS
+) -> tuple[list[Finding], set[int], str]:
     """The findings in the order the levels list them, the culprits, and the kind of the
     leading finding (``""`` when no level blames anybody)."""
     findings: list[Finding] = []
@@ -49,8 +51,10 @@ def run_levels(facts: Facts, levels: Sequence[Level] = LEVELS) -> tuple[list[Fin
         if leader is not None:
             findings.extend(
                 dataclasses.replace(f, culprit=False, summary=f"{f.summary} ({leader.consequence})")
-                if rule.after_cause is After.CONSEQUENCE else f
-                for rule, f in found)
+                if rule.after_cause is After.CONSEQUENCE
+                else f
+                for rule, f in found
+            )
         elif not level.blames:
             findings.extend(f for _, f in found)
         elif any(f.culprit for _, f in found):
@@ -63,9 +67,16 @@ def run_levels(facts: Facts, levels: Sequence[Level] = LEVELS) -> tuple[list[Fin
     return findings, culprits, kind
 
 
-def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.DiGraph, *,
-             unsure: Mapping[int, str] | None = None,
-             config: AnalysisConfig = DEFAULT_CONFIG, levels: Sequence[Level] = LEVELS) -> Diagnosis:
+def diagnose(
+    tables: Tables,
+    matching: Matching,
+    wait_rows: pd.DataFrame,
+    g: nx.DiGraph,
+    *,
+    unsure: Mapping[int, str] | None = None,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+    levels: Sequence[Level] = LEVELS,
+) -> Diagnosis:
     """Name the culprits and explain them. Deterministic for a given input.
 
     ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
@@ -73,8 +84,14 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
     (:data:`analyzer.diagnosis.rules.LEVELS`).
     """
-    facts = Facts(tables=tables, matching=matching, waits=wait_rows, graph=g,
-                  unsure=unsure or {}, config=config)
+    facts = Facts(
+        tables=tables,
+        matching=matching,
+        waits=wait_rows,
+        graph=g,
+        unsure=unsure or {},
+        config=config,
+    )
     findings, culprits, kind = run_levels(facts, levels)
     row = next(v for v in VERDICTS if v.applies(facts, bool(culprits), findings))
     verdict = row.verdict
@@ -93,7 +110,13 @@ def diagnose(tables: Tables, matching: Matching, wait_rows: pd.DataFrame, g: nx.
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(
-        verdict=verdict, culprit_ranks=tuple(sorted(culprits)), kind=kind, headline=headline,
-        findings=tuple(findings), missing_dumps=tuple(tables.missing_ranks),
-        deadlock_cycles=facts.roots.cycles, chains=chains, unrecorded_groups=unrecorded_groups,
+        verdict=verdict,
+        culprit_ranks=tuple(sorted(culprits)),
+        kind=kind,
+        headline=headline,
+        findings=tuple(findings),
+        missing_dumps=tuple(tables.missing_ranks),
+        deadlock_cycles=facts.roots.cycles,
+        chains=chains,
+        unrecorded_groups=unrecorded_groups,
     )

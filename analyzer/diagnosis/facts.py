@@ -61,8 +61,11 @@ class Facts:
     @cached_property
     def slow_roots(self) -> list[int]:
         """Roots whose GPU stopped completing what their peers completed."""
-        return [r for r in self.roots.roots
-                if r in self.matching.stale_completers and r not in self.in_stuck]
+        return [
+            r
+            for r in self.roots.roots
+            if r in self.matching.stale_completers and r not in self.in_stuck
+        ]
 
     @cached_property
     def plain_roots(self) -> list[int]:

@@ -16,12 +16,15 @@ def stack_frames(tables: Tables, stack_id: int) -> tuple[dict[str, Any], ...]:
     if stack_id < 0:
         return ()
     frames = tables.stacks[tables.stacks["stack_id"] == stack_id].sort_values("depth")
-    return tuple({"name": str(n), "filename": str(f), "line": int(ln)}
-                 for n, f, ln in frames[["name", "filename", "line"]].itertuples(index=False))
+    return tuple(
+        {"name": str(n), "filename": str(f), "line": int(ln)}
+        for n, f, ln in frames[["name", "filename", "line"]].itertuples(index=False)
+    )
 
 
-def entry_at(tables: Tables, *, rank: int | None = None, group: str, seq: int,
-             p2p: bool = False) -> pd.Series | None:
+def entry_at(
+    tables: Tables, *, rank: int | None = None, group: str, seq: int, p2p: bool = False
+) -> pd.Series | None:
     """The entry of ``group`` at ``seq`` (the p2p sequence number with ``p2p``), preferring
     one with a stack; of ``rank`` when given."""
     e = tables.entries
@@ -50,11 +53,18 @@ def describe_entry(row: pd.Series | None) -> dict[str, Any]:
     if row is None:
         return {}
     return {
-        "rank": int(row["rank"]), "group": str(row["pg_name"]), "group_desc": str(row["pg_desc"]),
-        "seq": int(row["seq"]), "p2p_seq": int(row["p2p_seq"]), "op": str(row["op"]),
-        "profiling_name": str(row["profiling_name"]), "state": str(row["state"]),
-        "retired": bool(row["retired"]), "input_sizes": str(row["input_sizes"]),
-        "input_dtypes": str(row["input_dtypes"]), "record_id": int(row["record_id"]),
+        "rank": int(row["rank"]),
+        "group": str(row["pg_name"]),
+        "group_desc": str(row["pg_desc"]),
+        "seq": int(row["seq"]),
+        "p2p_seq": int(row["p2p_seq"]),
+        "op": str(row["op"]),
+        "profiling_name": str(row["profiling_name"]),
+        "state": str(row["state"]),
+        "retired": bool(row["retired"]),
+        "input_sizes": str(row["input_sizes"]),
+        "input_dtypes": str(row["input_dtypes"]),
+        "record_id": int(row["record_id"]),
     }
 
 

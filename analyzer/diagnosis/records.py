@@ -39,9 +39,15 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": str(self.kind), "ranks": list(self.ranks), "culprit": self.culprit,
-            "summary": self.summary, "group": self.group, "group_desc": self.group_desc,
-            "seq": self.seq, "op": self.op, "evidence": self.evidence.to_dict(),
+            "kind": str(self.kind),
+            "ranks": list(self.ranks),
+            "culprit": self.culprit,
+            "summary": self.summary,
+            "group": self.group,
+            "group_desc": self.group_desc,
+            "seq": self.seq,
+            "op": self.op,
+            "evidence": self.evidence.to_dict(),
             "stack": list(self.stack),
         }
 
@@ -62,4 +68,3 @@ class Diagnosis:
     """For each culprit others wait on: the longest wait path that ends in it."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""
-

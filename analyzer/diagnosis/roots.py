@@ -24,8 +24,10 @@ __all__ = ["NO_DUMP_OWN_TIMEOUT", "plain_roots", "unsure_roots"]
 
 #: How a missing file is explained where the backend dumps only ranks whose own ops timed
 #: out (nccl2): a stalled rank has nothing in flight and writes no file either.
-NO_DUMP_OWN_TIMEOUT = ("no dump: stalled outside communication or crashed (this backend dumps "
-                       "only ranks whose own ops timed out)")
+NO_DUMP_OWN_TIMEOUT = (
+    "no dump: stalled outside communication or crashed (this backend dumps "
+    "only ranks whose own ops timed out)"
+)
 
 
 def _waited_text(w: WaitedIn) -> str:
@@ -46,10 +48,19 @@ def _waited_in(facts: Facts, root: int) -> list[WaitedIn]:
     """One line per op the root is waited on in; the smallest group is the most direct evidence."""
     incoming = facts.waits[facts.waits["holder"] == root]
     sizes = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["size"], strict=True))
-    out = [WaitedIn(group=str(group), group_desc=str(desc), seq=int(seq), op=str(op), kind=str(wkind),
-                    waiters=tuple(sorted(int(w) for w in grp["waiter"])))
-           for (group, desc, seq, op, wkind), grp in _groups(incoming,
-               ["pg_name", "pg_desc", "seq", "op", "kind"])]
+    out = [
+        WaitedIn(
+            group=str(group),
+            group_desc=str(desc),
+            seq=int(seq),
+            op=str(op),
+            kind=str(wkind),
+            waiters=tuple(sorted(int(w) for w in grp["waiter"])),
+        )
+        for (group, desc, seq, op, wkind), grp in _groups(
+            incoming, ["pg_name", "pg_desc", "seq", "op", "kind"]
+        )
+    ]
     out.sort(key=lambda w: (w.kind == WaitKind.P2P, sizes.get(w.group, 0), w.seq, w.group))
     return out
 
@@ -58,16 +69,25 @@ def _root_summary(facts: Facts, root: int, kind: str, where: str, total: str, la
     if kind == FindingKind.MISSING_DUMP and facts.matching.dialects.dumps_only_failed:
         return f"rank {root}: {NO_DUMP_OWN_TIMEOUT}; others wait on it: {where}. {total}"
     if kind == FindingKind.MISSING_DUMP:
-        return (f"rank {root} wrote no dump and others wait on it: {where}. {total}; it "
-                "crashed, was killed, or hung before dumping")
+        return (
+            f"rank {root} wrote no dump and others wait on it: {where}. {total}; it "
+            "crashed, was killed, or hung before dumping"
+        )
     if kind == FindingKind.UNRECORDED_OPS:
-        return (f"rank {root} is behind: its pg_status counter stops before ops its peers "
-                f"enqueued but the recorder did not record (e.g. gloo send/recv): {where}. {total}")
-    seen = (f"its last recorded op is {last['op']} in "  # type: ignore[index]
-            f"{group_label(str(last['pg_name']), str(last['pg_desc']))} seq {int(last['seq'])}"  # type: ignore[index]
-            if last is not None else "it recorded nothing")
-    return (f"rank {root} never enqueued {where}. {total}. It is stalled outside "
-            f"communication (compute, data loading, a lock, or a host problem): {seen}")
+        return (
+            f"rank {root} is behind: its pg_status counter stops before ops its peers "
+            f"enqueued but the recorder did not record (e.g. gloo send/recv): {where}. {total}"
+        )
+    seen = (
+        f"its last recorded op is {last['op']} in "  # type: ignore[index]
+        f"{group_label(str(last['pg_name']), str(last['pg_desc']))} seq {int(last['seq'])}"  # type: ignore[index]
+        if last is not None
+        else "it recorded nothing"
+    )
+    return (
+        f"rank {root} never enqueued {where}. {total}. It is stalled outside "
+        f"communication (compute, data loading, a lock, or a host problem): {seen}"
+    )
 
 
 def root_finding(facts: Facts, root: int) -> Finding:
@@ -77,26 +97,56 @@ def root_finding(facts: Facts, root: int) -> Finding:
     dumped = bool(facts.graph.nodes[root].get("dumped", False))
     waited_in = _waited_in(facts, root)
     first = waited_in[0] if waited_in else None
-    waited = (entry_at(tables, rank=first.waiters[0], group=first.group, seq=first.seq,
-                       p2p=first.kind == WaitKind.P2P) if first is not None else None)
+    waited = (
+        entry_at(
+            tables,
+            rank=first.waiters[0],
+            group=first.group,
+            seq=first.seq,
+            p2p=first.kind == WaitKind.P2P,
+        )
+        if first is not None
+        else None
+    )
     last = last_entry(tables, root)
     where = "; ".join(_waited_text(w) for w in waited_in[:4]) + (
-        f"; and {len(waited_in) - 4} more" if len(waited_in) > 4 else "")
+        f"; and {len(waited_in) - 4} more" if len(waited_in) > 4 else ""
+    )
     total = f"{len(everyone)} rank(s) wait on it in all"
     wkind = first.kind if first else ""
-    kind = (FindingKind.MISSING_DUMP if not dumped else
-            FindingKind.UNRECORDED_OPS if wkind == WaitKind.UNRECORDED else FindingKind.NOT_JOINED)
+    kind = (
+        FindingKind.MISSING_DUMP
+        if not dumped
+        else FindingKind.UNRECORDED_OPS
+        if wkind == WaitKind.UNRECORDED
+        else FindingKind.NOT_JOINED
+    )
     own_timeout = facts.matching.dialects.dumps_only_failed
     evidence = RootEvidence(
-        waited_in=tuple(waited_in[:32]), all_waiters=len(everyone), waited_op=describe_entry(waited),
-        last_recorded_op=describe_entry(last), wait_kind=wkind,
+        waited_in=tuple(waited_in[:32]),
+        all_waiters=len(everyone),
+        waited_op=describe_entry(waited),
+        last_recorded_op=describe_entry(last),
+        wait_kind=wkind,
         no_dump=None if dumped else "stalled_or_crashed" if own_timeout else "crashed",
-        last_recorded_stack=(stack_frames(tables, int(last["stack_id"]))
-                             if last is not None and int(last["stack_id"]) >= 0 else None))
-    return Finding(kind=kind.value, ranks=(root,), summary=_root_summary(facts, root, kind, where, total, last),
-                   group=first.group if first else "", group_desc=first.group_desc if first else "",
-                   seq=first.seq if first else -1, op=first.op if first else "", culprit=True,
-                   evidence=evidence, stack=stack_of(tables, waited))
+        last_recorded_stack=(
+            stack_frames(tables, int(last["stack_id"]))
+            if last is not None and int(last["stack_id"]) >= 0
+            else None
+        ),
+    )
+    return Finding(
+        kind=kind.value,
+        ranks=(root,),
+        summary=_root_summary(facts, root, kind, where, total, last),
+        group=first.group if first else "",
+        group_desc=first.group_desc if first else "",
+        seq=first.seq if first else -1,
+        op=first.op if first else "",
+        culprit=True,
+        evidence=evidence,
+        stack=stack_of(tables, waited),
+    )
 
 
 def plain_roots(facts: Facts) -> list[Finding]:
@@ -113,8 +163,11 @@ def unsure_roots(facts: Facts, found: list[Finding]) -> list[Finding]:
         return found
     is_unsure = [bool(set(f.ranks) & unsure.keys()) for f in found]
     # Sure: a root whose own readable dump shows where it stopped (not one without a dump).
-    sure = [f for f, u in zip(found, is_unsure, strict=True)
-            if f.culprit and not u and f.kind != FindingKind.MISSING_DUMP]
+    sure = [
+        f
+        for f, u in zip(found, is_unsure, strict=True)
+        if f.culprit and not u and f.kind != FindingKind.MISSING_DUMP
+    ]
     out = []
     for f, u in zip(found, is_unsure, strict=True):
         if not u:
@@ -123,9 +176,16 @@ def unsure_roots(facts: Facts, found: list[Finding]) -> list[Finding]:
         why = "; ".join(f"rank {r}: {unsure[r]}" for r in f.ranks if r in unsure)
         if sure:
             blamed = rank_list(sorted({r for s in sure for r in s.ranks}))
-            out.append(dataclasses.replace(f, culprit=False, summary=(
-                f"{f.summary} (not blamed: {why}; the readable dumps show rank(s) {blamed} "
-                "stopped first)")))
+            out.append(
+                dataclasses.replace(
+                    f,
+                    culprit=False,
+                    summary=(
+                        f"{f.summary} (not blamed: {why}; the readable dumps show rank(s) {blamed} "
+                        "stopped first)"
+                    ),
+                )
+            )
         else:
             out.append(dataclasses.replace(f, summary=f"{f.summary} (unsure: {why})"))
     return out

@@ -73,35 +73,91 @@ class Level:
 
 #: Cause before consequence, as data: the levels in the order they are asked.
 LEVELS: tuple[Level, ...] = (
-    Level("desync", (
-        Rule("collective desync", collective_desync, After.LIST,
-             "members issued one sequence number with different ops, sizes or dtypes"),
-        Rule("p2p desync", p2p_desync, After.LIST,
-             "a send and the recv it pairs with disagree on sizes or dtypes"),
-    ), why="a desync is a cause: the ranks that wait or crash behind it are its victims",
-        consequence="a consequence of the desync"),
-    Level("waits", (
-        Rule("roots", plain_roots, After.CONSEQUENCE,
-             "a rank others wait on that waits on nobody stopped first (or left no dump)"),
-        Rule("stuck roots", stuck_roots, After.CONSEQUENCE,
-             "a root blocked inside a collective all members joined holds the others from inside"),
-        Rule("slow roots", slow_roots, After.CONSEQUENCE,
-             "a root whose GPU stopped completing what its peers completed"),
-        Amend("unsure roots", unsure_roots,
-              "a root whose own dump is doubtful is not blamed ahead of a root whose dump is sound"),
-        Rule("deadlock", deadlock, After.LIST,
-             "waits that form a cycle blame the rank that ran the groups in another order"),
-    ), why="among waits, only the ranks everybody ends up waiting on are culprits"),
-    Level("stuck", (
-        Rule("stuck inside", stuck_anywhere, After.SKIP,
-             "every member joined a collective and none completed it: the network or a GPU"),
-    ), why="with no wait to follow, a collective nobody completed is the last explanation"),
-    Level("unrecorded", (
-        Rule("unrecorded ops", unrecorded_ops, After.LIST,
-             "counters ahead of the entries, or op_id gaps: ops the buffers never saw"),
-        Rule("op counters ahead", op_counters_ahead, After.LIST,
-             "hook-recorded counters (op_id units) past the newest recorded op"),
-    ), why="what the dumps cannot show: informs the verdict, blames nobody", blames=False),
+    Level(
+        "desync",
+        (
+            Rule(
+                "collective desync",
+                collective_desync,
+                After.LIST,
+                "members issued one sequence number with different ops, sizes or dtypes",
+            ),
+            Rule(
+                "p2p desync",
+                p2p_desync,
+                After.LIST,
+                "a send and the recv it pairs with disagree on sizes or dtypes",
+            ),
+        ),
+        why="a desync is a cause: the ranks that wait or crash behind it are its victims",
+        consequence="a consequence of the desync",
+    ),
+    Level(
+        "waits",
+        (
+            Rule(
+                "roots",
+                plain_roots,
+                After.CONSEQUENCE,
+                "a rank others wait on that waits on nobody stopped first (or left no dump)",
+            ),
+            Rule(
+                "stuck roots",
+                stuck_roots,
+                After.CONSEQUENCE,
+                "a root blocked inside a collective all members joined holds the others from inside",
+            ),
+            Rule(
+                "slow roots",
+                slow_roots,
+                After.CONSEQUENCE,
+                "a root whose GPU stopped completing what its peers completed",
+            ),
+            Amend(
+                "unsure roots",
+                unsure_roots,
+                "a root whose own dump is doubtful is not blamed ahead of a root whose dump is sound",
+            ),
+            Rule(
+                "deadlock",
+                deadlock,
+                After.LIST,
+                "waits that form a cycle blame the rank that ran the groups in another order",
+            ),
+        ),
+        why="among waits, only the ranks everybody ends up waiting on are culprits",
+    ),
+    Level(
+        "stuck",
+        (
+            Rule(
+                "stuck inside",
+                stuck_anywhere,
+                After.SKIP,
+                "every member joined a collective and none completed it: the network or a GPU",
+            ),
+        ),
+        why="with no wait to follow, a collective nobody completed is the last explanation",
+    ),
+    Level(
+        "unrecorded",
+        (
+            Rule(
+                "unrecorded ops",
+                unrecorded_ops,
+                After.LIST,
+                "counters ahead of the entries, or op_id gaps: ops the buffers never saw",
+            ),
+            Rule(
+                "op counters ahead",
+                op_counters_ahead,
+                After.LIST,
+                "hook-recorded counters (op_id units) past the newest recorded op",
+            ),
+        ),
+        why="what the dumps cannot show: informs the verdict, blames nobody",
+        blames=False,
+    ),
 )
 
 
@@ -113,16 +169,24 @@ class KindRow:
 
 #: The taxonomy in the order findings are listed (culprit findings first in any case).
 TAXONOMY: tuple[KindRow, ...] = (
-    KindRow(FindingKind.NOT_JOINED, "members never enqueued the op the others wait in: the "
-            "culprit is stalled outside communication"),
-    KindRow(FindingKind.MISSING_DUMP, "no file from a rank others wait on (crashed or killed; "
-            "where the backend dumps only failed ranks, also a stalled rank)"),
+    KindRow(
+        FindingKind.NOT_JOINED,
+        "members never enqueued the op the others wait in: the "
+        "culprit is stalled outside communication",
+    ),
+    KindRow(
+        FindingKind.MISSING_DUMP,
+        "no file from a rank others wait on (crashed or killed; "
+        "where the backend dumps only failed ranks, also a stalled rank)",
+    ),
     KindRow(FindingKind.OP_MISMATCH, "members enqueued different ops at one sequence number"),
     KindRow(FindingKind.SIZE_MISMATCH, "... the same op with different shapes"),
     KindRow(FindingKind.DTYPE_MISMATCH, "... the same op with different dtypes"),
     KindRow(FindingKind.DEADLOCK, "waits form a cycle"),
-    KindRow(FindingKind.STUCK_IN_COLLECTIVE, "every member enqueued the op, none completed: "
-            "network or GPU"),
+    KindRow(
+        FindingKind.STUCK_IN_COLLECTIVE,
+        "every member enqueued the op, none completed: network or GPU",
+    ),
     KindRow(FindingKind.UNRECORDED_OPS, "counters ahead of the recorded entries"),
     KindRow(FindingKind.NO_HANG, "everything recorded completed and the counters agree"),
     KindRow(FindingKind.INCONCLUSIVE, "ops are pending but no rank can be blamed"),
@@ -146,8 +210,9 @@ def _blamed(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
 
 
 def _unseen(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
-    return (facts.matching.dialects.completion_unobserved
-            and any(f.kind == FindingKind.UNRECORDED_OPS for f in findings))
+    return facts.matching.dialects.completion_unobserved and any(
+        f.kind == FindingKind.UNRECORDED_OPS for f in findings
+    )
 
 
 def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
@@ -159,7 +224,9 @@ def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
         finished = bool((e["state"].astype(str) == "completed").all())
     p = matching.progress
     known = p[p["enqueued"] >= 0]
-    agree = bool((known.groupby("pg_name")["enqueued"].nunique() <= 1).all()) if len(known) else True
+    agree = (
+        bool((known.groupby("pg_name")["enqueued"].nunique() <= 1).all()) if len(known) else True
+    )
     return finished and agree and not tables.missing_ranks
 
 
@@ -170,10 +237,21 @@ def _always(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
 #: The verdict: the first row that applies.
 VERDICTS: tuple[VerdictRow, ...] = (
     VerdictRow("blamed", _blamed, Verdict.HANG, None, "a level named a culprit"),
-    VerdictRow("unseen", _unseen, Verdict.INCONCLUSIVE, FindingKind.UNRECORDED_OPS,
-               "the buffers miss ops and completion is not observed: a hang may hide in them"),
-    VerdictRow("all done", _all_done, Verdict.NO_HANG, FindingKind.NO_HANG,
-               "every recorded op completed, the counters agree, every rank dumped"),
-    VerdictRow("pending", _always, Verdict.INCONCLUSIVE, None,
-               "ops are pending but no rank can be blamed"),
+    VerdictRow(
+        "unseen",
+        _unseen,
+        Verdict.INCONCLUSIVE,
+        FindingKind.UNRECORDED_OPS,
+        "the buffers miss ops and completion is not observed: a hang may hide in them",
+    ),
+    VerdictRow(
+        "all done",
+        _all_done,
+        Verdict.NO_HANG,
+        FindingKind.NO_HANG,
+        "every recorded op completed, the counters agree, every rank dumped",
+    ),
+    VerdictRow(
+        "pending", _always, Verdict.INCONCLUSIVE, None, "ops are pending but no rank can be blamed"
+    ),
 )

@@ -35,13 +35,19 @@ def slow_completers(facts: Facts, only: list[int] | None = None) -> Finding | No
     first: dict[str, Any] = laggers[ranks[0]]
     many = len(ranks) > 1
     return Finding(
-        kind=FindingKind.STUCK_IN_COLLECTIVE.value, ranks=ranks, culprit=True,
-        summary=(f"{plural(ranks)} {rank_list(ranks)} enqueued as far as "
-                 f"{'their' if many else 'its'} peers but stopped completing first (in "
-                 f"{group_label(first['group'], first['group_desc'])} completed {first['completed']} "
-                 f"while the peers completed {first['peers_completed']}): stuck on the GPU or its "
-                 "link, not in the program"),
-        group=first["group"], group_desc=first["group_desc"], seq=first["completed"] + 1,
+        kind=FindingKind.STUCK_IN_COLLECTIVE.value,
+        ranks=ranks,
+        culprit=True,
+        summary=(
+            f"{plural(ranks)} {rank_list(ranks)} enqueued as far as "
+            f"{'their' if many else 'its'} peers but stopped completing first (in "
+            f"{group_label(first['group'], first['group_desc'])} completed {first['completed']} "
+            f"while the peers completed {first['peers_completed']}): stuck on the GPU or its "
+            "link, not in the program"
+        ),
+        group=first["group"],
+        group_desc=first["group_desc"],
+        seq=first["completed"] + 1,
         evidence=SlowEvidence(per_rank={str(r): v for r, v in laggers.items()}),
     )
 
@@ -75,29 +81,50 @@ def _stuck_finding(facts: Facts, row: pd.Series) -> Finding:
         latest = started.sort_values("time_started_ns").tail(max(1, len(started) // 8))
         last_to_start = tuple(sorted(int(r) for r in latest["rank"]))
     suspect = stuck_suspect(tables, facts.matching, name, seq, members, config=facts.config)
-    head = (f"every member of {group_label(name, str(row['pg_desc']))} enqueued "
-            f"{row['op']} seq {seq} and none completed it")
+    head = (
+        f"every member of {group_label(name, str(row['pg_desc']))} enqueued "
+        f"{row['op']} seq {seq} and none completed it"
+    )
     if suspect.rank is not None:
         ranks = (suspect.rank,)
-        summary = (f"{head}; the likely holder is rank {suspect.rank}: "
-                   f"{'; '.join(suspect.reasons)}. Suspect its host, GPU or link, not the program")
+        summary = (
+            f"{head}; the likely holder is rank {suspect.rank}: "
+            f"{'; '.join(suspect.reasons)}. Suspect its host, GPU or link, not the program"
+        )
     else:
         summary = f"{head}: suspect the network or a GPU of these ranks, not the program"
         if last_to_start:
             summary += f"; last to start it: rank(s) {rank_list(last_to_start)}"
-        summary += ("; no member stands out: the evidence points at different members ("
-                    f"{'; '.join(suspect.reasons)})" if suspect.reasons else
-                    "; no member stands out (all enqueued it close together, and their entries "
-                    "are in the same state)")
+        summary += (
+            "; no member stands out: the evidence points at different members ("
+            f"{'; '.join(suspect.reasons)})"
+            if suspect.reasons
+            else "; no member stands out (all enqueued it close together, and their entries "
+            "are in the same state)"
+        )
     stack_row = mine[mine["stack_id"] >= 0]
     stack = stack_frames(tables, int(stack_row["stack_id"].iloc[0])) if len(stack_row) else ()
-    evidence = StuckEvidence(members=tuple(members), started=int(row["n_started"]),
-                             completed=int(row["n_completed"]), suspect=suspect.rank,
-                             suspect_reasons=suspect.reasons, signals=suspect.evidence,
-                             last_to_start=last_to_start)
-    return Finding(kind=FindingKind.STUCK_IN_COLLECTIVE.value, ranks=ranks, summary=summary, group=name,
-                   group_desc=str(row["pg_desc"]), seq=seq, op=str(row["op"]), culprit=True,
-                   evidence=evidence, stack=stack)
+    evidence = StuckEvidence(
+        members=tuple(members),
+        started=int(row["n_started"]),
+        completed=int(row["n_completed"]),
+        suspect=suspect.rank,
+        suspect_reasons=suspect.reasons,
+        signals=suspect.evidence,
+        last_to_start=last_to_start,
+    )
+    return Finding(
+        kind=FindingKind.STUCK_IN_COLLECTIVE.value,
+        ranks=ranks,
+        summary=summary,
+        group=name,
+        group_desc=str(row["pg_desc"]),
+        seq=seq,
+        op=str(row["op"]),
+        culprit=True,
+        evidence=evidence,
+        stack=stack,
+    )
 
 
 def stuck_findings(facts: Facts, held: list[tuple[str, int]]) -> list[Finding]:

@@ -30,20 +30,34 @@ def _gaps_recorded(facts: Facts) -> bool:
 def _window_counters(facts: Facts) -> list[Finding]:
     """``pg_status`` counters past the newest recorded sequence number."""
     p = facts.matching.progress
-    ahead = p[(p["counter_enqueued"] > p["window_hi"]) & (p["window_hi"] >= 0)
-              & (p["source"] == "entries+pg_status")]
+    ahead = p[
+        (p["counter_enqueued"] > p["window_hi"])
+        & (p["window_hi"] >= 0)
+        & (p["source"] == "entries+pg_status")
+    ]
     out = []
     for name, grp in ahead.groupby("pg_name", sort=True):
         desc = str(grp["pg_desc"].iloc[0])
-        out.append(Finding(
-            kind=_UNRECORDED, ranks=tuple(sorted(int(r) for r in grp["rank"])),
-            summary=(f"pg_status counters of {group_label(str(name), desc)} "
-                     "run ahead of the recorded entries: ops happened that the buffer never saw"),
-            group=str(name), group_desc=desc,
-            evidence=WindowCountersEvidence(
-                counters={str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])},
-                last_recorded={str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])}),
-        ))
+        out.append(
+            Finding(
+                kind=_UNRECORDED,
+                ranks=tuple(sorted(int(r) for r in grp["rank"])),
+                summary=(
+                    f"pg_status counters of {group_label(str(name), desc)} "
+                    "run ahead of the recorded entries: ops happened that the buffer never saw"
+                ),
+                group=str(name),
+                group_desc=desc,
+                evidence=WindowCountersEvidence(
+                    counters={
+                        str(int(r)): int(c) for r, c in zip(grp["rank"], grp["counter_enqueued"])
+                    },
+                    last_recorded={
+                        str(int(r)): int(h) for r, h in zip(grp["rank"], grp["window_hi"])
+                    },
+                ),
+            )
+        )
     return out
 
 
@@ -51,33 +65,52 @@ def _op_id_gaps(facts: Facts) -> list[Finding]:
     """Ops that ran between recorded entries (op_id gaps) but are in no buffer."""
     tables, matching = facts.tables, facts.matching
     ordered = tables.entries.sort_values(["rank", "pg_name", "op_id"])[
-        ["rank", "pg_name", "pg_desc", "op_id", "seq"]]
+        ["rank", "pg_name", "pg_desc", "op_id", "seq"]
+    ]
     by = ordered.groupby(["rank", "pg_name"], observed=True)
     gap = by["op_id"].diff().fillna(1) - 1
     # Gaps of monitored_barrier (collective_seq_id skips as much as op_id, on every member
     # alike) are collectives the recorder does not record, not send/recv.
     seq_gap = by["seq"].diff().fillna(1) - 1
     members = facts.members
-    barrier_gap = np.array([
-        barrier_op_gap(int(q), int(r) == int(members.get(str(g), (-1,))[0]), len(members.get(str(g), ())))
-        if str(g) in matching.barrier_gaps and q > 0 and q % 2 == 0 else -1
-        for r, g, q in zip(ordered["rank"].tolist(), ordered["pg_name"].tolist(), seq_gap.tolist())])
+    barrier_gap = np.array(
+        [
+            barrier_op_gap(
+                int(q), int(r) == int(members.get(str(g), (-1,))[0]), len(members.get(str(g), ()))
+            )
+            if str(g) in matching.barrier_gaps and q > 0 and q % 2 == 0
+            else -1
+            for r, g, q in zip(
+                ordered["rank"].tolist(), ordered["pg_name"].tolist(), seq_gap.tolist()
+            )
+        ]
+    )
     gap = gap.where(gap != barrier_gap, 0)
     gaps = ordered[gap > 0].assign(missing=gap[gap > 0].astype(int))
     out = []
     for name, grp in gaps.groupby("pg_name", observed=True, sort=True):
         desc = str(grp["pg_desc"].iloc[0])
         per_rank = grp.groupby("rank")["missing"].sum()
-        out.append(Finding(
-            kind=_UNRECORDED, ranks=tuple(sorted(int(r) for r in per_rank.index)),
-            summary=(f"{int(per_rank.max())} op(s) of {group_label(str(name), desc)} ran between recorded "
-                     "entries but are in no buffer (op_id gaps): gloo does not record send/recv, so a "
-                     "hang inside such an op cannot be seen in these dumps"),
-            group=str(name), group_desc=desc,
-            evidence=OpGapEvidence(
-                unrecorded_ops_per_rank={str(int(r)): int(m) for r, m in zip(per_rank.index.tolist(), per_rank.tolist())},
-                gaps_before_seq=tuple(sorted({int(s) for s in grp["seq"]})[:20])),
-        ))
+        out.append(
+            Finding(
+                kind=_UNRECORDED,
+                ranks=tuple(sorted(int(r) for r in per_rank.index)),
+                summary=(
+                    f"{int(per_rank.max())} op(s) of {group_label(str(name), desc)} ran between recorded "
+                    "entries but are in no buffer (op_id gaps): gloo does not record send/recv, so a "
+                    "hang inside such an op cannot be seen in these dumps"
+                ),
+                group=str(name),
+                group_desc=desc,
+                evidence=OpGapEvidence(
+                    unrecorded_ops_per_rank={
+                        str(int(r)): int(m)
+                        for r, m in zip(per_rank.index.tolist(), per_rank.tolist())
+                    },
+                    gaps_before_seq=tuple(sorted({int(s) for s in grp["seq"]})[:20]),
+                ),
+            )
+        )
     return out
 
 
@@ -98,16 +131,24 @@ def op_counters_ahead(facts: Facts) -> list[Finding]:
     if _gaps_recorded(facts):
         return []
     tables, matching = facts.tables, facts.matching
-    hooked = [r for r, d in matching.dialects.by_rank.items() if d.counter == "op_id" and d.records_p2p]
+    hooked = [
+        r for r, d in matching.dialects.by_rank.items() if d.counter == "op_id" and d.records_p2p
+    ]
     e, st = tables.entries, tables.status
     if not hooked or e.empty or st.empty:
         return []
     mine = e[e["rank"].isin(hooked)]
     newest_by = mine.groupby(["pg_name", "rank"], observed=True)["op_id"].max()
-    newest = {(str(g), int(r)): int(v) for (g, r), v in zip(newest_by.index.tolist(), newest_by.tolist())}
-    cnt = st[(st["pg_name"] != "") & st["rank"].isin(hooked)].drop_duplicates(["pg_name", "rank"], keep="last")
+    newest = {
+        (str(g), int(r)): int(v) for (g, r), v in zip(newest_by.index.tolist(), newest_by.tolist())
+    }
+    cnt = st[(st["pg_name"] != "") & st["rank"].isin(hooked)].drop_duplicates(
+        ["pg_name", "rank"], keep="last"
+    )
     rows: dict[str, dict[int, tuple[int, int]]] = {}
-    for g, r, c in zip(cnt["pg_name"].astype(str), cnt["rank"].tolist(), cnt["last_enqueued"].tolist()):
+    for g, r, c in zip(
+        cnt["pg_name"].astype(str), cnt["rank"].tolist(), cnt["last_enqueued"].tolist()
+    ):
         top = newest.get((g, int(r)))
         if top is not None and int(c) > int(top):
             rows.setdefault(g, {})[int(r)] = (int(c), int(top))
@@ -115,14 +156,22 @@ def op_counters_ahead(facts: Facts) -> list[Finding]:
     out = []
     for g, per in sorted(rows.items()):
         desc = str(descs.get(g, ""))
-        out.append(Finding(
-            kind=_UNRECORDED, ranks=tuple(sorted(per)),
-            summary=(f"pg_status counters of {group_label(g, desc)} (op_id units) run ahead of the "
-                     "newest recorded op: ops happened that the buffer never saw"),
-            group=g, group_desc=desc,
-            evidence=OpIdCountersEvidence(counters={str(r): c for r, (c, _) in per.items()},
-                                          last_recorded_op_id={str(r): t for r, (_, t) in per.items()}),
-        ))
+        out.append(
+            Finding(
+                kind=_UNRECORDED,
+                ranks=tuple(sorted(per)),
+                summary=(
+                    f"pg_status counters of {group_label(g, desc)} (op_id units) run ahead of the "
+                    "newest recorded op: ops happened that the buffer never saw"
+                ),
+                group=g,
+                group_desc=desc,
+                evidence=OpIdCountersEvidence(
+                    counters={str(r): c for r, (c, _) in per.items()},
+                    last_recorded_op_id={str(r): t for r, (_, t) in per.items()},
+                ),
+            )
+        )
     return out
 
 
@@ -133,7 +182,10 @@ def unrecorded_text(groups: dict[str, dict[str, Any]]) -> str:
     for name, info in groups.items():
         who = info.get("members_without_buffer") or []
         backend = info.get("backend") or ""
-        detail = (f" ({backend} buffer missing for {plural(who)} {rank_list(who)})"
-                  if who else f" (no dump holds it; named by {info.get('evidence', 'other evidence')})")
+        detail = (
+            f" ({backend} buffer missing for {plural(who)} {rank_list(who)})"
+            if who
+            else f" (no dump holds it; named by {info.get('evidence', 'other evidence')})"
+        )
         parts.append(f"{name}{detail}")
     return "groups not recorded in these dumps: " + "; ".join(parts)

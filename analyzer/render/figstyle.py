@@ -8,14 +8,32 @@ from typing import TYPE_CHECKING, Any
 from analyzer.render.wording import for_plot, group_label, is_p2p_op, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from analyzer.analysis import Analysis
 
 __all__ = [
-    "BAR_BUDGET", "COLORS", "CULPRIT", "CULPRIT_BAND", "HIGHLIGHT", "HOVER_FRAMES", "LANE_BUDGET",
-    "MAX_GRAPH_NODES", "STACK_HOVERS", "STATE_NAMES", "ST_DONE", "ST_FLIGHT", "ST_MISMATCH",
-    "base_layout", "clip", "esc", "group_label", "is_p2p_op", "members_label", "pipeline_stage",
-    "ranks_text", "stack_texts", "top_margin",
+    "BAR_BUDGET",
+    "COLORS",
+    "CULPRIT",
+    "CULPRIT_BAND",
+    "HIGHLIGHT",
+    "HOVER_FRAMES",
+    "LANE_BUDGET",
+    "MAX_GRAPH_NODES",
+    "STACK_HOVERS",
+    "STATE_NAMES",
+    "ST_DONE",
+    "ST_FLIGHT",
+    "ST_MISMATCH",
+    "base_layout",
+    "clip",
+    "esc",
+    "group_label",
+    "is_p2p_op",
+    "members_label",
+    "pipeline_stage",
+    "ranks_text",
+    "stack_texts",
+    "top_margin",
 ]
 
 #: Colours of op states (also used by the HTML legend).
@@ -84,16 +102,28 @@ def top_margin(notes: list[str], extra: int = 40) -> int:
 
 
 def base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
-    sub = "<br>".join(f"<span style='font-size:12px;color:#555'>{n}</span>" for n in _note_lines(notes))
+    sub = "<br>".join(
+        f"<span style='font-size:12px;color:#555'>{n}</span>" for n in _note_lines(notes)
+    )
     return {
-        "title": {"text": f"<b>{title}</b>" + (f"<br>{sub}" if sub else ""), "x": 0.01,
-                  "xanchor": "left", "yref": "container", "y": 1.0, "yanchor": "top",
-                  "pad": {"t": 20}, "font": {"size": 16}},
+        "title": {
+            "text": f"<b>{title}</b>" + (f"<br>{sub}" if sub else ""),
+            "x": 0.01,
+            "xanchor": "left",
+            "yref": "container",
+            "y": 1.0,
+            "yanchor": "top",
+            "pad": {"t": 20},
+            "font": {"size": 16},
+        },
         "height": height,
         "font": {"family": _FONT, "size": 12},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
-        "hoverlabel": {"align": "left", "font": {"family": "DejaVu Sans Mono, monospace", "size": 11}},
+        "hoverlabel": {
+            "align": "left",
+            "font": {"family": "DejaVu Sans Mono, monospace", "size": 11},
+        },
         "meta": {"hangscope": {"notes": notes}},
     }
 
@@ -101,7 +131,9 @@ def base_layout(title: str, notes: list[str], height: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- shared views
 
 
-def stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAMES) -> dict[int, str]:
+def stack_texts(
+    analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAMES
+) -> dict[int, str]:
     """stack_id -> short escaped text (user frames first: torch internals are skipped)."""
     wanted = {int(i) for i in ids if int(i) >= 0}
     if not wanted:
@@ -114,7 +146,10 @@ def stack_texts(analysis: Analysis, ids: Iterable[int], frames: int = HOVER_FRAM
         user = [r for r in rows if "/torch/" not in str(r.filename)]
         shown = (user or rows)[:frames]
         hidden = len(rows) - len(shown)
-        lines = [esc(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110)) for r in shown]
+        lines = [
+            esc(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110))
+            for r in shown
+        ]
         if hidden:
             lines.append(f"(+{hidden} frame{'s' if hidden > 1 else ''}: torch internals or deeper)")
         out[int(str(sid))] = "<br>".join(lines)

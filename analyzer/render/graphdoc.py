@@ -20,8 +20,10 @@ def graph_text(analysis: Analysis, *, max_lines: int = 200) -> str:
     """One line per holder: who waits on it, and in what."""
     g = analysis.graph
     culprits = set(analysis.diagnosis.culprit_ranks)
-    lines = [f"wait-for graph: {g.number_of_nodes()} ranks, {g.number_of_edges()} waits; "
-             f"culprits: {', '.join(map(str, sorted(culprits))) or 'none'}"]
+    lines = [
+        f"wait-for graph: {g.number_of_nodes()} ranks, {g.number_of_edges()} waits; "
+        f"culprits: {', '.join(map(str, sorted(culprits))) or 'none'}"
+    ]
     by_holder: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for a, b, d in g.edges(data=True):
         by_holder[int(b)][_label(d)].append(int(a))
@@ -31,7 +33,9 @@ def graph_text(analysis: Analysis, *, max_lines: int = 200) -> str:
         lines.append(f"rank {holder}{mark}{dumped} is waited on by:")
         for label, waiters in sorted(by_holder[holder].items()):
             ws = sorted(waiters)
-            shown = ", ".join(map(str, ws[:16])) + (f", ... ({len(ws)} ranks)" if len(ws) > 16 else "")
+            shown = ", ".join(map(str, ws[:16])) + (
+                f", ... ({len(ws)} ranks)" if len(ws) > 16 else ""
+            )
             lines.append(f"  {shown} in {label}")
         if len(lines) > max_lines:
             lines.append(f"... {len(by_holder)} holders in all (use --format json)")
@@ -48,7 +52,11 @@ def _export_graph(analysis: Analysis) -> nx.DiGraph:
         if analysis.graph.degree(n) or n in culprits or not d.get("dumped", True):
             g.add_node(int(n), dumped=bool(d.get("dumped", True)), culprit=int(n) in culprits)
     for a, b, d in analysis.graph.edges(data=True):
-        g.add_edge(int(a), int(b), **{k: (v if isinstance(v, (int, str)) else str(v)) for k, v in d.items()})
+        g.add_edge(
+            int(a),
+            int(b),
+            **{k: (v if isinstance(v, (int, str)) else str(v)) for k, v in d.items()},
+        )
     return g
 
 

@@ -33,6 +33,7 @@ from analyzer.render.wording import chain_sentences, cycle_line, for_html, missi
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
 
+
 def esc(value: object) -> str:
     """HTML-escape anything that came from a dump (text and attribute values)."""
     return for_html(value)
@@ -41,8 +42,13 @@ def esc(value: object) -> str:
 def _json_for_html(obj: Any) -> str:
     """JSON that can sit inside a <script> element (no ``</script>``, no ``<!--``)."""
     text = obj if isinstance(obj, str) else json.dumps(obj)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def verdict_line(analysis: Analysis) -> str:
@@ -50,7 +56,9 @@ def verdict_line(analysis: Analysis) -> str:
     return wording.verdict_line(analysis.diagnosis)
 
 
-def verdict_html(analysis: Analysis, *, max_findings: int = 5, standalone_styles: bool = True) -> str:
+def verdict_html(
+    analysis: Analysis, *, max_findings: int = 5, standalone_styles: bool = True
+) -> str:
     """A compact verdict summary as an HTML fragment (Jupyter's rich display uses it)."""
     d = analysis.diagnosis
     t = analysis.tables
@@ -62,13 +70,25 @@ def verdict_html(analysis: Analysis, *, max_findings: int = 5, standalone_styles
             "<tr>"
             f"<td style='padding:3px 8px;vertical-align:top'>{'★ ' if f.culprit else ''}{esc(f.kind)}</td>"
             f"<td style='padding:3px 8px;vertical-align:top'>{esc(rank_runs(f.ranks, 4))}</td>"
-            f"<td style='padding:3px 8px;text-align:left;overflow-wrap:anywhere'>{esc(f.summary)}</td></tr>")
+            f"<td style='padding:3px 8px;text-align:left;overflow-wrap:anywhere'>{esc(f.summary)}</td></tr>"
+        )
     more = len(d.findings) - max_findings
-    table = ("<table style='border-collapse:collapse;font-size:12.5px;margin-top:6px'>"
-             "<tr><th style='text-align:left;padding:3px 8px'>kind</th><th style='text-align:left;padding:3px 8px'>ranks</th>"
-             "<th style='text-align:left;padding:3px 8px'>finding</th></tr>" + "".join(rows) + "</table>"
-             + (f"<div style='font-size:12px;color:#5d6d7e'>… {more} more findings</div>" if more > 0 else "")
-             ) if rows else ""
+    table = (
+        (
+            "<table style='border-collapse:collapse;font-size:12.5px;margin-top:6px'>"
+            "<tr><th style='text-align:left;padding:3px 8px'>kind</th><th style='text-align:left;padding:3px 8px'>ranks</th>"
+            "<th style='text-align:left;padding:3px 8px'>finding</th></tr>"
+            + "".join(rows)
+            + "</table>"
+            + (
+                f"<div style='font-size:12px;color:#5d6d7e'>… {more} more findings</div>"
+                if more > 0
+                else ""
+            )
+        )
+        if rows
+        else ""
+    )
     return (
         "<div class='hangscope-verdict' style='font-family:system-ui,sans-serif;max-width:1100px'>"
         f"<div style='background:{bg};color:white;padding:10px 14px;border-radius:6px'>"
@@ -93,8 +113,10 @@ def _cdn_tag(nonce: str) -> tuple[str, str]:
 
     url = plotly_cdn_url()
     digest = base64.b64encode(hashlib.sha256(_plotly_js().encode("utf-8")).digest()).decode()
-    tag = (f'<script nonce="{nonce}" src="{esc(url)}" integrity="sha256-{digest}" '
-           'crossorigin="anonymous" charset="utf-8"></script>')
+    tag = (
+        f'<script nonce="{nonce}" src="{esc(url)}" integrity="sha256-{digest}" '
+        'crossorigin="anonymous" charset="utf-8"></script>'
+    )
     origin = "/".join(url.split("/")[:3])
     return tag, origin
 
@@ -105,40 +127,54 @@ def banner_html(analysis: Analysis) -> str:
     chains = "".join(f"<li class='chain'>{esc(c)}</li>" for c in chain_sentences(d))
     missing = f"<li class='missing'>{esc(missing_text(analysis))}</li>" if d.missing_dumps else ""
     cycles = "".join(f"<li class='cycle'>{esc(cycle_line(c))}</li>" for c in d.deadlock_cycles)
-    return "".join([
-        f"<header class='banner {esc(d.verdict.value)}' id='verdict'>",
-        f"<p class='verdict'>{esc(wording.verdict_head(d))}</p>",
-        f"<p class='kind'>{esc(wording.verdict_detail(d))}</p>",
-        f"<p class='headline'>{esc(d.headline)}</p>",
-        f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
-        "</header>",
-    ])
+    return "".join(
+        [
+            f"<header class='banner {esc(d.verdict.value)}' id='verdict'>",
+            f"<p class='verdict'>{esc(wording.verdict_head(d))}</p>",
+            f"<p class='kind'>{esc(wording.verdict_detail(d))}</p>",
+            f"<p class='headline'>{esc(d.headline)}</p>",
+            f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
+            "</header>",
+        ]
+    )
 
 
 _FIGURE_INTROS = {
-    "timeline": ("Timeline", "timeline",
-                 "One lane per rank, one bar per recorded op from enqueue to completion. Orange never "
-                 "completed; hatched red: the op the culprit never joined while its peers wait in it; "
-                 "outlined: the op the finding is about. Hover a bar for group, seq, sizes, dtypes and "
-                 "the issuing stack; the buttons switch between the hang window and the whole buffer."),
-    "waitgraph": ("Wait-for graph", "waits",
-                  "An arrow A → B: A is blocked in an op B has not joined. Culprits are on the right; "
-                  "the red path is the wait chain to the culprit. Hover the middle of an arrow for the "
-                  "group, sequence number and op."),
-    "progress": ("Progress per group", "progress",
-                 "How many sequence numbers each rank is behind its group's newest enqueued op."),
+    "timeline": (
+        "Timeline",
+        "timeline",
+        "One lane per rank, one bar per recorded op from enqueue to completion. Orange never "
+        "completed; hatched red: the op the culprit never joined while its peers wait in it; "
+        "outlined: the op the finding is about. Hover a bar for group, seq, sizes, dtypes and "
+        "the issuing stack; the buttons switch between the hang window and the whole buffer.",
+    ),
+    "waitgraph": (
+        "Wait-for graph",
+        "waits",
+        "An arrow A → B: A is blocked in an op B has not joined. Culprits are on the right; "
+        "the red path is the wait chain to the culprit. Hover the middle of an arrow for the "
+        "group, sequence number and op.",
+    ),
+    "progress": (
+        "Progress per group",
+        "progress",
+        "How many sequence numbers each rank is behind its group's newest enqueued op.",
+    ),
 }
 
 
-def _figure_blobs(analysis: Analysis, *, clock: str, max_lanes: int,
-                  window_s: float | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+def _figure_blobs(
+    analysis: Analysis, *, clock: str, max_lanes: int, window_s: float | None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Each figure as JSON that can sit in a script element, and its notes (escaped)."""
     from analyzer.render import figures
 
     other = "rank" if clock == "job" else "job"
     figs = {
         "timeline": figures.timeline(analysis, max_lanes=max_lanes, window_s=window_s, clock=clock),
-        "timeline2": figures.timeline(analysis, max_lanes=max_lanes, window_s=window_s, clock=other),
+        "timeline2": figures.timeline(
+            analysis, max_lanes=max_lanes, window_s=window_s, clock=other
+        ),
         "waitgraph": figures.wait_graph(analysis),
         "progress": figures.progress(analysis),
     }
@@ -146,27 +182,38 @@ def _figure_blobs(analysis: Analysis, *, clock: str, max_lanes: int,
     notes: dict[str, list[str]] = {}
     for name, fig in figs.items():
         meta = fig.layout.meta or {}
-        notes[name] = list((meta.get("hangscope") or {}).get("notes", [])) if isinstance(meta, dict) else []
+        notes[name] = (
+            list((meta.get("hangscope") or {}).get("notes", [])) if isinstance(meta, dict) else []
+        )
         blobs[name] = _json_for_html(fig.to_json(validate=False, pretty=False, engine="json"))
     return blobs, notes
 
 
 def _figure_sections(blobs: dict[str, str], notes: dict[str, list[str]], clock: str) -> list[str]:
     other = "rank" if clock == "job" else "job"
-    other_clock = ("each rank's own clock (aligns hosts whose clocks are offset; hides which rank "
-                   "stopped first)" if other == "rank" else "the job clock (one time axis for all ranks)")
-    extra = {"timeline": (
-        f"<details data-lazy='1' id='timeline-other'><summary>the same timeline on {other_clock}</summary>"
-        "<div class='plot' id='plot-timeline2'></div>"
-        f"<script type='application/json' data-plot='plot-timeline2'>{blobs['timeline2']}</script></details>")}
+    other_clock = (
+        "each rank's own clock (aligns hosts whose clocks are offset; hides which rank "
+        "stopped first)"
+        if other == "rank"
+        else "the job clock (one time axis for all ranks)"
+    )
+    extra = {
+        "timeline": (
+            f"<details data-lazy='1' id='timeline-other'><summary>the same timeline on {other_clock}</summary>"
+            "<div class='plot' id='plot-timeline2'></div>"
+            f"<script type='application/json' data-plot='plot-timeline2'>{blobs['timeline2']}</script></details>"
+        )
+    }
     out = []
     for key, (heading, anchor, intro) in _FIGURE_INTROS.items():
         note_html = "".join(f"<p class='note'>{n}</p>" for n in notes[key])  # already escaped
-        out.append(f"<section id='{anchor}'><h2>{heading}</h2><p class='note'>{intro}</p>"
-                   f"<div class='plot' id='plot-{key}'></div>"
-                   f"<script type='application/json' data-plot='plot-{key}'>{blobs[key]}</script>"
-                   f"<details><summary>what was merged or left out</summary>{note_html}</details>"
-                   f"{extra.get(key, '')}</section>")
+        out.append(
+            f"<section id='{anchor}'><h2>{heading}</h2><p class='note'>{intro}</p>"
+            f"<div class='plot' id='plot-{key}'></div>"
+            f"<script type='application/json' data-plot='plot-{key}'>{blobs[key]}</script>"
+            f"<details><summary>what was merged or left out</summary>{note_html}</details>"
+            f"{extra.get(key, '')}</section>"
+        )
     return out
 
 
@@ -178,21 +225,32 @@ def _script_policy(plotlyjs: str, nonce: str) -> tuple[str, str]:
     else:
         js_tag, origin = _cdn_tag(nonce)
         script_src = f"'nonce-{nonce}' {origin}"
-    csp = (f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src data: blob:; "
-           "font-src data:; connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'none'; "
-           "form-action 'none'")
+    csp = (
+        f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src data: blob:; "
+        "font-src data:; connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'none'; "
+        "form-action 'none'"
+    )
     return js_tag, csp
 
 
-_NAV = ("<nav><a href='#timeline'>timeline</a><a href='#waits'>wait graph</a><a href='#progress'>progress</a>"
-        "<a href='#findings'>findings</a><a href='#stack'>culprit stack</a><a href='#skipped'>skipped files</a>"
-        "<a href='#input'>input</a></nav>"
-        "<noscript><p class='noscript'>JavaScript is off: the figures need it; the tables below do not."
-        "</p></noscript>")
+_NAV = (
+    "<nav><a href='#timeline'>timeline</a><a href='#waits'>wait graph</a><a href='#progress'>progress</a>"
+    "<a href='#findings'>findings</a><a href='#stack'>culprit stack</a><a href='#skipped'>skipped files</a>"
+    "<a href='#input'>input</a></nav>"
+    "<noscript><p class='noscript'>JavaScript is off: the figures need it; the tables below do not."
+    "</p></noscript>"
+)
 
 
-def render_html(analysis: Analysis, *, plotlyjs: str = "inline", title: str | None = None,
-                clock: str = "job", max_lanes: int = 64, window_s: float | None = None) -> str:
+def render_html(
+    analysis: Analysis,
+    *,
+    plotlyjs: str = "inline",
+    title: str | None = None,
+    clock: str = "job",
+    max_lanes: int = 64,
+    window_s: float | None = None,
+) -> str:
     """The incident report as one HTML document (a string).
 
     ``plotlyjs="inline"`` (default) embeds plotly.js: the file works offline and makes no
@@ -225,9 +283,10 @@ def render_html(analysis: Analysis, *, plotlyjs: str = "inline", title: str | No
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta name='referrer' content='no-referrer'>"
         f"<title>{esc(page_title)}</title><style>{CSS}</style></head>"
-        f"<body data-ready='0' data-verdict='{esc(d.verdict.value)}'><main>" + "".join(body)
+        f"<body data-ready='0' data-verdict='{esc(d.verdict.value)}'><main>"
+        + "".join(body)
         + f"<footer>hangscope {esc(version)} · post-mortem report of PyTorch flight-recorder dumps</footer>"
-        + f"</main>{js_tag}<script nonce=\"{nonce}\">{BOOT}</script></body></html>\n"
+        + f'</main>{js_tag}<script nonce="{nonce}">{BOOT}</script></body></html>\n'
     )
 
 

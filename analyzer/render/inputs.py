@@ -26,13 +26,24 @@ def input_notes(analysis: Analysis) -> InputNotes:
         return InputNotes((), (), (), (), (), ())
     return InputNotes(
         ignored=tuple((clean(i.path), clean(i.reason)) for i in loaded.ignored),
-        duplicates=tuple({"rank": d.rank, "kept": clean(d.kept), "dropped": clean(d.dropped),
-                          "identical": d.identical, "note": d.note} for d in loaded.duplicates),
-        warnings=tuple({"rank": r, "path": clean(p), "warning": clean(w)}
-                       for r, p, w in loaded.warnings),
+        duplicates=tuple(
+            {
+                "rank": d.rank,
+                "kept": clean(d.kept),
+                "dropped": clean(d.dropped),
+                "identical": d.identical,
+                "note": d.note,
+            }
+            for d in loaded.duplicates
+        ),
+        warnings=tuple(
+            {"rank": r, "path": clean(p), "warning": clean(w)} for r, p, w in loaded.warnings
+        ),
         unreadable_folders=tuple((clean(p), clean(w)) for p, w in loaded.unreadable_dirs),
         suspect_ranks=tuple(loaded.suspect_ranks),
-        unreadable_ranks=tuple(r for r in loaded.unreadable_ranks if r < analysis.tables.world_size),
+        unreadable_ranks=tuple(
+            r for r in loaded.unreadable_ranks if r < analysis.tables.world_size
+        ),
     )
 
 
@@ -57,7 +68,9 @@ def text_lines(analysis: Analysis, *, verbose: bool = False) -> list[str]:
             lines.append(f"ignored files ({len(n.ignored)}, not flight-recorder dumps):")
             lines.extend(f"  {p}: {why}" for p, why in n.ignored)
         else:
-            lines.append(f"ignored files: {len(n.ignored)} (not flight-recorder dumps; -v lists them)")
+            lines.append(
+                f"ignored files: {len(n.ignored)} (not flight-recorder dumps; -v lists them)"
+            )
     return lines
 
 

@@ -15,13 +15,22 @@ def graph_dict(analysis: Analysis) -> dict[str, Any]:
     g = analysis.graph
     culprits = set(analysis.diagnosis.culprit_ranks)
     nodes = [
-        {"rank": int(n), "dumped": bool(d.get("dumped", False)), "culprit": int(n) in culprits,
-         "waits_on": g.out_degree(n), "waited_on_by": g.in_degree(n)}
+        {
+            "rank": int(n),
+            "dumped": bool(d.get("dumped", False)),
+            "culprit": int(n) in culprits,
+            "waits_on": g.out_degree(n),
+            "waited_on_by": g.in_degree(n),
+        }
         for n, d in sorted(g.nodes(data=True))
         if g.degree(n) or int(n) in culprits or not d.get("dumped", False)
     ]
     edges = [
-        {"waiter": int(a), "holder": int(b), **{k: d[k] for k in ("pg_name", "pg_desc", "seq", "op", "kind", "count")}}
+        {
+            "waiter": int(a),
+            "holder": int(b),
+            **{k: d[k] for k in ("pg_name", "pg_desc", "seq", "op", "kind", "count")},
+        }
         for a, b, d in sorted(g.edges(data=True))
     ]
     return {"nodes": nodes, "edges": edges}
@@ -61,8 +70,13 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "versions": sorted(str(v) for v in t.ranks["version"].unique() if str(v)),
         "dialects": analysis.matching.dialects.to_dict(),
         "unrecorded_groups": d.unrecorded_groups,
-        "readers": {str(k): int(v) for k, v in
-                    t.ranks.loc[t.ranks["reader"] != "", "reader"].value_counts().sort_index().items()},
+        "readers": {
+            str(k): int(v)
+            for k, v in t.ranks.loc[t.ranks["reader"] != "", "reader"]
+            .value_counts()
+            .sort_index()
+            .items()
+        },
         "graph": graph_dict(analysis),
         "contexts": {
             "ranks": sorted(int(r) for r in analysis.contexts.by_rank),

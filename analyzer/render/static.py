@@ -54,13 +54,16 @@ def _static_figure(analysis: Analysis, **kw: Any) -> Any:
     return fig
 
 
-def timeline_png(analysis: Analysis, *, width: int = 1400, scale: float = 1.0, fmt: str = "png",
-                 **kw: Any) -> bytes:
+def timeline_png(
+    analysis: Analysis, *, width: int = 1400, scale: float = 1.0, fmt: str = "png", **kw: Any
+) -> bytes:
     """The timeline as PNG bytes (kaleido + a local Chromium). Raises StaticImageError."""
     try:
         import kaleido
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise StaticImageError("kaleido is not installed (pip install kaleido); write an .svg instead") from exc
+        raise StaticImageError(
+            "kaleido is not installed (pip install kaleido); write an .svg instead"
+        ) from exc
     fig = _static_figure(analysis, **kw)
     browser = find_browser()
     kopts: dict[str, Any] = {"mathjax": False}
@@ -68,12 +71,16 @@ def timeline_png(analysis: Analysis, *, width: int = 1400, scale: float = 1.0, f
         kopts["path"] = browser
     height = int(fig.layout.height or 600)
     try:
-        data = kaleido.calc_fig_sync(fig.to_dict(), opts={"format": fmt, "width": width, "height": height,
-                                                          "scale": scale}, kopts=kopts)
+        data = kaleido.calc_fig_sync(
+            fig.to_dict(),
+            opts={"format": fmt, "width": width, "height": height, "scale": scale},
+            kopts=kopts,
+        )
     except Exception as exc:  # kaleido raises several types (ChromeNotFoundError, timeouts...)
         raise StaticImageError(
             f"kaleido could not render the image ({type(exc).__name__}: {exc}); install Chromium "
-            "(apt-get install chromium) or set BROWSER_PATH, or write an .svg instead") from exc
+            "(apt-get install chromium) or set BROWSER_PATH, or write an .svg instead"
+        ) from exc
     return bytes(data)
 
 
@@ -88,7 +95,9 @@ def _strip_tags(text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
-def _svg_ticks(lo: float, hi: float, X: Callable[[float], float], top: float, axis_y: float) -> list[str]:
+def _svg_ticks(
+    lo: float, hi: float, X: Callable[[float], float], top: float, axis_y: float
+) -> list[str]:
     """Grid lines and labels of the x axis, at 1, 2 or 5 times a power of ten."""
     import numpy as np
 
@@ -103,13 +112,16 @@ def _svg_ticks(lo: float, hi: float, X: Callable[[float], float], top: float, ax
         t = k * step
         x = X(float(t))
         out.append(f"<line x1='{x:.1f}' y1='{top}' x2='{x:.1f}' y2='{axis_y}' stroke='#eee'/>")
-        out.append(f"<text x='{x:.1f}' y='{axis_y + 16}' text-anchor='middle' fill='#444'>"
-                   f"{'0' if k == 0 else f'{t:+.4g}'}</text>")
+        out.append(
+            f"<text x='{x:.1f}' y='{axis_y + 16}' text-anchor='middle' fill='#444'>"
+            f"{'0' if k == 0 else f'{t:+.4g}'}</text>"
+        )
     return out
 
 
-def _svg_traces(fig: Any, X: Callable[[float], float], lo: float, hi: float, top: float,
-                lane_h: float) -> tuple[list[str], list[tuple[str, str]]]:
+def _svg_traces(
+    fig: Any, X: Callable[[float], float], lo: float, hi: float, top: float, lane_h: float
+) -> tuple[list[str], list[tuple[str, str]]]:
     """The bars and markers of the figure's traces, and the legend entries of the bars."""
     import numpy as np
 
@@ -130,18 +142,26 @@ def _svg_traces(fig: Any, X: Callable[[float], float], lo: float, hi: float, top
                     continue
                 x0, x1 = X(b), X(b + w)
                 cy = top + y * lane_h + lane_h * 0.14
-                stroke = (" stroke='#d62728' stroke-width='1.5'" if hatch else
-                          " stroke='#111' stroke-width='1.5'" if (line or 0) >= 2 else
-                          " stroke='white' stroke-width='0.5'")
-                out.append(f"<rect x='{x0:.1f}' y='{cy:.1f}' width='{max(x1 - x0, 0.8):.1f}' "
-                           f"height='{lane_h * 0.72:.1f}' fill='{fill}'{stroke}/>")
+                stroke = (
+                    " stroke='#d62728' stroke-width='1.5'"
+                    if hatch
+                    else " stroke='#111' stroke-width='1.5'"
+                    if (line or 0) >= 2
+                    else " stroke='white' stroke-width='0.5'"
+                )
+                out.append(
+                    f"<rect x='{x0:.1f}' y='{cy:.1f}' width='{max(x1 - x0, 0.8):.1f}' "
+                    f"height='{lane_h * 0.72:.1f}' fill='{fill}'{stroke}/>"
+                )
             legend.append((tr.name, fill))
         elif tr.type == "scatter" and tr.x is not None:
             for x, y in zip(tr.x, tr.y):
                 if lo <= float(x) <= hi:
                     cx, cy = X(float(x)), top + float(y) * lane_h + lane_h / 2
-                    out.append(f"<path d='M{cx - 5:.1f},{cy - 5:.1f}L{cx + 5:.1f},{cy + 5:.1f}M{cx - 5:.1f},"
-                               f"{cy + 5:.1f}L{cx + 5:.1f},{cy - 5:.1f}' stroke='{tr.marker.color}' stroke-width='2.5'/>")
+                    out.append(
+                        f"<path d='M{cx - 5:.1f},{cy - 5:.1f}L{cx + 5:.1f},{cy + 5:.1f}M{cx - 5:.1f},"
+                        f"{cy + 5:.1f}L{cx + 5:.1f},{cy - 5:.1f}' stroke='{tr.marker.color}' stroke-width='2.5'/>"
+                    )
     return out, legend
 
 
@@ -165,33 +185,45 @@ def timeline_svg(analysis: Analysis, *, width: int = 1400, **kw: Any) -> str:
     def X(v: float) -> float:
         return left + (min(max(v, lo), hi) - lo) / (hi - lo) * plot_w
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' font-family='DejaVu Sans, Arial, sans-serif' font-size='12'>",
-           f"<rect width='{width}' height='{height}' fill='white'/>",
-           "<defs><pattern id='hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
-           "patternTransform='rotate(45)'><rect width='6' height='6' fill='#f6d5d5'/>"
-           "<line x1='0' y1='0' x2='0' y2='6' stroke='#d62728' stroke-width='2'/></pattern></defs>",
-           f"<text x='12' y='24' font-size='16' font-weight='bold'>{_e(_strip_tags(lay.title.text.split('<br>')[0]))}</text>"]
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' font-family='DejaVu Sans, Arial, sans-serif' font-size='12'>",
+        f"<rect width='{width}' height='{height}' fill='white'/>",
+        "<defs><pattern id='hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
+        "patternTransform='rotate(45)'><rect width='6' height='6' fill='#f6d5d5'/>"
+        "<line x1='0' y1='0' x2='0' y2='6' stroke='#d62728' stroke-width='2'/></pattern></defs>",
+        f"<text x='12' y='24' font-size='16' font-weight='bold'>{_e(_strip_tags(lay.title.text.split('<br>')[0]))}</text>",
+    ]
     for i, note in enumerate(notes):
-        out.append(f"<text x='12' y='{44 + 16 * i}' fill='#555' font-size='11.5'>{_e(_strip_tags(note))}</text>")
+        out.append(
+            f"<text x='12' y='{44 + 16 * i}' fill='#555' font-size='11.5'>{_e(_strip_tags(note))}</text>"
+        )
     for y, label, hot in zip(ticks, labels, culprit_lane):
         cy = top + float(y) * lane_h
         if hot:
-            out.append(f"<rect x='{left}' y='{cy:.1f}' width='{plot_w}' height='{lane_h}' fill='rgba(214,39,40,0.10)'/>")
-        out.append(f"<text x='{left - 6}' y='{cy + lane_h * 0.68:.1f}' text-anchor='end' "
-                   f"fill='{'#d62728' if hot else '#222'}' font-weight='{'bold' if hot else 'normal'}'>{_e(label)}</text>")
+            out.append(
+                f"<rect x='{left}' y='{cy:.1f}' width='{plot_w}' height='{lane_h}' fill='rgba(214,39,40,0.10)'/>"
+            )
+        out.append(
+            f"<text x='{left - 6}' y='{cy + lane_h * 0.68:.1f}' text-anchor='end' "
+            f"fill='{'#d62728' if hot else '#222'}' font-weight='{'bold' if hot else 'normal'}'>{_e(label)}</text>"
+        )
     axis_y = top + n * lane_h
     out.extend(_svg_ticks(lo, hi, X, top, axis_y))
-    out.append(f"<text x='{left + plot_w / 2:.0f}' y='{axis_y + 36}' text-anchor='middle' fill='#444'>"
-               f"{_e(lay.xaxis.title.text or '')}</text>")
+    out.append(
+        f"<text x='{left + plot_w / 2:.0f}' y='{axis_y + 36}' text-anchor='middle' fill='#444'>"
+        f"{_e(lay.xaxis.title.text or '')}</text>"
+    )
     shapes, legend = _svg_traces(fig, X, lo, hi, top, lane_h)
     out.extend(shapes)
     lx = width - 20
     for name, fill in reversed(legend):
         w = 24 + 7 * len(name)
         lx -= w
-        out.append(f"<rect x='{lx}' y='12' width='12' height='12' fill='{fill}'/>"
-                   f"<text x='{lx + 16}' y='22' fill='#333'>{_e(name)}</text>")
+        out.append(
+            f"<rect x='{lx}' y='12' width='12' height='12' fill='{fill}'/>"
+            f"<text x='{lx + 16}' y='22' fill='#333'>{_e(name)}</text>"
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -210,4 +242,10 @@ def write_timeline_image(analysis: Analysis, path: str | os.PathLike[str], **kw:
     return str(out)
 
 
-__all__ = ["StaticImageError", "find_browser", "timeline_png", "timeline_svg", "write_timeline_image"]
+__all__ = [
+    "StaticImageError",
+    "find_browser",
+    "timeline_png",
+    "timeline_svg",
+    "write_timeline_image",
+]

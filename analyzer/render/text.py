@@ -35,10 +35,16 @@ def where_now_lines(analysis: Analysis, *, max_frames: int = 8) -> list[str]:
     """For each culprit whose context was captured: its main thread's stack at that time."""
     out: list[str] = []
     for w in where_now(analysis.diagnosis.culprit_ranks, analysis.contexts):
-        where = ", ".join(x for x in (f"host {w['host']}" if w["host"] else "",
-                                      f"pid {w['pid']}" if w["pid"] is not None else "",
-                                      f"thread {w['thread'] or 'main'}",
-                                      f"captured {w['time']}" if w["time"] else "") if x)
+        where = ", ".join(
+            x
+            for x in (
+                f"host {w['host']}" if w["host"] else "",
+                f"pid {w['pid']}" if w["pid"] is not None else "",
+                f"thread {w['thread'] or 'main'}",
+                f"captured {w['time']}" if w["time"] else "",
+            )
+            if x
+        )
         out.append(f"  where it is now (rank {w['rank']}, {where}):")
         frames = w["frames"]
         for fr in frames[:max_frames]:
@@ -50,8 +56,9 @@ def where_now_lines(analysis: Analysis, *, max_frames: int = 8) -> list[str]:
     return out
 
 
-def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
-                verbose: bool = False) -> str:
+def render_text(
+    analysis: Analysis, *, width: int = 100, max_findings: int = 12, verbose: bool = False
+) -> str:
     """Plain text for a terminal or a ticket."""
     d = analysis.diagnosis
     t = analysis.tables
@@ -70,9 +77,15 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
         for fr in frames[:8]:
             lines.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
     lines.append("")
-    lines.append(f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
-                 + (f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
-                    if len(t.entries) else "") + _readers(t))
+    lines.append(
+        f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
+        + (
+            f", backends {', '.join(sorted(set(map(str, t.entries['backend'].unique())) - {''}))}"
+            if len(t.entries)
+            else ""
+        )
+        + _readers(t)
+    )
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
@@ -82,8 +95,10 @@ def render_text(analysis: Analysis, *, width: int = 100, max_findings: int = 12,
         c = analysis.contexts
         hosts = sorted(set(c.hosts().values()))
         reasons = sorted({x.reason for x in c.by_rank.values() if x.reason})
-        lines.append(f"captured context: {len(c.by_rank)} rank(s) on {len(hosts)} host(s)"
-                     + (f" ({'; '.join(reasons[:2])})" if reasons else ""))
+        lines.append(
+            f"captured context: {len(c.by_rank)} rank(s) on {len(hosts)} host(s)"
+            + (f" ({'; '.join(reasons[:2])})" if reasons else "")
+        )
     suspect = input_notes(analysis).suspect_ranks
     if suspect:
         lines.append(f"suspect dumps (values dropped): ranks {', '.join(str(r) for r in suspect)}")

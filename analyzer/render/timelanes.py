@@ -28,8 +28,18 @@ from analyzer.render.figstyle import (
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
 
-__all__ = ["Entries", "Frame", "Key", "Lane", "entry_arrays", "entry_hover", "focus_of", "frame_of", "lanes_of",
-           "rank_ref"]
+__all__ = [
+    "Entries",
+    "Frame",
+    "Key",
+    "Lane",
+    "entry_arrays",
+    "entry_hover",
+    "focus_of",
+    "frame_of",
+    "lanes_of",
+    "rank_ref",
+]
 
 
 @dataclass
@@ -75,8 +85,10 @@ def entry_arrays(analysis: Analysis) -> Entries:
     # retired them (gloo retires an op that timed out).
     w = analysis.waits
     if len(w) and len(e):
-        blocked = {(int(r), str(g), int(q), is_p2p_op(o)) for r, g, q, o in
-                   w[["waiter", "pg_name", "seq", "op"]].itertuples(index=False)}
+        blocked = {
+            (int(r), str(g), int(q), is_p2p_op(o))
+            for r, g, q, o in w[["waiter", "pg_name", "seq", "op"]].itertuples(index=False)
+        }
         names = e["pg_name"].astype(str).to_numpy()
         p2p = e["is_p2p"].to_numpy(bool)
         seqs = np.where(p2p, e["p2p_seq"].to_numpy(np.int64), e["seq"].to_numpy(np.int64))
@@ -85,14 +97,23 @@ def entry_arrays(analysis: Analysis) -> Entries:
         for i in cand:
             if (int(rank[i]), names[i], int(seqs[i]), bool(p2p[i])) in blocked:
                 state[i] = ST_FLIGHT
-    order = np.lexsort((e["record_id"].to_numpy(np.int64), created, rank)) if len(e) else np.empty(0, np.int64)
+    order = (
+        np.lexsort((e["record_id"].to_numpy(np.int64), created, rank))
+        if len(e)
+        else np.empty(0, np.int64)
+    )
     rank, created, comp, state = rank[order], created[order], comp[order], state[order]
     # Signature per entry: group role (desc, else name), seq (p2p seq for send/recv), op, state.
-    desc_codes = e["pg_desc"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
+    desc_codes = (
+        e["pg_desc"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
+    )
     op_codes = e["op"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
     is_p2p = e["is_p2p"].to_numpy(bool)[order] if len(e) else np.empty(0, bool)
-    seq = np.where(is_p2p, e["p2p_seq"].to_numpy(np.int64)[order], e["seq"].to_numpy(np.int64)[order]) \
-        if len(e) else np.empty(0, np.int64)
+    seq = (
+        np.where(is_p2p, e["p2p_seq"].to_numpy(np.int64)[order], e["seq"].to_numpy(np.int64)[order])
+        if len(e)
+        else np.empty(0, np.int64)
+    )
     key = (((desc_codes * 4096 + op_codes) * 4 + state) << 32) ^ (seq & 0xFFFFFFFF)
     # Bar ends: completion when known; the next enqueue of the rank when the op is done but
     # its completion time was not recorded (gloo); the end of the record when never done.
@@ -111,8 +132,16 @@ def entry_arrays(analysis: Analysis) -> Entries:
         lo = np.concatenate([[0], cut])
         hi = np.concatenate([cut, [len(rank)]])
         starts = {int(rank[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
-    return Entries(rank=rank, created=created, end=end, completed_known=known, state=state,
-                    key=key, idx=order, starts=starts)
+    return Entries(
+        rank=rank,
+        created=created,
+        end=end,
+        completed_known=known,
+        state=state,
+        key=key,
+        idx=order,
+        starts=starts,
+    )
 
 
 # --------------------------------------------------------------------------- timeline
@@ -133,14 +162,17 @@ class Lane:
         st = f"PP{self.stage} · " if self.stage is not None else ""
         st = (f"{html.escape(self.host)} · " if self.host else "") + st
         who = members_label(self.ranks)
-        txt = f"{st}{who}" + ("" if self.dumped else " (no dump, alive)" if self.host else " (no dump)")
+        txt = f"{st}{who}" + (
+            "" if self.dumped else " (no dump, alive)" if self.host else " (no dump)"
+        )
         if self.culprit:
             return f"<b style='color:{CULPRIT}'>★ {txt}</b>"
         return txt
 
 
-def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
-           collapse: bool | None) -> tuple[list[Lane], list[str]]:
+def lanes_of(
+    analysis: Analysis, ea: Entries, max_lanes: int, collapse: bool | None
+) -> tuple[list[Lane], list[str]]:
     d = analysis.diagnosis
     culprits = set(int(r) for r in d.culprit_ranks)
     g = analysis.graph
@@ -156,8 +188,11 @@ def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
             classes[("culprit", r)].append(r)
             continue
         sl = ea.of(r)
-        sig: tuple[Any, ...] = (("dump", stage.get(r), hash(ea.key[sl].tobytes())) if dumped[r]
-                                else ("none", stage.get(r)))
+        sig: tuple[Any, ...] = (
+            ("dump", stage.get(r), hash(ea.key[sl].tobytes()))
+            if dumped[r]
+            else ("none", stage.get(r))
+        )
         sig += (hosts.get(r, ""),)
         classes[sig].append(r)
     direct = {int(w) for c in culprits if c in g for w in g.predecessors(c)}
@@ -165,8 +200,14 @@ def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
     lanes: list[Lane] = []
     for ranks in classes.values():
         rep = next((r for r in ranks if r in culprits), ranks[0])
-        lane = Lane(ranks=ranks, rep=rep, culprit=rep in culprits, dumped=dumped[rep],
-                     stage=stage.get(rep), host=hosts.get(rep, ""))
+        lane = Lane(
+            ranks=ranks,
+            rep=rep,
+            culprit=rep in culprits,
+            dumped=dumped[rep],
+            stage=stage.get(rep),
+            host=hosts.get(rep, ""),
+        )
         if lane.culprit:
             lane.priority = 0
         elif direct & set(ranks):
@@ -177,13 +218,17 @@ def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
     notes: list[str] = []
     n_ranks = len(dumped)
     if len(lanes) < n_ranks:
-        notes.append(f"{n_ranks} ranks in {len(lanes)} lanes: ranks with the same sequence of "
-                     "(group, seq, op, state) share a lane (×N); times are those of its first rank")
+        notes.append(
+            f"{n_ranks} ranks in {len(lanes)} lanes: ranks with the same sequence of "
+            "(group, seq, op, state) share a lane (×N); times are those of its first rank"
+        )
     if len(lanes) > max_lanes:
         keep = sorted(lanes, key=lambda ln: (ln.priority, -len(ln.ranks), ln.rep))[:max_lanes]
         dropped = [ln for ln in lanes if ln not in keep]
-        notes.append(f"{len(dropped)} lanes ({sum(len(ln.ranks) for ln in dropped)} ranks) not drawn "
-                     f"(cap {max_lanes}; culprits and the ranks waiting on them kept first)")
+        notes.append(
+            f"{len(dropped)} lanes ({sum(len(ln.ranks) for ln in dropped)} ranks) not drawn "
+            f"(cap {max_lanes}; culprits and the ranks waiting on them kept first)"
+        )
         lanes = keep
     lanes.sort(key=lambda ln: (ln.host, ln.stage if ln.stage is not None else -1, ln.rep))
     for i, ln in enumerate(lanes):
@@ -191,28 +236,59 @@ def lanes_of(analysis: Analysis, ea: Entries, max_lanes: int,
     return lanes, notes
 
 
-def entry_hover(analysis: Analysis, rows: np.ndarray, lane: Lane, state: np.ndarray,
-                 x0: np.ndarray, x1: np.ndarray, known: np.ndarray, stacks: dict[int, str],
-                 with_stack: np.ndarray) -> list[str]:
+def entry_hover(
+    analysis: Analysis,
+    rows: np.ndarray,
+    lane: Lane,
+    state: np.ndarray,
+    x0: np.ndarray,
+    x1: np.ndarray,
+    known: np.ndarray,
+    stacks: dict[int, str],
+    with_stack: np.ndarray,
+) -> list[str]:
     e = analysis.tables.entries
     sub = e.iloc[rows]
-    cols = {c: sub[c].astype(str).tolist() for c in (
-        "pg_name", "pg_desc", "op", "state", "input_sizes", "output_sizes", "input_dtypes",
-        "output_dtypes", "profiling_name")}
+    cols = {
+        c: sub[c].astype(str).tolist()
+        for c in (
+            "pg_name",
+            "pg_desc",
+            "op",
+            "state",
+            "input_sizes",
+            "output_sizes",
+            "input_dtypes",
+            "output_dtypes",
+            "profiling_name",
+        )
+    }
     seq = sub["seq"].to_numpy()
     pseq = sub["p2p_seq"].to_numpy()
     p2p = sub["is_p2p"].to_numpy()
     peer = sub["peer"].to_numpy()
     sid = sub["stack_id"].to_numpy()
     dur = sub["duration_ms"].to_numpy()
-    who = f"rank {lane.rep}" if len(lane.ranks) == 1 else f"rank {lane.rep} (and {len(lane.ranks) - 1} alike)"
+    who = (
+        f"rank {lane.rep}"
+        if len(lane.ranks) == 1
+        else f"rank {lane.rep} (and {len(lane.ranks) - 1} alike)"
+    )
     out = []
     for i in range(len(rows)):
         s = int(state[i])
-        seq_txt = f"p2p seq {int(pseq[i])} (seq {int(seq[i])}) · peer {int(peer[i])}" if p2p[i] else f"seq {int(seq[i])}"
-        took = (f"took {(x1[i] - x0[i]) * 1e3:.3f} ms" if known[i] else
-                "not completed (drawn to the end of the record)" if s == ST_FLIGHT else
-                "completion time not recorded")
+        seq_txt = (
+            f"p2p seq {int(pseq[i])} (seq {int(seq[i])}) · peer {int(peer[i])}"
+            if p2p[i]
+            else f"seq {int(seq[i])}"
+        )
+        took = (
+            f"took {(x1[i] - x0[i]) * 1e3:.3f} ms"
+            if known[i]
+            else "not completed (drawn to the end of the record)"
+            if s == ST_FLIGHT
+            else "completion time not recorded"
+        )
         gpu = f" · GPU {dur[i]:.3f} ms" if not math.isnan(dur[i]) else ""
         parts = [
             f"<b>{esc(who)}</b> · {esc(clip(group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
@@ -268,14 +344,18 @@ class Frame:
         return (self.names[r], int(self.pseq[r] if self.p2p[r] else self.seq[r]), bool(self.p2p[r]))
 
 
-def frame_of(analysis: Analysis, ea: Entries, lanes: list[Lane], clock: str,
-           window_s: float | None) -> Frame:
+def frame_of(
+    analysis: Analysis, ea: Entries, lanes: list[Lane], clock: str, window_s: float | None
+) -> Frame:
     t_stop = int(max(ea.created.max(initial=0), ea.end.max(initial=0)))
     ref_of: dict[int, int] = {}
     for ln in lanes:
         sl = ea.of(ln.rep)
-        ref_of[ln.rep] = (int(max(ea.created[sl].max(initial=0), ea.end[sl].max(initial=0)))
-                          if clock == "rank" and sl.stop > sl.start else t_stop)
+        ref_of[ln.rep] = (
+            int(max(ea.created[sl].max(initial=0), ea.end[sl].max(initial=0)))
+            if clock == "rank" and sl.stop > sl.start
+            else t_stop
+        )
     # Provisional hang window (the newest few ops of every lane) sets how far never-completed
     # ops are drawn past the end of the record, so that one enqueued last stays visible.
     starts = []
@@ -286,8 +366,16 @@ def frame_of(analysis: Analysis, ea: Entries, lanes: list[Lane], clock: str,
             k = min(8, n)
             starts.append((int(ea.created[sl.start + n - k]) - ref_of[ln.rep]) / 1e9)
     first_span = max(float(window_s) if window_s else -min(starts, default=-1.0), 1e-6)
-    return Frame(analysis=analysis, ea=ea, lanes=lanes, clock=clock, t_stop=t_stop, ref_of=ref_of,
-                  starts=starts, pad=0.03 * first_span)
+    return Frame(
+        analysis=analysis,
+        ea=ea,
+        lanes=lanes,
+        clock=clock,
+        t_stop=t_stop,
+        ref_of=ref_of,
+        starts=starts,
+        pad=0.03 * first_span,
+    )
 
 
 def focus_of(analysis: Analysis) -> set[Key]:

@@ -72,8 +72,17 @@ def _nodes(analysis: Analysis) -> _Nodes:
     for n in involved:
         dist.setdefault(n, far)
     dumped = {int(n): bool(a.get("dumped", True)) for n, a in g.nodes(data=True)}
-    return _Nodes(analysis=analysis, culprits=culprits, in_cycle=in_cycle, involved=involved,
-                  targets=targets, dist=dist, dumped=dumped, notes=[], far=far)
+    return _Nodes(
+        analysis=analysis,
+        culprits=culprits,
+        in_cycle=in_cycle,
+        involved=involved,
+        targets=targets,
+        dist=dist,
+        dumped=dumped,
+        notes=[],
+        far=far,
+    )
 
 
 def _classify(nd: _Nodes, merge: bool | None, max_nodes: int) -> None:
@@ -98,7 +107,9 @@ def _classify(nd: _Nodes, merge: bool | None, max_nodes: int) -> None:
         for n in nd.involved:
             if n not in nd.targets:
                 cls[n] = ("w", dist[n], nd.dumped.get(n, True))
-        nd.notes.append(f"more than {max_nodes} distinct waiters: waiting ranks merged by distance only")
+        nd.notes.append(
+            f"more than {max_nodes} distinct waiters: waiting ranks merged by distance only"
+        )
     members: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     for n, c in cls.items():
         members[c].append(n)
@@ -106,8 +117,10 @@ def _classify(nd: _Nodes, merge: bool | None, max_nodes: int) -> None:
     nd.keys = sorted(members, key=lambda c: (-dist[members[c][0]], min(members[c])))
     merged = sum(1 for c in nd.keys if len(members[c]) > 1)
     if merged:
-        nd.notes.append(f"{len(nd.involved)} ranks drawn as {len(nd.keys)} nodes: ranks that wait alike "
-                        "share a node (×N)")
+        nd.notes.append(
+            f"{len(nd.involved)} ranks drawn as {len(nd.keys)} nodes: ranks that wait alike "
+            "share a node (×N)"
+        )
     uninvolved = nd.analysis.tables.world_size - len(nd.involved)
     if uninvolved > 0:
         nd.notes.append(f"{uninvolved} rank(s) neither wait nor are waited on: not drawn")
@@ -141,7 +154,9 @@ def _place(nd: _Nodes) -> None:
 def _edges(nd: _Nodes) -> dict[tuple[int, int], dict[str, Any]]:
     """Edges aggregated between nodes, with their labels and whether a chain runs along."""
     d = nd.analysis.diagnosis
-    chain_edges = {(int(s["waiter"]), int(s["holder"])) for steps in d.chains.values() for s in steps}
+    chain_edges = {
+        (int(s["waiter"]), int(s["holder"])) for steps in d.chains.values() for s in steps
+    }
     index = {c: i for i, c in enumerate(nd.keys)}
     agg: dict[tuple[int, int], dict[str, Any]] = {}
     for a, b, attrs in nd.analysis.graph.edges(data=True):
@@ -153,8 +168,13 @@ def _edges(nd: _Nodes) -> dict[tuple[int, int], dict[str, Any]]:
             continue
         rec = agg.setdefault((ia, ib), {"n": 0, "labels": {}, "chain": False, "kinds": set()})
         rec["n"] += 1
-        lab = (str(attrs.get("pg_name")), str(attrs.get("pg_desc")), int(attrs.get("seq", -1)),
-               str(attrs.get("op")), str(attrs.get("kind")))
+        lab = (
+            str(attrs.get("pg_name")),
+            str(attrs.get("pg_desc")),
+            int(attrs.get("seq", -1)),
+            str(attrs.get("op")),
+            str(attrs.get("kind")),
+        )
         rec["labels"][lab] = rec["labels"].get(lab, 0) + 1
         rec["kinds"].add(lab[4])
         rec["chain"] |= (int(a), int(b)) in chain_edges
@@ -163,14 +183,20 @@ def _edges(nd: _Nodes) -> dict[tuple[int, int], dict[str, Any]]:
 
 def _edge_hover(ra: list[int], rb: list[int], rec: dict[str, Any]) -> str:
     labels = sorted(rec["labels"].items(), key=lambda kv: -kv[1])
-    lines = [f"{esc(clip(group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
-             f"{esc(op)} [{esc(k)}]" + (f" ×{c}" if c > 1 else "")
-             for (gn, gd, s, op, k), c in labels[:6]]
+    lines = [
+        f"{esc(clip(group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
+        f"{esc(op)} [{esc(k)}]" + (f" ×{c}" if c > 1 else "")
+        for (gn, gd, s, op, k), c in labels[:6]
+    ]
     if len(labels) > 6:
         lines.append(f"… {len(labels) - 6} more")
-    return (f"<b>rank{'s' if len(ra) > 1 else ''} {esc(ranks_text(ra, 4))} wait on "
-            f"rank{'s' if len(rb) > 1 else ''} {esc(ranks_text(rb, 4))}</b>"
-            + (" (culprit chain)" if rec["chain"] else "") + "<br>" + "<br>".join(lines))
+    return (
+        f"<b>rank{'s' if len(ra) > 1 else ''} {esc(ranks_text(ra, 4))} wait on "
+        f"rank{'s' if len(rb) > 1 else ''} {esc(ranks_text(rb, 4))}</b>"
+        + (" (culprit chain)" if rec["chain"] else "")
+        + "<br>"
+        + "<br>".join(lines)
+    )
 
 
 def _add_edges(fig: go.Figure, nd: _Nodes) -> list[dict[str, Any]]:
@@ -191,28 +217,62 @@ def _add_edges(fig: go.Figure, nd: _Nodes) -> list[dict[str, Any]]:
         my.append(y0 + 0.55 * (y1 - y0))
         mtext.append(_edge_hover(nd.members[nd.keys[ia]], nd.members[nd.keys[ib]], rec))
         if len(agg) <= 300:
-            annotations.append({
-                "x": x1, "y": y1, "ax": x0, "ay": y0, "xref": "x", "yref": "y", "axref": "x", "ayref": "y",
-                "showarrow": True, "arrowhead": 3, "arrowsize": 1.2, "standoff": 14, "startstandoff": 8,
-                "arrowwidth": 2.5 if rec["chain"] else 1.2,
-                "arrowcolor": CULPRIT if rec["chain"] else "#7f8c9a", "text": "",
-            })
+            annotations.append(
+                {
+                    "x": x1,
+                    "y": y1,
+                    "ax": x0,
+                    "ay": y0,
+                    "xref": "x",
+                    "yref": "y",
+                    "axref": "x",
+                    "ayref": "y",
+                    "showarrow": True,
+                    "arrowhead": 3,
+                    "arrowsize": 1.2,
+                    "standoff": 14,
+                    "startstandoff": 8,
+                    "arrowwidth": 2.5 if rec["chain"] else 1.2,
+                    "arrowcolor": CULPRIT if rec["chain"] else "#7f8c9a",
+                    "text": "",
+                }
+            )
     for which, color, width in (("plain", "#b8c2cc", 1), ("chain", CULPRIT, 2.5)):
         if ex[which]:
-            fig.add_trace(go.Scatter(x=ex[which], y=ey[which], mode="lines", hoverinfo="skip",
-                                     line={"color": color, "width": width},
-                                     name="culprit chain" if which == "chain" else "waits on",
-                                     showlegend=which == "chain"))
+            fig.add_trace(
+                go.Scatter(
+                    x=ex[which],
+                    y=ey[which],
+                    mode="lines",
+                    hoverinfo="skip",
+                    line={"color": color, "width": width},
+                    name="culprit chain" if which == "chain" else "waits on",
+                    showlegend=which == "chain",
+                )
+            )
     if mx:
-        fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", hovertext=mtext, hoverinfo="text",
-                                 marker={"size": 9, "color": "rgba(127,140,154,0.35)", "symbol": "circle"},
-                                 name="wait (hover for group, seq, op)", showlegend=False))
+        fig.add_trace(
+            go.Scatter(
+                x=mx,
+                y=my,
+                mode="markers",
+                hovertext=mtext,
+                hoverinfo="text",
+                marker={"size": 9, "color": "rgba(127,140,154,0.35)", "symbol": "circle"},
+                name="wait (hover for group, seq, op)",
+                showlegend=False,
+            )
+        )
     return annotations
 
 
 _ROLES: dict[str, tuple[str, str]] = {
-    "culprit": (CULPRIT, "diamond"), "deadlock cycle": ("#e67e22", "circle"),
-    "no dump": ("#333333", "x"), "waiting": ("#3b73b9", "circle"), "waited on": ("#16a085", "square")}
+    "culprit": (CULPRIT, "diamond"),
+    "deadlock cycle": ("#e67e22", "circle"),
+    "no dump": ("#333333", "x"),
+    "waiting": ("#3b73b9", "circle"),
+    "waited on": ("#16a085", "square"),
+}
 
 
 def _role(nd: _Nodes, c: tuple[Any, ...]) -> str:
@@ -231,11 +291,13 @@ def _node_hover(nd: _Nodes, c: tuple[Any, ...], role: str) -> str:
     rs = nd.members[c]
     wait_on = sorted({int(h) for r in rs for h in g.successors(r)})
     waited = sorted({int(w) for r in rs for w in g.predecessors(r)})
-    return (f"<b>rank{'s' if len(rs) > 1 else ''} {esc(ranks_text(rs))}</b> · {esc(role)}<br>"
-            f"distance to culprit: {nd.dist[rs[0]]}<br>"
-            f"waits on: {esc(ranks_text(wait_on, 6)) if wait_on else 'nobody'}<br>"
-            f"waited on by: {esc(ranks_text(waited, 6)) if waited else 'nobody'}"
-            + ("" if all(nd.dumped.get(r, True) for r in rs) else "<br>wrote no dump"))
+    return (
+        f"<b>rank{'s' if len(rs) > 1 else ''} {esc(ranks_text(rs))}</b> · {esc(role)}<br>"
+        f"distance to culprit: {nd.dist[rs[0]]}<br>"
+        f"waits on: {esc(ranks_text(wait_on, 6)) if wait_on else 'nobody'}<br>"
+        f"waited on by: {esc(ranks_text(waited, 6)) if waited else 'nobody'}"
+        + ("" if all(nd.dumped.get(r, True) for r in rs) else "<br>wrote no dump")
+    )
 
 
 def _add_nodes(fig: go.Figure, nd: _Nodes) -> None:
@@ -249,19 +311,33 @@ def _add_nodes(fig: go.Figure, nd: _Nodes) -> None:
         if not cs:
             continue
         color, symbol = _ROLES[role]
-        labels = [members_label(nd.members[c]).removeprefix("ranks ").removeprefix("rank ") for c in cs]
-        fig.add_trace(go.Scatter(
-            x=[nd.pos[c][0] for c in cs], y=[nd.pos[c][1] for c in cs], mode="markers+text",
-            text=[esc(t) for t in labels],
-            textposition="bottom center" if role != "culprit" else "middle right",
-            textfont={"size": 11, "color": color if role == "culprit" else "#333"},
-            marker={"size": [16 + 6 * math.log2(len(nd.members[c])) for c in cs], "color": color,
-                    "symbol": symbol, "line": {"width": 1.5, "color": "white"}},
-            hovertext=[_node_hover(nd, c, role) for c in cs], hoverinfo="text", name=role,
-        ))
+        labels = [
+            members_label(nd.members[c]).removeprefix("ranks ").removeprefix("rank ") for c in cs
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=[nd.pos[c][0] for c in cs],
+                y=[nd.pos[c][1] for c in cs],
+                mode="markers+text",
+                text=[esc(t) for t in labels],
+                textposition="bottom center" if role != "culprit" else "middle right",
+                textfont={"size": 11, "color": color if role == "culprit" else "#333"},
+                marker={
+                    "size": [16 + 6 * math.log2(len(nd.members[c])) for c in cs],
+                    "color": color,
+                    "symbol": symbol,
+                    "line": {"width": 1.5, "color": "white"},
+                },
+                hovertext=[_node_hover(nd, c, role) for c in cs],
+                hoverinfo="text",
+                name=role,
+            )
+        )
 
 
-def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: bool | None = None) -> go.Figure:
+def wait_graph(
+    analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: bool | None = None
+) -> go.Figure:
     """The wait-for graph: culprits on the right, waiters further left by distance.
 
     An arrow ``A -> B`` means A is blocked in an op that B has not joined; hover the middle
@@ -284,8 +360,11 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         notes.append("nobody waits on anybody: the wait-for graph is empty")
     ncols = max(nd.cols, default=0) + 1
     nrows = max((len(v) for v in nd.cols.values()), default=1)
-    layout = base_layout("Wait-for graph: who waits on whom (arrows point at the rank waited on)",
-                         notes, max(360, min(1600, 160 + 46 * nrows)))
+    layout = base_layout(
+        "Wait-for graph: who waits on whom (arrows point at the rank waited on)",
+        notes,
+        max(360, min(1600, 160 + 46 * nrows)),
+    )
     fig.update_layout(
         **layout,
         showlegend=True,
@@ -293,9 +372,17 @@ def wait_graph(analysis: Analysis, *, max_nodes: int = MAX_GRAPH_NODES, merge: b
         margin={"l": 30, "r": 30, "t": top_margin(notes, 36), "b": 30},
         annotations=annotations,
         hovermode="closest",
-        xaxis={"visible": True, "showgrid": False, "zeroline": False, "range": [min(xs_all) - 0.6, max(xs_all) + 0.8],
-               "tickmode": "array", "tickvals": [-k for k in range(ncols)],
-               "ticktext": ["culprit" if k == 0 else f"{k} hop{'s' if k > 1 else ''} away" for k in range(ncols)]},
+        xaxis={
+            "visible": True,
+            "showgrid": False,
+            "zeroline": False,
+            "range": [min(xs_all) - 0.6, max(xs_all) + 0.8],
+            "tickmode": "array",
+            "tickvals": [-k for k in range(ncols)],
+            "ticktext": [
+                "culprit" if k == 0 else f"{k} hop{'s' if k > 1 else ''} away" for k in range(ncols)
+            ],
+        },
         yaxis={"visible": False, "range": [min(ys_all) - 0.8, max(ys_all) + 0.5]},
     )
     return fig

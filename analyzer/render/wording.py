@@ -98,8 +98,11 @@ def kind_title(d: Diagnosis) -> str:
     """The title of the leading kind; a missing file reads differently where the backend
     dumps only ranks whose own ops timed out (nccl2)."""
     lead = next((f for f in d.findings if f.culprit), None)
-    if (d.kind == FindingKind.MISSING_DUMP and lead is not None
-            and lead.evidence.get("no_dump") == "stalled_or_crashed"):
+    if (
+        d.kind == FindingKind.MISSING_DUMP
+        and lead is not None
+        and lead.evidence.get("no_dump") == "stalled_or_crashed"
+    ):
         return NO_DUMP_TITLE
     return KIND_TITLES.get(d.kind, d.kind)
 
@@ -107,7 +110,9 @@ def kind_title(d: Diagnosis) -> str:
 def verdict_head(d: Diagnosis) -> str:
     """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``."""
     if d.verdict.value == "hang":
-        return f"HANG: culprit {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
+        return (
+            f"HANG: culprit {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
+        )
     return "NO HANG" if d.verdict.value == "no_hang" else "INCONCLUSIVE"
 
 
@@ -128,12 +133,13 @@ def verdict_detail(d: Diagnosis) -> str:
 
 def _step_text(s: ChainStep) -> str:
     queued = f", queued behind {s.holder}'s blocked op" if s.kind == WaitKind.QUEUED else ""
-    return (f"rank {s.waiter} waits on {s.holder} in {group_short(s.pg_name, s.pg_desc)} "
-            f"{seq_word(s.op)} {s.seq} ({s.op}{queued})")
+    return (
+        f"rank {s.waiter} waits on {s.holder} in {group_short(s.pg_name, s.pg_desc)} "
+        f"{seq_word(s.op)} {s.seq} ({s.op}{queued})"
+    )
 
 
-def chain_sentence(rank: int, steps: Sequence[ChainStep],
-                   cycles: Iterable[tuple[int, ...]]) -> str:
+def chain_sentence(rank: int, steps: Sequence[ChainStep], cycles: Iterable[tuple[int, ...]]) -> str:
     """``chain to rank 3: rank 0 waits on 2 in ... seq 4 (allreduce); ...; 3 waits on nobody``
     (or ``3 is in the deadlock cycle``)."""
     in_cycle = any(rank in c for c in cycles)
@@ -143,7 +149,9 @@ def chain_sentence(rank: int, steps: Sequence[ChainStep],
 
 def chain_sentences(d: Diagnosis) -> list[str]:
     """One sentence per culprit others wait on."""
-    return [chain_sentence(rank, steps, d.deadlock_cycles) for rank, steps in d.chains.items() if steps]
+    return [
+        chain_sentence(rank, steps, d.deadlock_cycles) for rank, steps in d.chains.items() if steps
+    ]
 
 
 def cycle_line(cycle: Sequence[int]) -> str:
@@ -155,8 +163,11 @@ def dialect_text(analysis: Analysis) -> str:
     is read as its own self-recording backend's default (gloo, legacy NCCL) in one dialect:
     the JSON and the HTML report always say it."""
     dialects = analysis.matching.dialects
-    plain = all(d.dump_policy == "every_rank" and not [w for w in d.evidence if not w.startswith("no entries")]
-                for d in dialects.by_rank.values())
+    plain = all(
+        d.dump_policy == "every_rank"
+        and not [w for w in d.evidence if not w.startswith("no entries")]
+        for d in dialects.by_rank.values()
+    )
     if plain and len(dialects.summary()) <= 1:
         return ""
     return full_dialect_text(analysis)
@@ -164,8 +175,10 @@ def dialect_text(analysis: Analysis) -> str:
 
 def full_dialect_text(analysis: Analysis) -> str:
     """``read as: ...`` for every dump set."""
-    parts = [f"{name} ({plural(ranks)} {rank_span(ranks)})"
-             for name, ranks in analysis.matching.dialects.summary().items()]
+    parts = [
+        f"{name} ({plural(ranks)} {rank_span(ranks)})"
+        for name, ranks in analysis.matching.dialects.summary().items()
+    ]
     return "read as: " + "; ".join(parts) if parts else ""
 
 
@@ -190,7 +203,9 @@ def missing_text(analysis: Analysis) -> str:
 
     noted = alive | unreadable
     missing = d.missing_dumps
-    items = sorted([(r, one(r)) for r in missing if r in noted]
-                   + run_texts(r for r in missing if r not in noted))
+    items = sorted(
+        [(r, one(r)) for r in missing if r in noted]
+        + run_texts(r for r in missing if r not in noted)
+    )
     more = f", … ({len(missing):,} ranks in all)" if len(items) > MISSING_ITEMS else ""
     return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more

@@ -69,4 +69,3 @@ TORCH = "/usr/local/lib/python3.12/dist-packages/torch"
 MEG = "/opt/megatron-lm"
 
 DTYPE_BYTES = {"BFloat16": 2, "Float": 4, "Half": 2, "Long": 8}
-

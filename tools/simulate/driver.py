@@ -99,11 +99,27 @@ def simulate_job(
     sites = SiteTable(topo)
     M = microbatches if microbatches is not None else min(16, max(4, pp))
     base, by_stage = _programs(topo, sites, M, batch_p2p, op_mix)
-    run = _Run(out_dir=out_dir, topo=topo, sites=sites, base=base, by_stage=by_stage,
-               fault=fault, fault_rank=fault_rank, microbatches=M, timing=timing, fmt=fmt,
-               buffer_size=buffer_size, with_frames=with_frames, seed=seed, jobs=jobs,
-               entries_per_rank=entries_per_rank, inflight=max(2, inflight),
-               timeout_ms=timeout_ms, dialect=dialect, write_ranks=write_ranks)
+    run = _Run(
+        out_dir=out_dir,
+        topo=topo,
+        sites=sites,
+        base=base,
+        by_stage=by_stage,
+        fault=fault,
+        fault_rank=fault_rank,
+        microbatches=M,
+        timing=timing,
+        fmt=fmt,
+        buffer_size=buffer_size,
+        with_frames=with_frames,
+        seed=seed,
+        jobs=jobs,
+        entries_per_rank=entries_per_rank,
+        inflight=max(2, inflight),
+        timeout_ms=timeout_ms,
+        dialect=dialect,
+        write_ranks=write_ranks,
+    )
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small objects, no cycles: the collector would only rescan them
     try:
@@ -129,12 +145,15 @@ def _check(dialect: str, fault: str, fmt: str, buffer_size: int) -> None:
         raise ValueError("buffer_size must be >= 1")
 
 
-def _programs(topo: Topology, sites: SiteTable, M: int, batch_p2p: bool,
-              op_mix: bool) -> tuple[list[list[Op]], list[list[Op]]]:
+def _programs(
+    topo: Topology, sites: SiteTable, M: int, batch_p2p: bool, op_mix: bool
+) -> tuple[list[list[Op]], list[list[Op]]]:
     """Every rank's program of one step, and the distinct ones (one per stage)."""
     if op_mix:  # per-rank programs: the mix's sizes depend on the rank
-        base = [build_program(topo, sites, topo.coords(r)[1], M, batch_p2p, mix_rank=r)
-                for r in range(topo.world)]
+        base = [
+            build_program(topo, sites, topo.coords(r)[1], M, batch_p2p, mix_rank=r)
+            for r in range(topo.world)
+        ]
         return base, base
     by_stage = [build_program(topo, sites, s, M, batch_p2p) for s in range(topo.pp)]
     return [by_stage[topo.coords(r)[1]] for r in range(topo.world)], by_stage
@@ -176,7 +195,9 @@ def _stuck_keys(topo: Topology, progs_f: list[list[Op]], plan: FaultPlan) -> set
         if op.kind == COLL:
             stuck_keys.add((gid, _counters(progs_f[q])[0][i]))
         else:
-            peer = (q // (topo.pp * topo.tp)) * (topo.pp * topo.tp) + op.peer * topo.tp + q % topo.tp
+            peer = (
+                (q // (topo.pp * topo.tp)) * (topo.pp * topo.tp) + op.peer * topo.tp + q % topo.tp
+            )
             nth = sum(1 for o in progs_f[q][: i + 1] if o.kind == op.kind and o.peer == op.peer)
             src, dst = (q, peer) if op.kind == SEND else (peer, q)
             stuck_keys.add((gid, src, dst, nth))
@@ -187,19 +208,28 @@ def _schedules(run: _Run) -> tuple[int | None, FaultPlan, Schedule, Schedule]:
     """The fault plan, and the schedules of a healthy iteration and of the last one."""
     topo, base, seed = run.topo, run.base, run.seed
     rng = random.Random(seed * 1_000_003 + 17)
-    fault_rank, plan = plan_fault(run.fault, topo, run.sites, base, run.fault_rank,
-                                  run.microbatches, rng)
+    fault_rank, plan = plan_fault(
+        run.fault, topo, run.sites, base, run.fault_rank, run.microbatches, rng
+    )
     speed_rng = random.Random(seed * 1_000_003 + 29)
     speed = [1.0 + 0.02 * (speed_rng.random() - 0.5) for _ in range(topo.world)]
-    healthy = run_schedule(topo, base, rng=random.Random(seed * 1_000_003 + 41),
-                           inflight=run.inflight, speed=speed)
+    healthy = run_schedule(
+        topo, base, rng=random.Random(seed * 1_000_003 + 41), inflight=run.inflight, speed=speed
+    )
     if any(x < 0 for d in healthy.done for x in d):  # pragma: no cover - schedule bug guard
         raise RuntimeError("healthy schedule did not complete")
     progs_f = [plan.progs.get(r, base[r]) for r in range(topo.world)]
-    faulty = run_schedule(topo, progs_f, rng=random.Random(seed * 1_000_003 + 53),
-                          inflight=run.inflight, limit=plan.limit, frozen=plan.frozen,
-                          slow=plan.slow, stuck_keys=_stuck_keys(topo, progs_f, plan),
-                          speed=speed)
+    faulty = run_schedule(
+        topo,
+        progs_f,
+        rng=random.Random(seed * 1_000_003 + 53),
+        inflight=run.inflight,
+        limit=plan.limit,
+        frozen=plan.frozen,
+        slow=plan.slow,
+        stuck_keys=_stuck_keys(topo, progs_f, plan),
+        speed=speed,
+    )
     return fault_rank, plan, healthy, faulty
 
 
@@ -208,14 +238,18 @@ def _simulate(run: _Run) -> dict[str, Any]:
     fault_rank, plan, healthy, faulty = _schedules(run)
     period = max(d[-1] for d in healthy.done) + POST_STEP_NS
     nT_min = min(len(p) for p in run.by_stage)
-    epr = run.entries_per_rank if run.entries_per_rank is not None else (
-        run.buffer_size + run.buffer_size // 4)
+    epr = (
+        run.entries_per_rank
+        if run.entries_per_rank is not None
+        else (run.buffer_size + run.buffer_size // 4)
+    )
     iterations = max(1, math.ceil(max(0, epr - nT_min) / nT_min))
     t0 = BASE_EPOCH_NS + (seed % 100_000) * 7 * SEC
     live = [r for r in range(topo.world) if r not in plan.crashed]
     start_f = _iteration_start(t0, period, seed, iterations)
-    pending = [faulty.enq[r][i] for r in live for i in range(len(faulty.enq[r]))
-               if faulty.done[r][i] < 0]
+    pending = [
+        faulty.enq[r][i] for r in live for i in range(len(faulty.enq[r])) if faulty.done[r][i] < 0
+    ]
     hang = bool(pending) or bool(plan.crashed)
     if fault != "none" and not hang:  # pragma: no cover - a fault must leave a hang
         raise RuntimeError(f"fault {fault} did not hang the job")
@@ -226,8 +260,10 @@ def _simulate(run: _Run) -> dict[str, Any]:
         detect = start_f + last + 2 * SEC
     drng = random.Random(seed * 1_000_003 + 67)
     dump_times = [detect + int((0.05 + 1.2 * drng.random()) * SEC) for _ in range(topo.world)]
-    blind_times = {r: faulty.ready[r][b] if faulty.ready[r][b] >= 0 else faulty.enq[r][b]
-                   for r, b in plan.blind.items()}
+    blind_times = {
+        r: faulty.ready[r][b] if faulty.ready[r][b] >= 0 else faulty.enq[r][b]
+        for r, b in plan.blind.items()
+    }
     if fault != "none":
         # nccl2 dumps from the abort callback of a rank whose own op timed out: a rank with
         # nothing unfinished (stalled outside communication) writes no file.
@@ -238,11 +274,24 @@ def _simulate(run: _Run) -> dict[str, Any]:
 
         live = [r for r in live if rank_dialect(dialect, r) != "nccl2" or unfinished(r)]
     job = _Job(
-        dialect=dialect, blind_times=blind_times, topo=topo, base=run.base,
-        fault_progs=plan.progs, healthy=healthy, faulty=faulty, iterations=iterations,
-        buffer_size=run.buffer_size, timing=run.timing,
-        with_frames=run.with_frames and run.fmt == "pickle", seed=seed, dump_times=dump_times,
-        timeout_ms=run.timeout_ms, period=period, t0=t0, out_dir=run.out_dir, fmt=run.fmt,
+        dialect=dialect,
+        blind_times=blind_times,
+        topo=topo,
+        base=run.base,
+        fault_progs=plan.progs,
+        healthy=healthy,
+        faulty=faulty,
+        iterations=iterations,
+        buffer_size=run.buffer_size,
+        timing=run.timing,
+        with_frames=run.with_frames and run.fmt == "pickle",
+        seed=seed,
+        dump_times=dump_times,
+        timeout_ms=run.timeout_ms,
+        period=period,
+        t0=t0,
+        out_dir=run.out_dir,
+        fmt=run.fmt,
     )
     shard = run.write_ranks
     _write(job, live if shard is None else [r for r in live if shard[0] <= r < shard[1]], run.jobs)
@@ -251,7 +300,9 @@ def _simulate(run: _Run) -> dict[str, Any]:
     expected = {
         "scenario": fault,
         "world": topo.world,
-        "backend": BACKEND if dialect == "nccl" else ("nccl2" if dialect == "nccl2" else "nccl+nccl2"),
+        "backend": BACKEND
+        if dialect == "nccl"
+        else ("nccl2" if dialect == "nccl2" else "nccl+nccl2"),
         "format": run.fmt,
         "dumped_ranks": live,
         "hang": hang,
@@ -269,14 +320,17 @@ def _write(job: _Job, live: list[int], jobs: int) -> None:
     """Write the dumps of the ranks in ``live`` (in ``jobs`` forked writers if more than one)."""
     out_dir = job.out_dir
     for r in range(job.topo.world):  # stale files from an earlier run would mislead
-        for f in (dump_path(out_dir, r, "pickle"), dump_path(out_dir, r, "json"),
-                  dump_path(out_dir, r, "pickle", "nccl2")):
+        for f in (
+            dump_path(out_dir, r, "pickle"),
+            dump_path(out_dir, r, "json"),
+            dump_path(out_dir, r, "pickle", "nccl2"),
+        ):
             if f.exists():
                 f.unlink()
     dumps._JOB = job
     try:
         if jobs > 1 and len(live) > 1:
-            chunks = [live[i::jobs * 4] for i in range(jobs * 4)]
+            chunks = [live[i :: jobs * 4] for i in range(jobs * 4)]
             gc.freeze()  # children inherit the schedule without copying its pages
             ctx = multiprocessing.get_context("fork")
             with ctx.Pool(jobs) as pool:
@@ -287,8 +341,9 @@ def _write(job: _Job, live: list[int], jobs: int) -> None:
         dumps._JOB = None
 
 
-def _target_details(run: _Run, plan: FaultPlan, fault_rank: int | None,
-                    iterations: int) -> dict[str, Any]:
+def _target_details(
+    run: _Run, plan: FaultPlan, fault_rank: int | None, iterations: int
+) -> dict[str, Any]:
     """Where the fault is: its rank, group and the op's name and sequence numbers."""
     if plan.target is None:
         return {}
@@ -304,9 +359,16 @@ def _target_details(run: _Run, plan: FaultPlan, fault_rank: int | None,
         "group": topo.group_name(gid),
         "group_desc": ROLE_DESC[op.role],
         "group_ranks": list(topo.group_ranks[gid]),
-        "profiling_name": ("nccl:" + op.site.op) if op.kind == COLL else (
-            f"nccl:{op.site.op} " + (f"{topo.coords(tr)[1]}->{op.peer}" if op.kind == SEND
-                                     else f"{topo.coords(tr)[1]}<-{op.peer}")),
+        "profiling_name": ("nccl:" + op.site.op)
+        if op.kind == COLL
+        else (
+            f"nccl:{op.site.op} "
+            + (
+                f"{topo.coords(tr)[1]}->{op.peer}"
+                if op.kind == SEND
+                else f"{topo.coords(tr)[1]}<-{op.peer}"
+            )
+        ),
         "collective_seq_id": iterations * ncoll_h[op.role] + ca[ti],
         "p2p_seq_id": iterations * np2p_h[op.role] + pa[ti],
     }
@@ -329,16 +391,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries-per-rank", type=int, default=None)
     ap.add_argument("--microbatches", type=int, default=None)
     ap.add_argument("--no-frames", action="store_true")
-    ap.add_argument("--batch-p2p", action="store_true",
-                    help="send/recv through batch_isend_irecv (coalesced records)")
-    ap.add_argument("--op-mix", action="store_true",
-                    help="also run ops whose sides and sizes differ per rank by design")
+    ap.add_argument(
+        "--batch-p2p",
+        action="store_true",
+        help="send/recv through batch_isend_irecv (coalesced records)",
+    )
+    ap.add_argument(
+        "--op-mix",
+        action="store_true",
+        help="also run ops whose sides and sizes differ per rank by design",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dialect", default="nccl", choices=DIALECTS,
-                    help="nccl (legacy recorder), nccl2 (torch 2.15 hook form) or mixed")
+    ap.add_argument(
+        "--dialect",
+        default="nccl",
+        choices=DIALECTS,
+        help="nccl (legacy recorder), nccl2 (torch 2.15 hook form) or mixed",
+    )
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--write-ranks", metavar="LO:HI", default=None,
-                    help="write only the dumps of ranks LO <= r < HI (one node's shard of the job)")
+    ap.add_argument(
+        "--write-ranks",
+        metavar="LO:HI",
+        default=None,
+        help="write only the dumps of ranks LO <= r < HI (one node's shard of the job)",
+    )
     args = ap.parse_args(argv)
     shard = None
     if args.write_ranks:
@@ -346,15 +422,32 @@ def main(argv: list[str] | None = None) -> int:
         shard = (int(lo), int(hi))
     t = time.perf_counter()
     expected = simulate_job(
-        args.out, tp=args.tp, pp=args.pp, dp=args.dp, fault=args.fault, fault_rank=args.rank,
-        timing=args.timing, fmt="json" if args.json else "pickle", buffer_size=args.buffer_size,
-        with_frames=not args.no_frames, seed=args.seed, jobs=args.jobs,
-        entries_per_rank=args.entries_per_rank, microbatches=args.microbatches,
-        batch_p2p=args.batch_p2p, op_mix=args.op_mix, dialect=args.dialect, write_ranks=shard,
+        args.out,
+        tp=args.tp,
+        pp=args.pp,
+        dp=args.dp,
+        fault=args.fault,
+        fault_rank=args.rank,
+        timing=args.timing,
+        fmt="json" if args.json else "pickle",
+        buffer_size=args.buffer_size,
+        with_frames=not args.no_frames,
+        seed=args.seed,
+        jobs=args.jobs,
+        entries_per_rank=args.entries_per_rank,
+        microbatches=args.microbatches,
+        batch_p2p=args.batch_p2p,
+        op_mix=args.op_mix,
+        dialect=args.dialect,
+        write_ranks=shard,
     )
     elapsed = time.perf_counter() - t
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
-    summary = {k: expected[k] for k in ("scenario", "world", "hang", "culprits", "kind", "deadlock")}
-    summary.update({"seconds": round(elapsed, 2), "bytes": size, "dumps": len(expected["dumped_ranks"])})
+    summary = {
+        k: expected[k] for k in ("scenario", "world", "hang", "culprits", "kind", "deadlock")
+    }
+    summary.update(
+        {"seconds": round(elapsed, 2), "bytes": size, "dumps": len(expected["dumped_ranks"])}
+    )
     print(json.dumps(summary))
     return 0

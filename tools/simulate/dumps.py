@@ -127,8 +127,11 @@ class _RankView:
         self.rpg = topo.role_pgid[r]
         self.main_id, self.grad_id = _thread_ids(r, job.seed)
         self.grad_name = f"pt_autograd_{r % 8}"
-        self.pgtuple = {role: (topo.group_name(self.rg[role]), ROLE_DESC[role])
-                        for role in range(6) if self.rg[role] >= 0}
+        self.pgtuple = {
+            role: (topo.group_name(self.rg[role]), ROLE_DESC[role])
+            for role in range(6)
+            if self.rg[role] >= 0
+        }
         self.phases = {role: _phase(r, self.rg[role], job.seed) for role in self.pgtuple}
         self.statics: dict[tuple, tuple] = {}
         self.ca_h, self.pa_h, self.ncoll, self.np2p = _counters(self.prog_h)
@@ -166,11 +169,17 @@ class _RankView:
             else:
                 pname = "nccl:" + site.op
             st = (
-                self.rpg[op.role], self.pgtuple[op.role],
+                self.rpg[op.role],
+                self.pgtuple[op.role],
                 self.grad_name if site.autograd else "python3",
                 self.grad_id if site.autograd else self.main_id,
-                pname, site.in_sizes, site.in_dtypes, site.out_sizes, site.out_dtypes,
-                op.kind != COLL, site.frames if self.job.with_frames else None,
+                pname,
+                site.in_sizes,
+                site.in_dtypes,
+                site.out_sizes,
+                site.out_dtypes,
+                op.kind != COLL,
+                site.frames if self.job.with_frames else None,
                 self.phases[op.role],
             )
             self.statics[key] = st
@@ -180,13 +189,15 @@ class _RankView:
 class _Emitter:
     """Appends one entry from its times (the general path: any state)."""
 
-    def __init__(self, append: Callable[[dict[str, Any]], None], timing: bool, dump_t: int,
-                 timeout_ms: int) -> None:
+    def __init__(
+        self, append: Callable[[dict[str, Any]], None], timing: bool, dump_t: int, timeout_ms: int
+    ) -> None:
         self.append, self.timing, self.dump_t, self.timeout_ms = append, timing, dump_t, timeout_ms
         self.stamp = 0  # dump-time getTime() advance per entry
 
-    def __call__(self, rid: int, st: tuple, coll: int, p2p: int, created: int, rdy: int,
-                 don: int) -> None:
+    def __call__(
+        self, rid: int, st: tuple, coll: int, p2p: int, created: int, rdy: int, don: int
+    ) -> None:
         (pg_id, pgt, tname, tid, pname, ins, idt, outs, odt, is_p2p, frames, phase) = st
         started = completed = None
         duration = None
@@ -209,15 +220,32 @@ class _Emitter:
         e: dict[str, Any] = {}
         if frames is not None:
             e["frames"] = frames
-        e.update(record_id=rid, pg_id=pg_id, process_group=pgt, thread_name=tname,
-                 thread_id=tid, collective_seq_id=coll, p2p_seq_id=p2p, op_id=coll + p2p,
-                 profiling_name=pname, time_created_ns=created)
+        e.update(
+            record_id=rid,
+            pg_id=pg_id,
+            process_group=pgt,
+            thread_name=tname,
+            thread_id=tid,
+            collective_seq_id=coll,
+            p2p_seq_id=p2p,
+            op_id=coll + p2p,
+            profiling_name=pname,
+            time_created_ns=created,
+        )
         if duration is not None:
             e["duration_ms"] = duration
-        e.update(input_sizes=ins, input_dtypes=idt, output_sizes=outs, output_dtypes=odt,
-                 state=state, time_discovered_started_ns=started,
-                 time_discovered_completed_ns=completed, retired=retired,
-                 timeout_ms=self.timeout_ms, is_p2p=is_p2p)
+        e.update(
+            input_sizes=ins,
+            input_dtypes=idt,
+            output_sizes=outs,
+            output_dtypes=odt,
+            state=state,
+            time_discovered_started_ns=started,
+            time_discovered_completed_ns=completed,
+            retired=retired,
+            timeout_ms=self.timeout_ms,
+            is_p2p=is_p2p,
+        )
         self.append(e)
 
 
@@ -225,15 +253,26 @@ def _template(v: _RankView) -> list[tuple]:
     """Per record of the healthy iteration: its static fields, counters and relative times."""
     tmpl = []
     scales = (0.94, 0.97, 1.0, 1.03, 1.06)  # run-to-run spread of kernel durations
-    all_durs = array("f", [(d - s) / 1e6 * x for d, s in zip(v.don_h, v.rdy_h, strict=True)
-                           for x in scales]).tolist()
+    all_durs = array(
+        "f", [(d - s) / 1e6 * x for d, s in zip(v.don_h, v.rdy_h, strict=True) for x in scales]
+    ).tolist()
     for j, part in v.rec_h:
         op = v.prog_h[j]
         role = op.role
-        durs = all_durs[5 * j:5 * j + 5]
+        durs = all_durs[5 * j : 5 * j + 5]
         e_rel = v.enq_h[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
-        tmpl.append((v.static(op, part), v.ncoll[role], v.np2p[role], v.ca_h[j], v.pa_h[j], e_rel,
-                     v.don_h[j] if part != 1 else -1, durs))
+        tmpl.append(
+            (
+                v.static(op, part),
+                v.ncoll[role],
+                v.np2p[role],
+                v.ca_h[j],
+                v.pa_h[j],
+                e_rel,
+                v.don_h[j] if part != 1 else -1,
+                durs,
+            )
+        )
     return tmpl
 
 
@@ -263,26 +302,53 @@ def _history(v: _RankView, append: Callable[[dict[str, Any]], None], emit: _Emit
             completed = don + (phase - don) % tick + 2_000 + (rid % 17) * 1_300
             if timing:
                 e = {
-                    "frames": frames, "record_id": rid, "pg_id": pg_id,
-                    "process_group": pgt, "thread_name": tname, "thread_id": tid,
-                    "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
-                    "profiling_name": pname, "time_created_ns": created,
-                    "duration_ms": durs[(kv + j) % 5], "input_sizes": ins,
-                    "input_dtypes": idt, "output_sizes": outs, "output_dtypes": odt,
+                    "frames": frames,
+                    "record_id": rid,
+                    "pg_id": pg_id,
+                    "process_group": pgt,
+                    "thread_name": tname,
+                    "thread_id": tid,
+                    "collective_seq_id": coll,
+                    "p2p_seq_id": p2p,
+                    "op_id": coll + p2p,
+                    "profiling_name": pname,
+                    "time_created_ns": created,
+                    "duration_ms": durs[(kv + j) % 5],
+                    "input_sizes": ins,
+                    "input_dtypes": idt,
+                    "output_sizes": outs,
+                    "output_dtypes": odt,
                     "state": "completed",
                     "time_discovered_started_ns": completed - 300 - (rid % 5) * 40,
-                    "time_discovered_completed_ns": completed, "retired": True,
-                    "timeout_ms": timeout_ms, "is_p2p": is_p2p}
+                    "time_discovered_completed_ns": completed,
+                    "retired": True,
+                    "timeout_ms": timeout_ms,
+                    "is_p2p": is_p2p,
+                }
             else:
                 e = {
-                    "frames": frames, "record_id": rid, "pg_id": pg_id,
-                    "process_group": pgt, "thread_name": tname, "thread_id": tid,
-                    "collective_seq_id": coll, "p2p_seq_id": p2p, "op_id": coll + p2p,
-                    "profiling_name": pname, "time_created_ns": created,
-                    "input_sizes": ins, "input_dtypes": idt, "output_sizes": outs,
-                    "output_dtypes": odt, "state": "completed",
-                    "time_discovered_started_ns": None, "time_discovered_completed_ns": completed,
-                    "retired": True, "timeout_ms": timeout_ms, "is_p2p": is_p2p}
+                    "frames": frames,
+                    "record_id": rid,
+                    "pg_id": pg_id,
+                    "process_group": pgt,
+                    "thread_name": tname,
+                    "thread_id": tid,
+                    "collective_seq_id": coll,
+                    "p2p_seq_id": p2p,
+                    "op_id": coll + p2p,
+                    "profiling_name": pname,
+                    "time_created_ns": created,
+                    "input_sizes": ins,
+                    "input_dtypes": idt,
+                    "output_sizes": outs,
+                    "output_dtypes": odt,
+                    "state": "completed",
+                    "time_discovered_started_ns": None,
+                    "time_discovered_completed_ns": completed,
+                    "retired": True,
+                    "timeout_ms": timeout_ms,
+                    "is_p2p": is_p2p,
+                }
             if frames is None:
                 del e["frames"]  # the others keep their order
             append(e)
@@ -300,9 +366,15 @@ def _last_iteration(v: _RankView, emit: _Emitter) -> None:
         rdy = v.rdy_f[j] if part != 1 else -1
         don = v.don_f[j] if part != 1 else -1
         created = base_t + v.enq_f[j] - (BATCH_OP_LEAD_NS if part == 1 else 0)
-        emit(F * nT + i, v.static(op, part), F * v.ncoll[role] + v.ca_f[j],
-             F * v.np2p[role] + v.pa_f[j], created, base_t + rdy if rdy >= 0 else -1,
-             base_t + don if don >= 0 else -1)
+        emit(
+            F * nT + i,
+            v.static(op, part),
+            F * v.ncoll[role] + v.ca_f[j],
+            F * v.np2p[role] + v.pa_f[j],
+            created,
+            base_t + rdy if rdy >= 0 else -1,
+            base_t + don if don >= 0 else -1,
+        )
 
 
 def _pg_status(v: _RankView) -> dict[str, dict[str, int]]:
@@ -312,7 +384,8 @@ def _pg_status(v: _RankView) -> dict[str, dict[str, int]]:
     if F > 0:
         for j, op in enumerate(v.prog_h):
             seq = (F - 1) * (np2p[op.role] if op.kind != COLL else ncoll[op.role]) + (
-                v.pa_h[j] if op.kind != COLL else v.ca_h[j])
+                v.pa_h[j] if op.kind != COLL else v.ca_h[j]
+            )
             st = status.setdefault(op.role, [-1, -1, -1])
             st[0] = seq
             st[2] = seq
@@ -321,7 +394,8 @@ def _pg_status(v: _RankView) -> dict[str, dict[str, int]]:
     for j in range(len(v.enq_f)):
         op = v.prog_f[j]
         seq = F * (np2p[op.role] if op.kind != COLL else ncoll[op.role]) + (
-            v.pa_f[j] if op.kind != COLL else v.ca_f[j])
+            v.pa_f[j] if op.kind != COLL else v.ca_f[j]
+        )
         st = status.setdefault(op.role, [-1, -1, -1])
         st[0] = seq
         if v.don_f[j] >= 0:
@@ -392,4 +466,3 @@ def _write_ranks(ranks: list[int]) -> int:
             f.write(data)
         written += len(data)
     return written
-

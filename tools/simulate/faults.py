@@ -78,8 +78,15 @@ def _pick_rank(topo: Topology, rng: random.Random, ok) -> int:
 class _Faulting:
     """What every fault planner needs: the job, the seeded choices, the plan it fills."""
 
-    def __init__(self, topo: Topology, sites: SiteTable, base: list[list[Op]],
-                 fault_rank: int | None, microbatches: int, rng: random.Random) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        sites: SiteTable,
+        base: list[list[Op]],
+        fault_rank: int | None,
+        microbatches: int,
+        rng: random.Random,
+    ) -> None:
         self.topo, self.sites, self.base = topo, sites, base
         self.fault_rank, self.microbatches, self.rng = fault_rank, microbatches, rng
         self.tp, self.pp, self.dp = topo.tp, topo.pp, topo.dp
@@ -97,8 +104,11 @@ class _Faulting:
 
     def rank(self) -> int:
         """The fault rank asked for, else one chosen by the seed."""
-        return self.check(self.fault_rank) if self.fault_rank is not None else self.rng.randrange(
-            self.topo.world)
+        return (
+            self.check(self.fault_rank)
+            if self.fault_rank is not None
+            else self.rng.randrange(self.topo.world)
+        )
 
     def sender(self) -> int:
         """The fault rank asked for, else a seed-chosen one that sends activations."""
@@ -132,12 +142,14 @@ def _stall(fault: str, c: _Faulting) -> int:
         plan.description = (
             f"Rank {r} crashed (process died) just before issuing "
             f"{ROLE_DESC[role]} op #{idx} of the step; it wrote no dump and every rank "
-            "that needs it waits in a collective or recv it never joins.")
+            "that needs it waits in a collective or recv it never joins."
+        )
     else:
         plan.description = (
             f"Rank {r} stopped enqueuing (stuck in compute) just before a "
             f"{ROLE_DESC[role]} collective; its peers enqueued that collective and ran "
-            "ahead until they blocked, and the ranks that need them wait in turn.")
+            "ahead until they blocked, and the ranks that need them wait in turn."
+        )
     return r
 
 
@@ -150,8 +162,11 @@ def _pipeline_stall(fault: str, c: _Faulting) -> int:
         raise ValueError("pipeline_stall: the fault rank must not be on the last stage")
     prog = list(c.base[r])
     first = _find(prog, ("F", m, "send"))
-    plan.progs[r] = [op for op in prog if not (op.tag[:1] == ("F",) and op.tag[2:] == ("send",)
-                                               and op.tag[1] >= m)]
+    plan.progs[r] = [
+        op
+        for op in prog
+        if not (op.tag[:1] == ("F",) and op.tag[2:] == ("send",) and op.tag[1] >= m)
+    ]
     plan.target = (r, first)
     plan.culprits = [r]
     nxt = topo.rank(topo.coords(r)[0], c.stage(r) + 1, topo.coords(r)[2])
@@ -159,7 +174,8 @@ def _pipeline_stall(fault: str, c: _Faulting) -> int:
         f"Rank {r} (pipeline stage {c.stage(r)}) stopped sending activations to rank {nxt} "
         f"from microbatch {m} on while still running everything else: rank {nxt} waits "
         f"in a recv whose send was never posted, and rank {r} later waits for gradients "
-        "that can never come.")
+        "that can never come."
+    )
     return r
 
 
@@ -188,7 +204,8 @@ def _pp_deadlock(fault: str, c: _Faulting) -> int:
         f"Pipeline deadlock: rank {a} (stage {c.stage(a)}) posts a blocking recv of "
         f"gradients from rank {b} before sending it the activations of microbatch "
         f"{last}, while rank {b} (stage {c.stage(b)}) blocks in its recv of those "
-        "activations before sending gradients: each waits for the other.")
+        "activations before sending gradients: each waits for the other."
+    )
     return r
 
 
@@ -216,7 +233,8 @@ def _group_order(fault: str, c: _Faulting) -> int:
         f"whose result it reads) before its {ROLE_DESC[role]} all_reduce, while every "
         "other rank issues them in the opposite order: its peers wait in the "
         f"{ROLE_DESC[role]} op for rank {r}, and rank {r} waits in default_pg for them "
-        "(a cycle across two groups).")
+        "(a cycle across two groups)."
+    )
     return r
 
 
@@ -232,7 +250,8 @@ def _gpu_stuck(fault: str, c: _Faulting) -> int:
     plan.description = (
         f"Every member of {ROLE_DESC[role]} {gid} ({', '.join(map(str, members))}) "
         "enqueued and started the same collective, and none completed: a network or GPU "
-        "fault inside the collective, not a rank that failed to call it.")
+        "fault inside the collective, not a rank that failed to call it."
+    )
     return r
 
 
@@ -251,7 +270,8 @@ def _slow_gpu(fault: str, c: _Faulting) -> int:
         "slower and its watchdog stopped observing completions (its dump shows ops as "
         "not completed that its peers' dumps show completed), then the GPU stopped in "
         f"compute before a {ROLE_DESC[role]} collective, which it never started while its "
-        "peers did. Its CPU kept enqueuing as far as its peers.")
+        "peers did. Its CPU kept enqueuing as far as its peers."
+    )
     return r
 
 
@@ -271,7 +291,8 @@ def _desync(fault: str, c: _Faulting) -> int:
     what = "size" if variant == "size" else "dtype"
     plan.description = (
         f"Rank {r} enqueued a {ROLE_DESC[role]} collective with a different {what} than "
-        "its peers; every member enqueued it and it never completed.")
+        "its peers; every member enqueued it and it never completed."
+    )
     return r
 
 
@@ -290,21 +311,36 @@ def _p2p_desync(fault: str, c: _Faulting) -> int:
     plan.description = (
         f"Rank {r} (pipeline stage {c.stage(r)}) sent the activations of microbatch {m} with "
         f"{what} than the next stage's recv expects; both posted the pair and it never "
-        "completed, and the pipeline backed up behind it.")
+        "completed, and the pipeline backed up behind it."
+    )
     return r
 
 
 #: The planner of each fault but ``none``: it fills the plan and returns the fault rank.
 PLANNERS: dict[str, Callable[[str, _Faulting], int]] = {
-    "stall": _stall, "crash": _stall, "pipeline_stall": _pipeline_stall,
-    "pp_deadlock": _pp_deadlock, "group_order": _group_order, "gpu_stuck": _gpu_stuck,
-    "slow_gpu": _slow_gpu, "size_desync": _desync, "dtype_desync": _desync,
-    "p2p_size_desync": _p2p_desync, "p2p_dtype_desync": _p2p_desync,
+    "stall": _stall,
+    "crash": _stall,
+    "pipeline_stall": _pipeline_stall,
+    "pp_deadlock": _pp_deadlock,
+    "group_order": _group_order,
+    "gpu_stuck": _gpu_stuck,
+    "slow_gpu": _slow_gpu,
+    "size_desync": _desync,
+    "dtype_desync": _desync,
+    "p2p_size_desync": _p2p_desync,
+    "p2p_dtype_desync": _p2p_desync,
 }
 
 
-def plan_fault(fault: str, topo: Topology, sites: SiteTable, base: list[list[Op]],
-               fault_rank: int | None, microbatches: int, rng: random.Random) -> tuple[int | None, FaultPlan]:
+def plan_fault(
+    fault: str,
+    topo: Topology,
+    sites: SiteTable,
+    base: list[list[Op]],
+    fault_rank: int | None,
+    microbatches: int,
+    rng: random.Random,
+) -> tuple[int | None, FaultPlan]:
     """The fault rank and the plan of ``fault`` (see :data:`PLANNERS`)."""
     if fault == "none":
         plan = FaultPlan()

@@ -27,7 +27,9 @@ def to_hook_form(dump: dict[str, Any], backend: str = "nccl2") -> dict[str, Any]
                 done = e["state"] == "completed"
                 prev["state"] = "completed" if done else "scheduled"
                 prev["retired"] = done
-                prev["time_discovered_completed_ns"] = e["time_discovered_completed_ns"] if done else None
+                prev["time_discovered_completed_ns"] = (
+                    e["time_discovered_completed_ns"] if done else None
+                )
             continue
         h = dict(e)
         h["profiling_name"] = f"{backend}:{op}"
@@ -54,8 +56,11 @@ def to_hook_form(dump: dict[str, Any], backend: str = "nccl2") -> dict[str, Any]
     status = {}
     for key, value in dump["pg_status"].items():
         enq, comp = last.get(int(key), [-1, -1])
-        status[key] = {"last_enqueued_collective": enq if enq >= 0 else value["last_enqueued_collective"],
-                       "last_started_collective": -1, "last_completed_collective": comp}
+        status[key] = {
+            "last_enqueued_collective": enq if enq >= 0 else value["last_enqueued_collective"],
+            "last_started_collective": -1,
+            "last_completed_collective": comp,
+        }
     return {**dump, "comm_lib_version": "", "pg_status": status, "entries": entries}
 
 
@@ -65,7 +70,9 @@ def to_json_form(dump: dict[str, Any]) -> dict[str, Any]:
         "version": dump["version"],
         "comm_lib_version": dump["comm_lib_version"],
         "pg_config": dump["pg_config"],
-        "pg_status": {k: {kk: str(vv) for kk, vv in v.items()} for k, v in dump["pg_status"].items()},
+        "pg_status": {
+            k: {kk: str(vv) for kk, vv in v.items()} for k, v in dump["pg_status"].items()
+        },
     }
     entries = []
     for e in dump["entries"]:
@@ -79,4 +86,3 @@ def to_json_form(dump: dict[str, Any]) -> dict[str, Any]:
     if entries:
         out["entries"] = entries
     return out
-

@@ -12,8 +12,15 @@ class Op:
 
     __slots__ = ("kind", "peer", "role", "site", "sync", "tag")
 
-    def __init__(self, site: Site, role: int, kind: int = COLL, peer: int = -1,
-                 sync: bool = False, tag: tuple = ()) -> None:
+    def __init__(
+        self,
+        site: Site,
+        role: int,
+        kind: int = COLL,
+        peer: int = -1,
+        sync: bool = False,
+        tag: tuple = (),
+    ) -> None:
         self.site = site
         self.role = role
         self.kind = kind
@@ -28,8 +35,14 @@ class Op:
         return op
 
 
-def build_program(topo: Topology, sites: SiteTable, stage: int, microbatches: int,
-                  batch_p2p: bool = False, mix_rank: int | None = None) -> list[Op]:
+def build_program(
+    topo: Topology,
+    sites: SiteTable,
+    stage: int,
+    microbatches: int,
+    batch_p2p: bool = False,
+    mix_rank: int | None = None,
+) -> list[Op]:
     """One training step of a rank on pipeline stage ``stage``.
 
     With ``batch_p2p`` every send/recv goes through ``batch_isend_irecv`` (Megatron's

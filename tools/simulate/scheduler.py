@@ -38,9 +38,18 @@ class _Scheduler:
     """The state of one run of :func:`run_schedule`: per rank its program counter, stream
     head, CPU clock and the op instances it joined."""
 
-    def __init__(self, topo: Topology, progs: list[list[Op]], rng: random.Random, inflight: int,
-                 limit: dict[int, int], frozen: dict[int, int],
-                 slow: dict[int, tuple[int, int, float]], stuck_keys: set, speed: list[float]) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        progs: list[list[Op]],
+        rng: random.Random,
+        inflight: int,
+        limit: dict[int, int],
+        frozen: dict[int, int],
+        slow: dict[int, tuple[int, int, float]],
+        stuck_keys: set,
+        speed: list[float],
+    ) -> None:
         n = topo.world
         self.topo, self.progs, self.inflight = topo, progs, inflight
         self.limit, self.frozen, self.slow = limit, frozen, slow
@@ -64,7 +73,14 @@ class _Scheduler:
     def start(self, r0: int, i0: int) -> None:
         """Op i0 of rank r0 reached the head of its stream: start it, and whatever its
         completion lets start in turn."""
-        progs, done, ready, enq, head, pc = self.progs, self.done, self.ready, self.enq, self.head, self.pc
+        progs, done, ready, enq, head, pc = (
+            self.progs,
+            self.done,
+            self.ready,
+            self.enq,
+            self.head,
+            self.pc,
+        )
         rand, frozen, slow, speed = self.rand, self.frozen, self.slow, self.speed
         stack = [(r0, i0)]
         while stack:
@@ -178,8 +194,17 @@ def run_schedule(
     speed: list[float] | None = None,
 ) -> Schedule:
     """Round-robin over ranks; each rank enqueues until it blocks. Returns the times."""
-    sch = _Scheduler(topo, progs, rng, inflight, limit or {}, frozen or {}, slow or {},
-                     stuck_keys or set(), speed or [1.0] * topo.world)
+    sch = _Scheduler(
+        topo,
+        progs,
+        rng,
+        inflight,
+        limit or {},
+        frozen or {},
+        slow or {},
+        stuck_keys or set(),
+        speed or [1.0] * topo.world,
+    )
     work = sch.work
     while work:
         sch.advance(work.popleft())

@@ -41,8 +41,21 @@ class Site:
         "out_sizes",
     )
 
-    def __init__(self, key, op, in_sizes, in_dtypes, out_sizes, out_dtypes, frames,
-                 autograd, cpu_ns, gpu_ns, comm_ns, coalesced=None):
+    def __init__(
+        self,
+        key,
+        op,
+        in_sizes,
+        in_dtypes,
+        out_sizes,
+        out_dtypes,
+        frames,
+        autograd,
+        cpu_ns,
+        gpu_ns,
+        comm_ns,
+        coalesced=None,
+    ):
         self.key = key
         self.op = op
         self.in_sizes = in_sizes
@@ -158,7 +171,9 @@ class SiteTable:
 
         Backward mirrors it: reduce_scatter for a forward all_gather and vice versa.
         """
-        return self._get(("tp", index, backward, variant), lambda: self._tp_op(index, backward, variant))
+        return self._get(
+            ("tp", index, backward, variant), lambda: self._tp_op(index, backward, variant)
+        )
 
     def _tp_op(self, index: int, backward: bool, variant: str) -> Site:
         tpn = self.topo.tp
@@ -172,8 +187,11 @@ class SiteTable:
         full = [self.sp_seq * tpn, MICRO_BATCH, HIDDEN]
         dtype = "BFloat16"
         if variant == "size":
-            shard = [self.sp_seq - 256 // tpn if self.sp_seq > 256 else self.sp_seq + 64,
-                     MICRO_BATCH, HIDDEN]
+            shard = [
+                self.sp_seq - 256 // tpn if self.sp_seq > 256 else self.sp_seq + 64,
+                MICRO_BATCH,
+                HIDDEN,
+            ]
             full = [shard[0] * tpn, MICRO_BATCH, HIDDEN]
         elif variant == "dtype":
             dtype = "Float"
@@ -185,29 +203,50 @@ class SiteTable:
             c10d = ("reduce_scatter_tensor", _C10D, 4333)
         if backward:
             if gather:
-                frames = [c10d, ("wrapper", _LOGGER, 81),
-                          ("_gather_along_first_dim", _MAPPINGS, 115),
-                          ("backward", _MAPPINGS, 306), ("apply", _FUNCTION, 307)]
+                frames = [
+                    c10d,
+                    ("wrapper", _LOGGER, 81),
+                    ("_gather_along_first_dim", _MAPPINGS, 115),
+                    ("backward", _MAPPINGS, 306),
+                    ("apply", _FUNCTION, 307),
+                ]
             else:
-                frames = [c10d, ("wrapper", _LOGGER, 81),
-                          ("backward", _LAYERS, 560), ("apply", _FUNCTION, 307)]
+                frames = [
+                    c10d,
+                    ("wrapper", _LOGGER, 81),
+                    ("backward", _LAYERS, 560),
+                    ("apply", _FUNCTION, 307),
+                ]
         elif gather:
-            frames = [c10d, ("wrapper", _LOGGER, 81),
-                      ("_gather_along_first_dim", _MAPPINGS, 115),
-                      ("forward", _LAYERS, 484), ("apply", _FUNCTION, 575),
-                      ("linear_with_grad_accumulation_and_async_allreduce", _LAYERS, 735),
-                      ("forward", _LAYERS, 975)] + self._model_forward(*module)
+            frames = [
+                c10d,
+                ("wrapper", _LOGGER, 81),
+                ("_gather_along_first_dim", _MAPPINGS, 115),
+                ("forward", _LAYERS, 484),
+                ("apply", _FUNCTION, 575),
+                ("linear_with_grad_accumulation_and_async_allreduce", _LAYERS, 735),
+                ("forward", _LAYERS, 975),
+            ] + self._model_forward(*module)
         else:
-            frames = [c10d, ("wrapper", _LOGGER, 81),
-                      ("_reduce_scatter_along_first_dim", _MAPPINGS, 178),
-                      ("forward", _MAPPINGS, 300), ("apply", _FUNCTION, 575),
-                      ("reduce_scatter_to_sequence_parallel_region", _MAPPINGS, 511),
-                      ("forward", _LAYERS, 1221)] + self._model_forward(*module)
+            frames = [
+                c10d,
+                ("wrapper", _LOGGER, 81),
+                ("_reduce_scatter_along_first_dim", _MAPPINGS, 178),
+                ("forward", _MAPPINGS, 300),
+                ("apply", _FUNCTION, 575),
+                ("reduce_scatter_to_sequence_parallel_region", _MAPPINGS, 511),
+                ("forward", _LAYERS, 1221),
+            ] + self._model_forward(*module)
         nbytes = full[0] * full[1] * full[2] * DTYPE_BYTES[dtype]
         return Site(
-            key=("tp", index, backward, variant), op=op,
-            in_sizes=ins, in_dtypes=[dtype], out_sizes=outs, out_dtypes=[dtype],
-            frames=_frames(*frames), autograd=backward,
+            key=("tp", index, backward, variant),
+            op=op,
+            in_sizes=ins,
+            in_dtypes=[dtype],
+            out_sizes=outs,
+            out_dtypes=[dtype],
+            frames=_frames(*frames),
+            autograd=backward,
             cpu_ns=(90 if backward else 160) * US,
             gpu_ns=self._tp_compute_ns(backward),
             comm_ns=self._coll_ns(nbytes, tpn, 1.0, NVLINK_BYTES_PER_NS),
@@ -215,8 +254,10 @@ class SiteTable:
 
     # -- pipeline p2p
     def p2p(self, kind: int, forward: bool, batched: bool = False, variant: str = "") -> Site:
-        return self._get(("p2p", kind, forward, batched, variant),
-                         lambda: self._p2p(kind, forward, batched, variant))
+        return self._get(
+            ("p2p", kind, forward, batched, variant),
+            lambda: self._p2p(kind, forward, batched, variant),
+        )
 
     def _p2p(self, kind: int, forward: bool, batched: bool, variant: str = "") -> Site:
         # variant "size": another sequence length; "dtype": float32 activations.
@@ -228,32 +269,74 @@ class SiteTable:
         else:
             api = "recv_forward" if forward else "recv_backward"
             c10d, p2p_line, comm_line = ("irecv", _C10D, 2420), 256, 372
-        caller = [(api, _P2P, {"send_forward": 480, "recv_forward": 430,
-                               "send_backward": 505, "recv_backward": 455}[api]),
-                  (api, _SCHED, {"send_forward": 1708, "recv_forward": 1691,
-                                 "send_backward": 1742, "recv_backward": 1725}[api])]
+        caller = [
+            (
+                api,
+                _P2P,
+                {
+                    "send_forward": 480,
+                    "recv_forward": 430,
+                    "send_backward": 505,
+                    "recv_backward": 455,
+                }[api],
+            ),
+            (
+                api,
+                _SCHED,
+                {
+                    "send_forward": 1708,
+                    "recv_forward": 1691,
+                    "send_backward": 1742,
+                    "recv_backward": 1725,
+                }[api],
+            ),
+        ]
         caller += self._tail
         coalesced = None
         if batched:
-            batch = [("batch_isend_irecv", _C10D, 2786), ("_batched_p2p_ops", _P2P, 170),
-                     ("_communicate", _P2P, 363)]
+            batch = [
+                ("batch_isend_irecv", _C10D, 2786),
+                ("_batched_p2p_ops", _P2P, 170),
+                ("_communicate", _P2P, 363),
+            ]
             frames = [c10d] + batch + caller
             coalesced = Site(
-                key=("coalesced", kind, forward), op="coalesced",
-                in_sizes=[], in_dtypes=[], out_sizes=[], out_dtypes=[],
-                frames=_frames(("_coalescing_manager", _C10D, 2545),
-                               ("__exit__", "/usr/lib/python3.12/contextlib.py", 144),
-                               *batch, *caller),
-                autograd=False, cpu_ns=0, gpu_ns=0, comm_ns=0)
+                key=("coalesced", kind, forward),
+                op="coalesced",
+                in_sizes=[],
+                in_dtypes=[],
+                out_sizes=[],
+                out_dtypes=[],
+                frames=_frames(
+                    ("_coalescing_manager", _C10D, 2545),
+                    ("__exit__", "/usr/lib/python3.12/contextlib.py", 144),
+                    *batch,
+                    *caller,
+                ),
+                autograd=False,
+                cpu_ns=0,
+                gpu_ns=0,
+                comm_ns=0,
+            )
         else:
-            frames = [c10d, ("_p2p_ops", _P2P, p2p_line), ("_communicate", _P2P, comm_line)] + caller
+            frames = [
+                c10d,
+                ("_p2p_ops", _P2P, p2p_line),
+                ("_communicate", _P2P, comm_line),
+            ] + caller
         nbytes = shape[0] * shape[1] * shape[2] * 2
         gpu = (350 if forward else 500) * US if kind == SEND else 40 * US
         return Site(
-            key=("p2p", kind, forward, batched, variant), op="send" if kind == SEND else "recv",
-            in_sizes=[shape], in_dtypes=[dtype], out_sizes=[shape], out_dtypes=[dtype],
-            frames=_frames(*frames), autograd=False,
-            cpu_ns=(60 if batched else 45) * US, gpu_ns=gpu,
+            key=("p2p", kind, forward, batched, variant),
+            op="send" if kind == SEND else "recv",
+            in_sizes=[shape],
+            in_dtypes=[dtype],
+            out_sizes=[shape],
+            out_dtypes=[dtype],
+            frames=_frames(*frames),
+            autograd=False,
+            cpu_ns=(60 if batched else 45) * US,
+            gpu_ns=gpu,
             comm_ns=int(15 * US + nbytes / NETWORK_BYTES_PER_NS),
             coalesced=coalesced,
         )
@@ -268,7 +351,9 @@ class SiteTable:
         return params // self.topo.tp
 
     def dp_bucket(self, stage: int, bucket: int, variant: str = "") -> Site:
-        return self._get(("dp", stage, bucket, variant), lambda: self._dp_bucket(stage, bucket, variant))
+        return self._get(
+            ("dp", stage, bucket, variant), lambda: self._dp_bucket(stage, bucket, variant)
+        )
 
     def _dp_bucket(self, stage: int, bucket: int, variant: str) -> Site:
         total = self.stage_params(stage)
@@ -279,16 +364,34 @@ class SiteTable:
             numel -= 4096
         elif variant == "dtype":
             dtype = "BFloat16"
-        frames = [("all_reduce", _C10D, 2806), ("wrapper", _LOGGER, 81),
-                  ("start_grad_sync", f"{MEG}/megatron/core/distributed/param_and_grad_buffer.py", 427),
-                  ("start_grad_sync", f"{MEG}/megatron/core/distributed/distributed_data_parallel.py", 420),
-                  ("finish_grad_sync", f"{MEG}/megatron/core/distributed/distributed_data_parallel.py", 443),
-                  ("finalize_model_grads", _FINALIZE, 268), self._sched_end] + self._tail[1:]
+        frames = [
+            ("all_reduce", _C10D, 2806),
+            ("wrapper", _LOGGER, 81),
+            ("start_grad_sync", f"{MEG}/megatron/core/distributed/param_and_grad_buffer.py", 427),
+            (
+                "start_grad_sync",
+                f"{MEG}/megatron/core/distributed/distributed_data_parallel.py",
+                420,
+            ),
+            (
+                "finish_grad_sync",
+                f"{MEG}/megatron/core/distributed/distributed_data_parallel.py",
+                443,
+            ),
+            ("finalize_model_grads", _FINALIZE, 268),
+            self._sched_end,
+        ] + self._tail[1:]
         return Site(
-            key=("dp", stage, bucket, variant), op="all_reduce",
-            in_sizes=[[numel]], in_dtypes=[dtype], out_sizes=[[numel]], out_dtypes=[dtype],
-            frames=_frames(*frames), autograd=False,
-            cpu_ns=220 * US, gpu_ns=(900 if bucket == 0 else 300) * US,
+            key=("dp", stage, bucket, variant),
+            op="all_reduce",
+            in_sizes=[[numel]],
+            in_dtypes=[dtype],
+            out_sizes=[[numel]],
+            out_dtypes=[dtype],
+            frames=_frames(*frames),
+            autograd=False,
+            cpu_ns=220 * US,
+            gpu_ns=(900 if bucket == 0 else 300) * US,
             comm_ns=self._coll_ns(numel * 4, self.topo.dp, 2.0, NETWORK_BYTES_PER_NS),
         )
 
@@ -297,32 +400,58 @@ class SiteTable:
 
     def _emb(self) -> Site:
         shape = [VOCAB // self.topo.tp, HIDDEN]
-        frames = [("all_reduce", _C10D, 2806), ("wrapper", _LOGGER, 81),
-                  ("_allreduce_word_embedding_grads", _FINALIZE, 153),
-                  ("_allreduce_embedding_grads", _FINALIZE, 171),
-                  ("finalize_model_grads", _FINALIZE, 285), self._sched_end] + self._tail[1:]
+        frames = [
+            ("all_reduce", _C10D, 2806),
+            ("wrapper", _LOGGER, 81),
+            ("_allreduce_word_embedding_grads", _FINALIZE, 153),
+            ("_allreduce_embedding_grads", _FINALIZE, 171),
+            ("finalize_model_grads", _FINALIZE, 285),
+            self._sched_end,
+        ] + self._tail[1:]
         return Site(
-            key=("emb",), op="all_reduce",
-            in_sizes=[shape], in_dtypes=["Float"], out_sizes=[shape], out_dtypes=["Float"],
-            frames=_frames(*frames), autograd=False,
-            cpu_ns=150 * US, gpu_ns=400 * US,
+            key=("emb",),
+            op="all_reduce",
+            in_sizes=[shape],
+            in_dtypes=["Float"],
+            out_sizes=[shape],
+            out_dtypes=["Float"],
+            frames=_frames(*frames),
+            autograd=False,
+            cpu_ns=150 * US,
+            gpu_ns=400 * US,
             comm_ns=self._coll_ns(shape[0] * shape[1] * 4, 2, 2.0, NETWORK_BYTES_PER_NS),
         )
 
     def tp_norm(self, variant: str = "") -> Site:
-        return self._get(("tpnorm", variant), lambda: self._small(
-            ("tpnorm", variant), self.topo.tp, NVLINK_BYTES_PER_NS,
-            [("all_reduce", _C10D, 2806), ("wrapper", _LOGGER, 81),
-             ("get_grad_norm_fp32", f"{MEG}/megatron/core/optimizer/clip_grads.py", 125),
-             ("get_grad_norm", f"{MEG}/megatron/core/optimizer/optimizer.py", 213),
-             ("step", f"{MEG}/megatron/core/optimizer/optimizer.py", 489)] + self._step_tail,
-            variant))
+        return self._get(
+            ("tpnorm", variant),
+            lambda: self._small(
+                ("tpnorm", variant),
+                self.topo.tp,
+                NVLINK_BYTES_PER_NS,
+                [
+                    ("all_reduce", _C10D, 2806),
+                    ("wrapper", _LOGGER, 81),
+                    ("get_grad_norm_fp32", f"{MEG}/megatron/core/optimizer/clip_grads.py", 125),
+                    ("get_grad_norm", f"{MEG}/megatron/core/optimizer/optimizer.py", 213),
+                    ("step", f"{MEG}/megatron/core/optimizer/optimizer.py", 489),
+                ]
+                + self._step_tail,
+                variant,
+            ),
+        )
 
     def world_flag(self, variant: str = "") -> Site:
-        return self._get(("world", variant), lambda: self._small(
-            ("world", variant), self.topo.world, NETWORK_BYTES_PER_NS,
-            [("all_reduce", _C10D, 2806), ("wrapper", _LOGGER, 81)] + self._step_tail,
-            variant))
+        return self._get(
+            ("world", variant),
+            lambda: self._small(
+                ("world", variant),
+                self.topo.world,
+                NETWORK_BYTES_PER_NS,
+                [("all_reduce", _C10D, 2806), ("wrapper", _LOGGER, 81)] + self._step_tail,
+                variant,
+            ),
+        )
 
     def _small(self, key, group_size, bw, stack, variant) -> Site:
         numel, dtype = 1, "Float"
@@ -331,17 +460,32 @@ class SiteTable:
         elif variant == "dtype":
             dtype = "Double"
         return Site(
-            key=key, op="all_reduce",
-            in_sizes=[[numel]], in_dtypes=[dtype], out_sizes=[[numel]], out_dtypes=[dtype],
-            frames=_frames(*stack), autograd=False,
-            cpu_ns=260 * US, gpu_ns=1200 * US,
-            comm_ns=self._coll_ns(64, group_size, 2.0, bw) + 10 * US * max(
-                0, int(math.log2(max(group_size, 1)))),
+            key=key,
+            op="all_reduce",
+            in_sizes=[[numel]],
+            in_dtypes=[dtype],
+            out_sizes=[[numel]],
+            out_dtypes=[dtype],
+            frames=_frames(*stack),
+            autograd=False,
+            cpu_ns=260 * US,
+            gpu_ns=1200 * US,
+            comm_ns=self._coll_ns(64, group_size, 2.0, bw)
+            + 10 * US * max(0, int(math.log2(max(group_size, 1)))),
         )
 
     # -- the op mix: ops whose recorded sides and sizes differ per rank by design
-    MIX_OPS = ("gather", "scatter", "reduce", "broadcast", "all_to_all", "all_gather",
-               "reduce_scatter", "broadcast_object_list", "all_gather_object")
+    MIX_OPS = (
+        "gather",
+        "scatter",
+        "reduce",
+        "broadcast",
+        "all_to_all",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast_object_list",
+        "all_gather_object",
+    )
 
     def mix(self, kind: str, index: int) -> Site:
         """An op of the mix as group rank ``index`` of the default group records it."""
@@ -374,8 +518,15 @@ class SiteTable:
         frames = [(kind, _C10D, 4000 + self.MIX_OPS.index(kind)), ("wrapper", _LOGGER, 81)]
         frames += self._step_tail
         return Site(
-            key=("mix", kind, index), op=op, in_sizes=ins, in_dtypes=idt, out_sizes=outs,
-            out_dtypes=odt, frames=_frames(*frames), autograd=False, cpu_ns=120 * US,
-            gpu_ns=150 * US, comm_ns=self._coll_ns(n * 4 * 2, world, 1.0, NETWORK_BYTES_PER_NS),
+            key=("mix", kind, index),
+            op=op,
+            in_sizes=ins,
+            in_dtypes=idt,
+            out_sizes=outs,
+            out_dtypes=odt,
+            frames=_frames(*frames),
+            autograd=False,
+            cpu_ns=120 * US,
+            gpu_ns=150 * US,
+            comm_ns=self._coll_ns(n * 4 * 2, world, 1.0, NETWORK_BYTES_PER_NS),
         )
-

@@ -66,4 +66,3 @@ class Topology:
     def members(self, r: int, role: int) -> tuple[int, ...]:
         gid = self.role_gid[r][role]
         return self.group_ranks[gid] if gid >= 0 else ()
-
