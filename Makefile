@@ -22,7 +22,7 @@ help:
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
 	@echo "make samples-hook - re-record the torch 2.15 nccl2/nccl-lazy hook samples (torch 2.15 in .venv-torch215)"
 
-$(STAMP): pyproject.toml setup.py $(wildcard analyzer/_fastpickle/*.c analyzer/_fastpickle/*.h analyzer/_groupkeys/*.c)
+$(STAMP): pyproject.toml setup.py $(wildcard analyzer/load/_fastpickle/*.c analyzer/load/_fastpickle/*.h analyzer/kernels/_groupkeys/*.c)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -64,9 +64,9 @@ fuzz-native: $(STAMP)
 	else \
 	  mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds && \
 	  clang -g -O1 -std=c99 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -I analyzer/_fastpickle fuzz/fuzz_reader.c analyzer/_fastpickle/core.c -o $(FUZZ_DIR)/fuzz_reader && \
+	    -I analyzer/load/_fastpickle fuzz/fuzz_reader.c analyzer/load/_fastpickle/core.c -o $(FUZZ_DIR)/fuzz_reader && \
 	  $(BIN)/python fuzz/make_seeds.py $(FUZZ_DIR)/seeds && \
-	  echo "fuzz: $(FUZZ_SECONDS) s of libFuzzer over analyzer/_fastpickle/core.c" && \
+	  echo "fuzz: $(FUZZ_SECONDS) s of libFuzzer over analyzer/load/_fastpickle/core.c" && \
 	  $(FUZZ_DIR)/fuzz_reader -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
 	    -max_len=65536 -dict=fuzz/pickle.dict -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 \
 	    $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds 2>$(FUZZ_DIR)/log.txt; code=$$?; \

@@ -1,5 +1,5 @@
-"""Build of the optional compiled parts: the reader (analyzer._fastpickle) and the group-by
-kernels (analyzer._groupkeys); everything else is in pyproject.toml. Without a C compiler the
+"""Build of the optional compiled parts: the reader (analyzer.load._fastpickle) and the group-by
+kernels (analyzer.kernels._groupkeys); everything else is in pyproject.toml. Without a C compiler the
 install still succeeds and the Python reader and numpy's group-bys are used."""
 
 from setuptools import Extension, setup
@@ -7,9 +7,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "analyzer._fastpickle",
-            sources=["analyzer/_fastpickle/module.c", "analyzer/_fastpickle/core.c"],
-            depends=["analyzer/_fastpickle/core.h"],
+            "analyzer.load._fastpickle",
+            sources=["analyzer/load/_fastpickle/module.c", "analyzer/load/_fastpickle/core.c"],
+            depends=["analyzer/load/_fastpickle/core.h"],
             # -fno-semantic-interposition: the core's exported functions (fp_spend, fp_plain,
             # ...) may be inlined into each other; without it they are called through the
             # PLT as a shared object requires, which costs the parse about a quarter.
@@ -22,10 +22,10 @@ setup(
             ],
             optional=True,
         ),
-        # The group-by kernels of analyzer/groupkeys.py (numpy's versions are used without it).
+        # The group-by kernels of analyzer/kernels/group_by.py (numpy's versions are used without it).
         Extension(
-            "analyzer._groupkeys",
-            sources=["analyzer/_groupkeys/groupkeys.c"],
+            "analyzer.kernels._groupkeys",
+            sources=["analyzer/kernels/_groupkeys/groupkeys.c"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wextra"],
             optional=True,
         ),

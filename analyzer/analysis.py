@@ -18,17 +18,13 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.context import Contexts, apply_contexts, find_contexts
-from analyzer.diagnosis import Diagnosis, Verdict, diagnose
-from analyzer.graph import build_graph
-from analyzer.heap import freed_memory_reused
-from analyzer.loader import Loaded, Loading, Progress, load_dumps
-from analyzer.matching import Matching, match
-from analyzer.store import read_store, store_inputs
-from analyzer.storemerge import open_stores
-from analyzer.tableparts import check_world_option
-from analyzer.tables import Tables, normalize, without_hugepage_advice
-from analyzer.waits import waits
+from analyzer.diagnosis import Diagnosis, Verdict, apply_contexts, diagnose
+from analyzer.load import Contexts, Loaded, Loading, Progress, find_contexts, load_dumps
+from analyzer.match import Matching, match
+from analyzer.normalize import Tables, check_world_option, normalize, without_hugepage_advice
+from analyzer.runtime import freed_memory_reused
+from analyzer.store import open_stores, read_store, store_inputs
+from analyzer.waits import build_graph, waits
 
 if TYPE_CHECKING:  # pragma: no cover - plotly is imported by the render modules only
     import plotly.graph_objects as go
@@ -55,7 +51,7 @@ class Analysis:
     """What the loader read (None for a store of tables only): ignored files, duplicates,
     warnings, and each dump's notes (rank, path, counts, group tables). Its entries are in
     :attr:`tables` (``normalize(..., release=True)`` moved them there): it cannot be
-    normalized or written to a store again (``analyzer.storemerge.prepare_export`` keeps
+    normalized or written to a store again (``analyzer.store.merge.prepare_export`` keeps
     the dumps whole for that)."""
     config: AnalysisConfig = DEFAULT_CONFIG
     """The thresholds and caps given to :func:`analyze` (the defaults when none was given)."""
@@ -122,7 +118,7 @@ class Analysis:
         bar_budget: int = 8_000,
     ) -> go.Figure:
         """The timeline figure: one lane per rank (or per set of ranks that behave alike), one
-        bar per recorded op (:func:`analyzer.render.timeline.timeline`).
+        bar per recorded op (:func:`analyzer.render.timeline_figure.timeline`).
 
         ``max_lanes``: most lanes drawn (culprits and their direct waiters first).
         ``window_s``: seconds before the hang shown by default (None: the last ops of every
@@ -134,7 +130,7 @@ class Analysis:
         ``bar_budget``: past this many bars, the oldest completed entries of each lane are
         merged into summary bars.
         """
-        from analyzer.render.figures import timeline
+        from analyzer.render import timeline
 
         return timeline(
             self,
@@ -147,19 +143,19 @@ class Analysis:
 
     def wait_graph_figure(self, *, max_nodes: int = 80, merge: bool | None = None) -> go.Figure:
         """The wait-for graph figure: culprits on the right, waiters further left by distance
-        (:func:`analyzer.render.waitgraph.wait_graph`).
+        (:func:`analyzer.render.wait_graph_figure.wait_graph`).
 
         ``max_nodes``: most nodes drawn. ``merge``: merge ranks that wait the same way (same
         distance, same kind of wait on the same holders) into one node (None: when more than
         24 ranks are involved).
         """
-        from analyzer.render.figures import wait_graph
+        from analyzer.render import wait_graph
 
         return wait_graph(self, max_nodes=max_nodes, merge=merge)
 
     def progress_figure(self) -> go.Figure:
         """Per group and rank: lag behind the group's frontier."""
-        from analyzer.render.figures import progress
+        from analyzer.render import progress
 
         return progress(self)
 
@@ -173,14 +169,14 @@ class Analysis:
         window_s: float | None = None,
     ) -> str:
         """The self-contained HTML incident report, as a string
-        (:func:`analyzer.render.html.render_html`).
+        (:func:`analyzer.render.report.render_html`).
 
         ``plotlyjs``: ``"inline"`` embeds plotly.js (works offline, makes no request);
         ``"cdn"`` loads it from its CDN (a file about 5 MB smaller). ``title``: the page title
         (default: the verdict line). ``clock``, ``max_lanes`` and ``window_s``: as for
         :meth:`timeline`.
         """
-        from analyzer.render.html import render_html
+        from analyzer.render import render_html
 
         return render_html(
             self,
@@ -203,7 +199,7 @@ class Analysis:
     ) -> str:
         """Write the HTML incident report (:meth:`report_html`, same options) to ``path`` in
         UTF-8; returns the path as a string."""
-        from analyzer.render.html import write_html
+        from analyzer.render import write_html
 
         return write_html(
             self,
@@ -216,7 +212,7 @@ class Analysis:
         )
 
     def _repr_html_(self) -> str:
-        from analyzer.render.html import verdict_html
+        from analyzer.render import verdict_html
 
         return verdict_html(self)
 
@@ -241,19 +237,19 @@ def analyze(
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
-    A folder written by ``hangscope export`` (:mod:`analyzer.store`), or several (shards of
+    A folder written by ``hangscope export`` (:mod:`analyzer.store.parquet`), or several (shards of
     one job), is re-opened without parsing.
 
     ``prefix``: the file-name prefix before the rank number, for unusual names.
     ``world_size``: the number of ranks of the job (to count missing dumps of the last ranks).
     ``jobs``: parser processes (default: all cores). ``progress``: called as files are read.
     ``scheduler``: a Dask scheduler's address whose workers parse the files
-    (:mod:`analyzer.cluster`; None: parse in this process and its pool).
+    (:mod:`analyzer.load.dask_workers`; None: parse in this process and its pool).
     ``config``: the thresholds and caps of the analysis (:class:`analyzer.config.AnalysisConfig`;
     None: :data:`analyzer.config.DEFAULT_CONFIG`, the defaults and the environment's caps),
     passed to every layer and kept as :attr:`Analysis.config`.
     ``loading``: the dumps of ``paths`` already handed to the parsers
-    (:func:`analyzer.loader.start_loading`, with the same ``prefix``, ``jobs``, ``scheduler``
+    (:func:`analyzer.load.loader.start_loading`, with the same ``prefix``, ``jobs``, ``scheduler``
     and ``config``); None: they are loaded here. Its parsers are let go in any case.
     """
     if config is None:

@@ -57,7 +57,7 @@ def _worker(cfg: dict) -> None:
     cap = None
     if cfg["config"] == "capture":
         sys.path.insert(0, str(REPO))
-        from analyzer import capture
+        from analyzer.capture import hook as capture
 
         cap = capture.install(dump_dir=cfg["dump_dir"], timeout_s=300)
     started = time.monotonic()

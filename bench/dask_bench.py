@@ -45,7 +45,7 @@ from run_bench import (  # noqa: E402 - the job generator and the runs of run_be
 
 def parse_cost(target: Path, sample: int = 256) -> dict[str, float]:
     """Seconds and bytes per file of the parse alone: ``sample`` files, one process."""
-    from analyzer.loader import load_dumps
+    from analyzer.load.loader import load_dumps
 
     files = sorted(p for p in target.iterdir() if p.name.startswith("nccl_trace_rank_"))[:sample]
     size = sum(p.stat().st_size for p in files)
@@ -64,12 +64,12 @@ def parse_cost(target: Path, sample: int = 256) -> dict[str, float]:
 def central_cost(target: Path, jobs: int) -> dict[str, float]:
     """Seconds of each step after the parse, over the whole job (what one machine still
     does when the workers parse)."""
-    from analyzer.diagnosis import diagnose
-    from analyzer.graph import build_graph
-    from analyzer.loader import load_dumps
-    from analyzer.matching import match
-    from analyzer.tables import normalize
-    from analyzer.waits import waits
+    from analyzer.diagnosis.engine import diagnose
+    from analyzer.load.loader import load_dumps
+    from analyzer.match.matching import match
+    from analyzer.normalize.tables import normalize
+    from analyzer.waits.edges import waits
+    from analyzer.waits.graph import build_graph
 
     gc.disable()
     t0 = time.perf_counter()

@@ -79,17 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from analyzer.analysis import Analysis
-    from analyzer.context import Contexts
-    from analyzer.diagnosis import diagnose
-    from analyzer.discovery import is_store
-    from analyzer.graph import build_graph
-    from analyzer.heap import freed_memory_reused
-    from analyzer.loader import load_dumps
-    from analyzer.matching import match
-    from analyzer.render.jsondoc import to_json
-    from analyzer.storemerge import open_stores
-    from analyzer.tables import normalize, without_hugepage_advice
-    from analyzer.waits import waits
+    from analyzer.diagnosis.engine import diagnose
+    from analyzer.load.contexts import Contexts
+    from analyzer.load.discover import is_store
+    from analyzer.load.loader import load_dumps
+    from analyzer.match.matching import match
+    from analyzer.normalize.tables import normalize, without_hugepage_advice
+    from analyzer.render.json_doc import to_json
+    from analyzer.runtime import freed_memory_reused
+    from analyzer.store.merge import open_stores
+    from analyzer.waits.edges import waits
+    from analyzer.waits.graph import build_graph
 
     gc.disable()
     huge = without_hugepage_advice()  # as analyze() runs the pipeline

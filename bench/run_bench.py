@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from analyzer.discovery import is_store  # noqa: E402  (after the project root is on the path)
+from analyzer.load.discover import is_store  # noqa: E402  (after the project root is on the path)
 
 PREFIX = "nccl_trace_rank_"
 FR_MODULE = "torch.distributed.flight_recorder.fr_trace"

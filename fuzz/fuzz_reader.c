@@ -1,4 +1,4 @@
-/* libFuzzer harness over the compiled reader's C core (analyzer/_fastpickle/core.c): every
+/* libFuzzer harness over the compiled reader's C core (analyzer/load/_fastpickle/core.c): every
  * input is parsed, turned into entry columns and walked like the Python layer walks it. Build
  * and run with `make fuzz` (clang, -fsanitize=fuzzer,address,undefined). */
 #include <stdint.h>

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.reader import _SafeUnpickler  # noqa: E402
+from analyzer.unpickler import SafeUnpickler as _SafeUnpickler  # noqa: E402
 
 
 def main(out: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import analyzer
 from analyzer.analysis import Analysis
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.diagnosis import Verdict
+from analyzer.diagnosis.records import Verdict
 from analyzer.errors import InputError
 from tests.conftest import FIXTURES, SAMPLES
 
@@ -76,9 +76,9 @@ def _params(func: Callable[..., object], skip: int) -> list[tuple[str, object]]:
 
 def test_figure_and_report_methods_spell_out_the_render_options() -> None:
     """Same names and defaults as the render functions they call (no ``**kw``)."""
-    from analyzer.render.html import render_html, write_html
-    from analyzer.render.timeline import timeline
-    from analyzer.render.waitgraph import wait_graph
+    from analyzer.render.report import render_html, write_html
+    from analyzer.render.timeline_figure import timeline
+    from analyzer.render.wait_graph_figure import wait_graph
 
     pairs: list[tuple[Callable[..., object], Callable[..., object], int]] = [
         (Analysis.timeline, timeline, 0),

@@ -54,7 +54,7 @@ def test_bench_prints_the_table_and_names_the_culprit(tmp_path: Path) -> None:
     dask = next(line for line in lines if line.startswith("8 ranks through a Dask LocalCluster"))
     assert "of 2 worker processes" in dask and "named the injected culprit" in dask, dask
     # Which reader parsed the dumps (none declined by the compiled one, where it is built).
-    from analyzer.fastreader import native_available
+    from analyzer.load.parse_native import native_available
 
     reader = "native" if native_available() else "python"
     assert f"  8 ranks (tp2 pp2 dp2): {reader} 8\n" in run.stdout, run.stdout

@@ -261,7 +261,7 @@ def test_large_synthetic_job(browser, tmp_path):
 def test_static_timeline_png(make_job, tmp_path):
     """kaleido renders the timeline with the same Chromium, for tickets that strip HTML."""
     _require(CHROMIUM, os.access(CHROMIUM, os.X_OK))
-    from analyzer.render.static import write_timeline_image
+    from analyzer.render.static_image import write_timeline_image
 
     a = analyze(_stall_job(make_job))
     png = Path(write_timeline_image(a, tmp_path / "timeline.png"))

@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 import analyzer
-from analyzer.context import CONTEXT_SCHEMA, find_contexts, is_context_file, read_context
-from analyzer.loader import load_dumps
+from analyzer.context_file import CONTEXT_SCHEMA
+from analyzer.load.contexts import find_contexts, is_context_file, read_context
+from analyzer.load.loader import load_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_dumps"
@@ -57,7 +58,7 @@ def _analyze_without_torch(inputs: list[str]) -> dict[str, Any]:
         import sys, json
         sys.modules['torch'] = None
         import analyzer
-        from analyzer.render.jsondoc import to_json
+        from analyzer.render.json_doc import to_json
         from analyzer.render.text import render_text
         a = analyzer.analyze({inputs!r})
         print(json.dumps({{'doc': to_json(a), 'text': render_text(a, width=200)}}))
@@ -195,7 +196,7 @@ def test_rank_with_a_context_but_no_dump_is_stalled_not_crashed(tmp_path: Path) 
     a = analyzer.analyze(str(d))
     assert a.diagnosis.culprit_ranks == (1,) and a.diagnosis.kind == "not_joined"
     assert "alive" in a.diagnosis.headline and "did not crash" in a.diagnosis.headline
-    from analyzer.render.jsondoc import to_json
+    from analyzer.render.json_doc import to_json
     from analyzer.render.text import render_text
 
     doc = to_json(a)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from analyzer.cli.commands import app
 from tests.conftest import ROOT, SAMPLES, entry
 
 runner = CliRunner()

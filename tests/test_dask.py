@@ -20,9 +20,9 @@ import pandas.testing as pdt
 import pytest
 
 from analyzer.analysis import analyze
-from analyzer.cluster import ClusterError, parse_on_cluster
-from analyzer.loader import Skipped, _failed_on_worker, _on_worker, _parse
-from analyzer.render.jsondoc import to_json
+from analyzer.load.dask_workers import ClusterError, parse_on_cluster
+from analyzer.load.loader import Skipped, _failed_on_worker, _on_worker, _parse
+from analyzer.render.json_doc import to_json
 from tests.conftest import FIXTURES, SAMPLES
 from tools.simulate import simulate_job
 
@@ -156,7 +156,7 @@ def _always_fails(item: Any) -> list[Any]:
 def test_a_failed_batch_skips_its_files_and_every_batch_failing_is_an_error(
     cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import analyzer.cluster as cl
+    import analyzer.load.dask_workers as cl
 
     monkeypatch.setattr(cl, "BATCH_FILES", 1)
     sample = SAMPLES / "stall_w4"

@@ -226,13 +226,14 @@ def _stall_job() -> dict[int, list[dict]]:
 
 
 def _rediagnose(result: analyzer.Analysis, **kw: object) -> analyzer.Diagnosis:
-    from analyzer.diagnosis import diagnose
+    from analyzer.diagnosis.engine import diagnose
 
     return diagnose(result.tables, result.matching, result.waits, result.graph, **kw)  # type: ignore[arg-type]
 
 
 def test_the_rule_table_is_ordered_cause_before_consequence() -> None:
-    from analyzer.diagnosis import KINDS, LEVELS, TAXONOMY
+    from analyzer.diagnosis import KINDS
+    from analyzer.diagnosis.rules import LEVELS, TAXONOMY
 
     assert [lv.name for lv in LEVELS] == ["desync", "waits", "stuck", "unrecorded"]
     assert all(rule.why for lv in LEVELS for rule in lv.rules) and all(lv.why for lv in LEVELS)
@@ -242,8 +243,8 @@ def test_the_rule_table_is_ordered_cause_before_consequence() -> None:
 
 def test_a_new_rule_is_one_function_and_one_row(make_job: Callable[..., Path]) -> None:
     """A rule added at the desync level leads: the roots become its consequences."""
-    from analyzer.diagnosis import LEVELS, Finding
-    from analyzer.diagnosis.rules import After, Level, Rule
+    from analyzer.diagnosis.records import Finding
+    from analyzer.diagnosis.rules import LEVELS, After, Level, Rule
 
     result = analyzer.analyze(make_job(_stall_job()))
     assert result.diagnosis.culprit_ranks == (1,)
@@ -300,8 +301,8 @@ def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(
 
     import pytest
 
-    from analyzer.evidence import RootEvidence
-    from analyzer.graph import ChainStep
+    from analyzer.diagnosis.evidence import RootEvidence
+    from analyzer.waits.graph import ChainStep
 
     d = analyzer.analyze(make_job(_stall_job())).diagnosis
     ev = d.findings[0].evidence

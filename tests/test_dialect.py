@@ -1,4 +1,4 @@
-"""Backend dialects (analyzer/dialect.py): the prefix table, what each rank's own content
+"""Backend dialects (analyzer/match/dialect.py): the prefix table, what each rank's own content
 confirms or overrides, and what matching and diagnosis make of it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import analyzer
-from analyzer.dialect import HOOK, NONE, OBSERVED, PREFIXES, default_for
+from analyzer.match.dialect_defaults import HOOK, NONE, OBSERVED, PREFIXES, default_for
 from tests.conftest import dump, entry, write_pickle
 
 
@@ -204,7 +204,7 @@ def test_missing_file_under_nccl2_reads_stalled_or_crashed(tmp_path: Path) -> No
         "whose own ops timed out)"
     ) in d.headline
     assert "crashed, was killed" not in d.headline
-    from analyzer.render.jsondoc import to_json
+    from analyzer.render.json_doc import to_json
     from analyzer.render.text import render_text
 
     assert "no dump: stalled outside communication or crashed" in render_text(a).splitlines()[0]
@@ -226,11 +226,10 @@ def test_legacy_nccl_missing_file_still_reads_crashed(tmp_path: Path) -> None:
 def test_no_module_but_dialect_tests_backend_names() -> None:
     root = Path(analyzer.__file__).parent
     for name in (
-        "matching.py",
-        "graph.py",
+        "match/matching.py",
+        "match/expectations.py",
+        *sorted(f"waits/{p.name}" for p in (root / "waits").glob("*.py")),
         *sorted(f"diagnosis/{p.name}" for p in (root / "diagnosis").glob("*.py")),
-        "expectations.py",
-        "suspect.py",
     ):
         text = (root / name).read_text()
         for backend in ('"gloo"', "'gloo'", '"nccl"', '"nccl2"', "gloo_like"):

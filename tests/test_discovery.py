@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.discovery import discover, rank_from_name
 from analyzer.errors import InputError
+from analyzer.load.discover import discover, rank_from_name
 
 
 @pytest.mark.parametrize(

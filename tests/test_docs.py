@@ -6,7 +6,7 @@ import re
 
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from analyzer.cli.commands import app
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()

@@ -1,6 +1,6 @@
-"""Per-op expectations of what members record alike (analyzer/expectations.py), the
+"""Per-op expectations of what members record alike (analyzer/match/expectations.py), the
 monitored_barrier gaps of gloo, and the suspect of a collective stuck with every member in it
-(analyzer/suspect.py): on synthetic dumps, on the recorded op-mix samples and on simulated
+(analyzer/diagnosis/stuck_suspect.py): on synthetic dumps, on the recorded op-mix samples and on simulated
 jobs with the op mix."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import analyzer
-from analyzer.expectations import EXPECTATIONS, expectation, monitored_barrier_gaps
+from analyzer.match.expectations import EXPECTATIONS, expectation, monitored_barrier_gaps
 from tests.conftest import SAMPLES, entry
 from tools.simulate import simulate_job
 

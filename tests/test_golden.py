@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analyzer.cli import app
+from analyzer.cli.commands import app
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -126,7 +126,7 @@ def _present(ds: DumpSet) -> None:
 
 
 def _native_reader_built() -> bool:
-    from analyzer.fastreader import native_available
+    from analyzer.load.parse_native import native_available
 
     return native_available() and os.environ.get("HANGSCOPE_READER", "") != "python"
 

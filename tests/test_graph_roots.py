@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from analyzer.graph import root_ranks
+from analyzer.waits.graph import root_ranks
 
 
 def _edge(g: nx.DiGraph, waiter: int, holder: int, desc: str) -> None:

@@ -1,4 +1,4 @@
-"""The compiled group-by kernels (analyzer._groupkeys) give what numpy's versions give, on
+"""The compiled group-by kernels (analyzer.kernels._groupkeys) give what numpy's versions give, on
 random, sparse, negative and degenerate keys; bad arguments are errors, never writes out
 of bounds; the matching of every sample is the same with and without them; and the heap
 setting of the matching keeps large blocks in the process while it lasts."""
@@ -13,17 +13,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer import fastreader, groupkeys
-from analyzer.heap import freed_memory_reused
-from analyzer.loader import load_dumps
-from analyzer.matching import match
-from analyzer.tables import normalize
+from analyzer.kernels.group_by import group_ids as groupkeys
+from analyzer.load import parse_native as fastreader
+from analyzer.load.loader import load_dumps
+from analyzer.match.matching import match
+from analyzer.normalize.tables import normalize
+from analyzer.runtime import freed_memory_reused
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
 KERNELS = groupkeys._kernels
 
 needs_kernels = pytest.mark.skipif(
-    KERNELS is None, reason="analyzer._groupkeys is not built (no C compiler)"
+    KERNELS is None, reason="analyzer.kernels._groupkeys is not built (no C compiler)"
 )
 
 

@@ -243,7 +243,7 @@ def test_same_buffer_twice_keeps_the_newer(tmp_path: Path) -> None:
 
 
 def test_store_keeps_the_dialects(tmp_path: Path) -> None:
-    from analyzer.store import write_store
+    from analyzer.store.parquet import write_store
 
     a = analyzer.analyze(SAMPLES / "nccl2_pp4_stall_w4_states")
     write_store(a.tables, tmp_path / "store")

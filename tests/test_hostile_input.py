@@ -24,12 +24,14 @@ import pytest
 from typer.testing import CliRunner
 
 import analyzer
-from analyzer import cli, payload
-from analyzer.cli import app
+from analyzer import cli
+from analyzer.cli.commands import app
 from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError, UnsafeDumpError
-from analyzer.loader import load_dumps
-from analyzer.reader import load_raw, parse_dump
+from analyzer.load import unpack as payload
+from analyzer.load.decode import load_raw
+from analyzer.load.loader import load_dumps
+from analyzer.load.parse import parse_dump
 from tests import hostile
 from tests.conftest import ROOT, dump, entry, write_pickle
 from tests.hostile import CHAIN, JSON8

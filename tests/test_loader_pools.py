@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import fastreader
-from analyzer.loader import Loaded, load_dumps
+from analyzer.load import parse_native as fastreader
+from analyzer.load.loader import Loaded, load_dumps
 from tests.conftest import SAMPLES, assert_same_fields
 
 
@@ -46,8 +46,8 @@ def test_processes_and_one_process_read_the_same(
 
 def test_loading_started_early_gives_the_same_analysis(tmp_path: Path) -> None:
     from analyzer.analysis import analyze
-    from analyzer.loader import start_loading
-    from analyzer.render.jsondoc import to_json
+    from analyzer.load.loader import start_loading
+    from analyzer.render.json_doc import to_json
 
     job = _job(tmp_path)
     early = analyze([job], jobs=2, loading=start_loading([job], jobs=2))
@@ -58,7 +58,7 @@ def test_loading_started_early_gives_the_same_analysis(tmp_path: Path) -> None:
 def test_a_loading_let_go_unfinished_ends_its_parsers(tmp_path: Path) -> None:
     import multiprocessing
 
-    from analyzer.loader import start_loading
+    from analyzer.load.loader import start_loading
 
     job = _job(tmp_path)
     before = set(multiprocessing.active_children())
@@ -73,7 +73,7 @@ def test_a_loading_let_go_unfinished_ends_its_parsers(tmp_path: Path) -> None:
 def test_a_store_given_with_a_loading_still_lets_its_parsers_go(tmp_path: Path) -> None:
     from analyzer.analysis import analyze
     from analyzer.errors import InputError
-    from analyzer.loader import start_loading
+    from analyzer.load.loader import start_loading
 
     job = _job(tmp_path)
     with pytest.raises(InputError, match="at least one rank"):
@@ -88,7 +88,7 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
 
     job = _job(tmp_path)
     code = (
-        "import sys; import analyzer.loader as L; real = L.start_loading\n"
+        "import sys; import analyzer.load.loader as L; real = L.start_loading\n"
         "def spy(*a, **k):\n"
         "    print('heavy before the parse:', sorted(m for m in ('pandas', 'pyarrow', 'networkx',"
         " 'plotly') if m in sys.modules), file=sys.stderr)\n"
@@ -110,7 +110,7 @@ def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(
     and a blob is unpickled as a dump is (a global in it is refused)."""
     import pickle
 
-    from analyzer import reader
+    from analyzer.load import parse as reader
 
     job = _job(tmp_path)
     one = load_dumps([job], jobs=1)
@@ -130,8 +130,8 @@ def test_a_parse_batch_crosses_with_joined_columns_and_gives_the_same_dumps() ->
     same dumps, their columns views of one array per column, other results as they were."""
     import pickle
 
-    from analyzer.loader import Skipped, _parse
-    from analyzer.parsebatch import ParseBatch
+    from analyzer.load.batches import ParseBatch
+    from analyzer.load.loader import Skipped, _parse
 
     files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:3]
     results = [_parse((r, str(p), True, False, None)) for r, p in enumerate(files)]
@@ -153,8 +153,8 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     """Parser processes write their batches to a private folder instead of waiting on the
     pipe; the loader reads and removes each, and the folder goes with the pool. Through the
     pipe (no folder) the dumps are the same."""
-    import analyzer.loader
-    import analyzer.parsebatch as parsebatch
+    import analyzer.load.batches as parsebatch
+    import analyzer.load.loader
 
     job = _job(tmp_path)
     made: list[str] = []
@@ -166,20 +166,20 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
 
     spilled: list[object] = []
     real_unspill = parsebatch.unspill
-    monkeypatch.setattr(analyzer.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
     monkeypatch.setattr(parsebatch, "unspill", lambda got: spilled.append(got) or real_unspill(got))
     monkeypatch.setattr(parsebatch, "SPILL_WAITING", 10_000)  # however far the reader lags
     through_files = load_dumps([job], jobs=2)
     assert made and not Path(made[0]).exists()  # removed with the pool
     assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
-    monkeypatch.setattr(analyzer.loader, "spill_folder", lambda: None)
+    monkeypatch.setattr(analyzer.load.loader, "spill_folder", lambda: None)
     _same(through_files, load_dumps([job], jobs=2))
     _same(through_files, load_dumps([job], jobs=1))
 
 
 def test_a_batch_goes_through_the_pipe_when_it_cannot_be_spilled(tmp_path: Path) -> None:
-    from analyzer.loader import _parse
-    from analyzer.parsebatch import SPILL_WAITING, ParseBatch, spill, unspill
+    from analyzer.load.batches import SPILL_WAITING, ParseBatch, spill, unspill
+    from analyzer.load.loader import _parse
 
     files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:2]
     batch = ParseBatch([_parse((r, str(p), True, False, None)) for r, p in enumerate(files)])
@@ -201,7 +201,7 @@ def test_a_batch_goes_through_the_pipe_when_it_cannot_be_spilled(tmp_path: Path)
 
 
 def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened() -> None:
-    from analyzer.parsebatch import ParseBatch, read_in_thread
+    from analyzer.load.batches import ParseBatch, read_in_thread
 
     sent = [ParseBatch([[k]]) for k in range(50)]
 
@@ -219,7 +219,7 @@ def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened()
 def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
     import os
 
-    from analyzer.parsebatch import spill_folder
+    from analyzer.load.batches import spill_folder
 
     dead = tmp_path / "hangscope-batches-999999999-abc"  # no such process
     alive = tmp_path / f"hangscope-batches-{os.getpid()}-abc"
@@ -240,7 +240,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     import multiprocessing
     import sys
 
-    import analyzer.loader
+    import analyzer.load.loader
     from analyzer import cli
 
     job = _job(tmp_path)
@@ -254,7 +254,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     def boom(*a: object, **k: object) -> object:
         raise RuntimeError("something broke")
 
-    monkeypatch.setattr(analyzer.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
     monkeypatch.setattr("analyzer.analysis.analyze", boom)
     monkeypatch.setattr(sys, "argv", ["hangscope", "analyze", str(job), "--jobs", "2"])
     before = set(multiprocessing.active_children())

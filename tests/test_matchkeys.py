@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer.catcodes import category_at, from_codes, in_labels, text_at
-from analyzer.dialect_facts import _counter_votes, _ranks_where
-from analyzer.entrykeys import entry_keys
-from analyzer.groupkeys import as_int64, reduce_max
-from analyzer.loader import load_dumps
-from analyzer.matching import match
-from analyzer.tables import Tables, normalize
-from analyzer.waitgroups import pending_first
+from analyzer.kernels.category_codes import category_at, from_codes, in_labels, text_at
+from analyzer.kernels.group_by import as_int64, reduce_max
+from analyzer.load.loader import load_dumps
+from analyzer.match.dialect_evidence import _counter_votes, _ranks_where
+from analyzer.match.keys import entry_keys
+from analyzer.match.matching import match
+from analyzer.normalize.tables import Tables, normalize
+from analyzer.waits.pending import pending_first
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
 
@@ -196,7 +196,7 @@ def test_pending_and_counter_votes_match_the_group_by_definitions(
 def test_per_collective_figures_do_not_depend_on_the_chunk_size() -> None:
     """The collectives' times and counts are read a chunk of rows at a time: chunks of 5 rows
     give what one chunk gives, and what the group-by definitions give."""
-    from analyzer.matching import _per_collective
+    from analyzer.match.matching import _per_collective
 
     t = _tables("chain_tp_dp_w8", shuffle=False)
     e = t.entries
@@ -272,10 +272,10 @@ def test_scan_by_blocks_is_the_per_dump_scan(
     only such dumps too)."""
     from types import SimpleNamespace
 
-    import analyzer.tableparts
-    from analyzer.tableparts import scan
+    import analyzer.normalize.parts
+    from analyzer.normalize.parts import scan
 
-    monkeypatch.setattr(analyzer.tableparts, "SCAN_BLOCK", block)
+    monkeypatch.setattr(analyzer.normalize.parts, "SCAN_BLOCK", block)
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 40, 30)
@@ -305,7 +305,7 @@ def test_scan_by_blocks_is_the_per_dump_scan(
 
 
 def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() -> None:
-    from analyzer.tableparts import peers
+    from analyzer.normalize.parts import peers
 
     rng = np.random.default_rng(4)
     n = 5000
@@ -320,13 +320,13 @@ def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() ->
 
 
 def test_peers_in_chunks_are_the_peers_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import analyzer.tableparts
-    from analyzer.tableparts import peers
+    import analyzer.normalize.parts
+    from analyzer.normalize.parts import peers
 
     rng = np.random.default_rng(6)
     names = pd.Categorical.from_codes(rng.integers(-1, 3, 1000), categories=["0", "tp", "pp"])
     members = {"0": tuple(range(16)), "tp": (3, 9), "pp": (1, 5, 3)}
     local = rng.integers(-1, 17, 1000).astype(np.int32)
     whole = peers(local, names, members)
-    monkeypatch.setattr(analyzer.tableparts, "_PEER_CHUNK", 7)
+    monkeypatch.setattr(analyzer.normalize.parts, "_PEER_CHUNK", 7)
     np.testing.assert_array_equal(peers(local, names, members), whole)

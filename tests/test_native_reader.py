@@ -22,17 +22,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analyzer import fastreader
 from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
-from analyzer.reader import ParsedDump, _SafeUnpickler, parse_dump
+from analyzer.load import parse_native as fastreader
+from analyzer.load.parse import ParsedDump, parse_dump
+from analyzer.unpickler import SafeUnpickler as _SafeUnpickler
 from tests.conftest import FIXTURES, SAMPLES, assert_same_fields, dump, entry, write_pickle
 from tests.conftest import assert_same_value as assert_same
 from tools.simulate import simulate_job
 
 pytestmark = pytest.mark.skipif(
     not fastreader.native_available(),
-    reason="the compiled reader (analyzer._fastpickle) is not built: pip install -e . needs a C compiler",
+    reason="the compiled reader (analyzer.load._fastpickle) is not built: pip install -e . needs a C compiler",
 )
 
 
@@ -350,7 +351,7 @@ def test_the_cli_says_which_reader_ran(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from typer.testing import CliRunner
 
-    from analyzer.cli import app
+    from analyzer.cli.commands import app
 
     target = str(SAMPLES / "stall_w4")
     res = CliRunner().invoke(app, ["analyze", target, "-q", "-f", "json", "--jobs", "1"])
@@ -398,7 +399,7 @@ def test_the_configs_caps_reach_the_compiled_reader(tmp_path: Path) -> None:
 
 
 def test_distinct_values_come_back_as_canonical_bytes_that_decode_exactly() -> None:
-    from analyzer import _fastpickle  # type: ignore[attr-defined]
+    from analyzer.load import _fastpickle  # type: ignore[attr-defined]
 
     frames = [{"name": "step", "filename": "train.py", "line": 7}, {"name": "é", "line": -1}]
     first = entry(1, frames=frames, sizes=[[4, 8]])

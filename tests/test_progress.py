@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cliruns import ProgressPrinter
+from analyzer.cli.exits import ProgressPrinter
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "sample_dumps" / "chain_tp_dp_w8"

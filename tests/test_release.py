@@ -14,10 +14,10 @@ import pytest
 
 from analyzer.analysis import analyze
 from analyzer.errors import InputError
-from analyzer.loader import Loaded, load_dumps
-from analyzer.release import is_released
-from analyzer.render.jsondoc import to_json
-from analyzer.tables import Tables, normalize
+from analyzer.load.handover import is_released
+from analyzer.load.loader import Loaded, load_dumps
+from analyzer.normalize.tables import Tables, normalize
+from analyzer.render.json_doc import to_json
 from tests.conftest import FIXTURES, SAMPLES, dump, entry, write_pickle
 from tools.simulate import simulate_job
 
@@ -175,7 +175,7 @@ def test_blocks_of_dumps_give_the_tables_of_one_block(
 ) -> None:
     """normalize copies each column a block of dumps at a time: blocks of 3 over 8 dumps (a
     short last one; each dump with its own group names) give the tables of one block."""
-    import analyzer.tables as tables_module
+    import analyzer.normalize.tables as tables_module
 
     folder = SAMPLES / "chain_tp_dp_w8"
     loaded = load_dumps([folder], jobs=1)
@@ -191,7 +191,7 @@ def test_columns_built_in_two_threads_are_those_built_in_one(
 ) -> None:
     """normalize builds its columns two at a time where there are two cores: on one core
     (one at a time) the tables are the same, released or not, in blocks of 2 dumps."""
-    import analyzer.tables as tables_module
+    import analyzer.normalize.tables as tables_module
 
     folder = SAMPLES / "nccl2_pp4_stall_w4"  # two buffers per rank: record ids re-ordered
     loaded = load_dumps([folder], jobs=1)

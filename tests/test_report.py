@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import pytest
 from typer.testing import CliRunner
 
+from analyzer import render as figures
 from analyzer.analysis import analyze
-from analyzer.cli import app
-from analyzer.render import figures
-from analyzer.render.html import render_html, verdict_html
-from analyzer.render.static import timeline_svg
+from analyzer.cli.commands import app
+from analyzer.render.report import render_html, verdict_html
+from analyzer.render.static_image import timeline_svg
 from tests.conftest import entry, fixture_dir
 
 XSS = "<script>alert(1)</script>"
@@ -216,7 +216,7 @@ def test_banner_says_what_the_text_says(sample):
     """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
     import html as _html
 
-    from analyzer.render.html import banner_html
+    from analyzer.render.report import banner_html
     from analyzer.render.text import render_text
 
     a = analyze(Path(__file__).parent.parent / "sample_dumps" / sample, jobs=1)
@@ -239,7 +239,7 @@ def test_banner_says_what_the_text_says(sample):
 
 def test_deadlock_banner_names_the_cycle_like_the_text():
     """The chain to a rank inside a deadlock cycle ends in the cycle, in every output."""
-    from analyzer.render.html import banner_html
+    from analyzer.render.report import banner_html
 
     a = analyze(Path(__file__).parent.parent / "sample_dumps" / "deadlock_w4", jobs=1)
     banner = banner_html(a)
@@ -248,7 +248,7 @@ def test_deadlock_banner_names_the_cycle_like_the_text():
 
 def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
     """A context file beside the dumps: the notebook's table and the report's section."""
-    from analyzer.render.wherenow import where_each_rank_is_now, where_now_section
+    from analyzer.render.where_now import where_each_rank_is_now, where_now_section
 
     job = {
         r: [entry(s, state="completed", retired=True, t=s) for s in range(1, 4)] + [entry(4, t=4)]
@@ -289,7 +289,7 @@ def test_where_each_rank_is_now_lists_every_captured_rank(tmp_path, make_job):
 
 def test_group_wording_of_a_group_without_a_name():
     """A group the dump names neither by name nor desc reads as such, not "group  seq 4"."""
-    from analyzer.render.wording import UNNAMED_GROUP, group_label, group_short
+    from analyzer.terms import UNNAMED_GROUP, group_label, group_short
 
     assert (
         group_label("", "") == UNNAMED_GROUP

@@ -11,14 +11,14 @@ import numpy as np
 
 import analyzer
 from analyzer.config import AnalysisConfig
-from analyzer.diagnosis import diagnose
-from analyzer.graph import build_graph
-from analyzer.groupkeys import group_ids
+from analyzer.diagnosis.engine import diagnose
+from analyzer.kernels.group_by import group_ids
 from analyzer.kinds import WaitKind
-from analyzer.loader import load_dumps
-from analyzer.matching import _count_at_least, match
-from analyzer.tables import normalize
-from analyzer.waits import WAIT_COLUMNS, WaitEdge, edges, waits
+from analyzer.load.loader import load_dumps
+from analyzer.match.matching import _count_at_least, match
+from analyzer.normalize.tables import normalize
+from analyzer.waits.edges import WAIT_COLUMNS, WaitEdge, edges, waits
+from analyzer.waits.graph import build_graph
 from tests.conftest import entry
 
 

@@ -125,7 +125,7 @@ def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> N
     assert values["2"] != values["4"] and values["4"] == lead.evidence["usual_recv_sizes"]
     assert "rank 2 sent" in d.headline and "rank 4" in d.headline
     # The JSON document carries the finding and its evidence.
-    from analyzer.render.jsondoc import to_json
+    from analyzer.render.json_doc import to_json
 
     doc = to_json(result)
     assert doc["kind"] == "size_mismatch" and doc["culprit_ranks"] == [2]
@@ -133,7 +133,7 @@ def test_p2p_size_desync_names_the_sender_with_the_evidence(tmp_path: Path) -> N
 
 
 def test_timeline_outlines_both_sides_of_a_p2p_desync(tmp_path: Path) -> None:
-    from analyzer.render.figstyle import HIGHLIGHT
+    from analyzer.render.figure_style import HIGHLIGHT
 
     simulate_job(
         tmp_path, tp=1, pp=2, dp=1, fault="p2p_size_desync", fault_rank=0, seed=1, buffer_size=300

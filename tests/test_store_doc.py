@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.store import _PARSED_TABLES, _TABLES
+from analyzer.store.parquet import _PARSED_TABLES, _TABLES
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "store.md").read_text()

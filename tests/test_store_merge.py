@@ -18,10 +18,10 @@ import pandas.testing as pdt
 import pytest
 
 from analyzer.analysis import Analysis, analyze
-from analyzer.discovery import rank_from_name
-from analyzer.render.jsondoc import to_json
-from analyzer.store import MARKER, write_store
-from analyzer.storemerge import open_stores, prepare_export
+from analyzer.load.discover import rank_from_name
+from analyzer.render.json_doc import to_json
+from analyzer.store.merge import open_stores, prepare_export
+from analyzer.store.parquet import MARKER, write_store
 from tests.conftest import FIXTURES, SAMPLES, entry
 from tools.simulate import simulate_job
 
@@ -427,9 +427,9 @@ def test_an_export_that_fails_leaves_no_store_and_nothing_staged(tmp_path: Path)
 
 def test_released_dumps_are_not_written_to_a_store(tmp_path: Path) -> None:
     from analyzer.errors import InputError
-    from analyzer.loader import load_dumps
-    from analyzer.store import write_parsed
-    from analyzer.tables import normalize
+    from analyzer.load.loader import load_dumps
+    from analyzer.normalize.tables import normalize
+    from analyzer.store.parquet import write_parsed
 
     loaded = load_dumps([SAMPLES / "stall_w4"], jobs=1)
     normalize(loaded, release=True)

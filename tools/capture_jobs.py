@@ -125,7 +125,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
 
-    from analyzer import capture
+    from analyzer.capture import hook as capture
 
     rank, world, scen = cfg["rank"], cfg["world"], cfg["scenario"]
 

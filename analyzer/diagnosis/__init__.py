@@ -21,6 +21,7 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 
 from __future__ import annotations
 
+from analyzer.diagnosis.alive import apply_contexts
 from analyzer.diagnosis.engine import diagnose
 from analyzer.diagnosis.records import Diagnosis, Finding, Verdict
 from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
@@ -42,6 +43,7 @@ __all__ = [
     "Diagnosis",
     "Finding",
     "Verdict",
+    "apply_contexts",
     "diagnose",
     "unrecorded_text",
 ]

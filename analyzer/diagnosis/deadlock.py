@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from analyzer.diagnosis.evidence import CycleEdge, CycleEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Finding
-from analyzer.evidence import CycleEdge, CycleEvidence
 from analyzer.kinds import FindingKind, WaitKind
-from analyzer.wording import is_p2p_op, plural, rank_list
+from analyzer.terms import is_p2p_op, plural, rank_list
 
 __all__ = ["deadlock"]
 

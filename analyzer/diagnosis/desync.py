@@ -8,13 +8,13 @@ from typing import Any
 
 import pandas as pd
 
+from analyzer.diagnosis.evidence import MismatchEvidence, P2PMismatchEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import entry_at, stack_of
 from analyzer.diagnosis.records import Finding
-from analyzer.evidence import MismatchEvidence, P2PMismatchEvidence
 from analyzer.kinds import FindingKind
-from analyzer.matching import NO_MAJORITY
-from analyzer.wording import group_label, plural, rank_list
+from analyzer.match import NO_MAJORITY
+from analyzer.terms import group_label, plural, rank_list
 
 __all__ = ["collective_desync", "p2p_desync"]
 

@@ -13,10 +13,10 @@ from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Diagnosis, Finding
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
 from analyzer.diagnosis.unrecorded import unrecorded_text
-from analyzer.graph import chain
 from analyzer.kinds import FindingKind
-from analyzer.matching import Matching
-from analyzer.tables import Tables
+from analyzer.match import Matching
+from analyzer.normalize import Tables
+from analyzer.waits import chain
 
 __all__ = ["diagnose", "run_levels"]
 

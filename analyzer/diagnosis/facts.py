@@ -10,9 +10,9 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.graph import Roots, root_ranks
-from analyzer.matching import Matching, stuck_collectives
-from analyzer.tables import Tables
+from analyzer.match import Matching, stuck_collectives
+from analyzer.normalize import Tables
+from analyzer.waits import Roots, root_ranks
 
 __all__ = ["Facts"]
 

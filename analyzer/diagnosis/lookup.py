@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyzer.tables import Tables
+from analyzer.normalize import Tables
 
 __all__ = ["describe_entry", "entry_at", "last_entry", "stack_frames"]
 

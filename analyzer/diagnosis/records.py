@@ -1,6 +1,6 @@
 """The records the diagnosis hands on: the verdict, the findings and the diagnosis.
 
-The evidence of each finding is a frozen record of :mod:`analyzer.evidence`.
+The evidence of each finding is a frozen record of :mod:`analyzer.diagnosis.evidence`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from analyzer.evidence import NO_EVIDENCE, Evidence
-from analyzer.graph import ChainStep
+from analyzer.diagnosis.evidence import NO_EVIDENCE, Evidence
+from analyzer.waits import ChainStep
 
 __all__ = ["Diagnosis", "Finding", "Verdict"]
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
+from analyzer.diagnosis.evidence import RootEvidence, WaitedIn
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import describe_entry, entry_at, last_entry, stack_frames, stack_of
 from analyzer.diagnosis.records import Finding
-from analyzer.evidence import RootEvidence, WaitedIn
-from analyzer.graph import waiters_of
 from analyzer.kinds import FindingKind, WaitKind
-from analyzer.wording import group_label, plural, rank_list
+from analyzer.terms import group_label, plural, rank_list
+from analyzer.waits import waiters_of
 
 __all__ = ["NO_DUMP_OWN_TIMEOUT", "plain_roots", "unsure_roots"]
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pandas as pd
 
+from analyzer.diagnosis.evidence import SlowEvidence, StuckEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import stack_frames
 from analyzer.diagnosis.records import Finding
-from analyzer.evidence import SlowEvidence, StuckEvidence
+from analyzer.diagnosis.stuck_suspect import stuck_suspect
 from analyzer.kinds import FindingKind
-from analyzer.suspect import stuck_suspect
-from analyzer.wording import group_label, plural, rank_list
+from analyzer.terms import group_label, plural, rank_list
 
 __all__ = ["slow_completers", "slow_roots", "stuck_anywhere", "stuck_roots"]
 
@@ -129,7 +129,7 @@ def _stuck_finding(facts: Facts, row: pd.Series) -> Finding:
 
 def stuck_findings(facts: Facts, held: list[tuple[str, int]]) -> list[Finding]:
     """All members joined, none completed: the network or a GPU. ``held``: the collectives
-    every member is blocked in (:func:`analyzer.waits.stuck_collectives`), preferred when
+    every member is blocked in (:func:`analyzer.waits.edges.stuck_collectives`), preferred when
     there are any."""
     if facts.matching.collectives.empty:
         return []

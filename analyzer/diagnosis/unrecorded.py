@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from analyzer.diagnosis.evidence import OpGapEvidence, OpIdCountersEvidence, WindowCountersEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Finding
-from analyzer.evidence import OpGapEvidence, OpIdCountersEvidence, WindowCountersEvidence
-from analyzer.expectations import barrier_op_gap
 from analyzer.kinds import FindingKind
-from analyzer.wording import group_label, plural, rank_list
+from analyzer.match import barrier_op_gap
+from analyzer.terms import group_label, plural, rank_list
 
 __all__ = ["op_counters_ahead", "unrecorded_ops", "unrecorded_text"]
 

@@ -1,1 +1,51 @@
-"""Renderers: they read an :class:`analyzer.analysis.Analysis` and never recompute it."""
+"""Renderers: they read an :class:`analyzer.analysis.Analysis` and never recompute it.
+
+Figures (:mod:`~analyzer.render.timeline_figure`, :mod:`~analyzer.render.wait_graph_figure`,
+:mod:`~analyzer.render.progress_map`, styled by :mod:`~analyzer.render.figure_style`):
+Every function takes an :class:`analyzer.analysis.Analysis` and returns a
+``plotly.graph_objects.Figure`` (never shown). They only *lay out* what the analysis
+found: states, waits, culprits and progress come from it, nothing is re-derived.
+
+Text taken from dumps (group descs, op names, sizes, stack frames, file names) is
+untrusted: it is HTML-escaped before it reaches any label or hover text.
+
+Large jobs stay drawable:
+
+* the timeline collapses ranks whose recorded ops look the same (same sequence of
+  group, sequence number, op and state) into one lane, caps the number of lanes (culprits
+  and the ranks that wait on them directly are kept first), and merges the oldest
+  completed entries of each lane into summary bars past a bar budget;
+* the wait graph merges ranks that wait the same way (same distance to a culprit, same
+  kind of wait on the same set of holders) into one node;
+* the progress view is one heatmap cell per (group role, rank).
+
+What was merged or left out is recorded in ``fig.layout.meta["hangscope"]["notes"]`` and
+shown under the figure title.
+"""
+
+from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
+from analyzer.render.json_doc import graph_dict, to_json
+from analyzer.render.progress_map import progress
+from analyzer.render.report import render_html, verdict_html, verdict_line, write_html
+from analyzer.render.static_image import StaticImageError, write_timeline_image
+from analyzer.render.text import render_text
+from analyzer.render.timeline_figure import timeline
+from analyzer.render.wait_graph_figure import wait_graph
+
+__all__ = [
+    "StaticImageError",
+    "graph_dict",
+    "graph_dot",
+    "graph_graphml",
+    "graph_text",
+    "progress",
+    "render_html",
+    "render_text",
+    "timeline",
+    "to_json",
+    "verdict_html",
+    "verdict_line",
+    "wait_graph",
+    "write_html",
+    "write_timeline_image",
+]

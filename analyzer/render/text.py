@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 import textwrap
+from typing import TYPE_CHECKING
 
-from analyzer.analysis import Analysis
-from analyzer.context import where_now
 from analyzer.diagnosis import unrecorded_text
 from analyzer.escape import clean
-from analyzer.render import wording
-from analyzer.render.inputs import input_notes, text_lines
-from analyzer.render.wording import (
+from analyzer.load import where_now
+from analyzer.normalize import Tables
+from analyzer.render import sentences as wording
+from analyzer.render.input_notes import input_notes, text_lines
+from analyzer.render.sentences import (
     chain_sentences,
     cycle_line,
     dialect_text,
-    full_dialect_text,
     missing_text,
 )
-from analyzer.tables import Tables
 
-__all__ = ["dialect_text", "full_dialect_text", "kind_title", "render_text", "where_now_lines"]
+if TYPE_CHECKING:
+    from analyzer.analysis import Analysis
+
+__all__ = ["kind_title", "render_text", "where_now_lines"]
 
 
 def kind_title(analysis: Analysis) -> str:
-    """The title of the leading kind (:func:`analyzer.render.wording.kind_title`)."""
+    """The title of the leading kind (:func:`analyzer.render.sentences.kind_title`)."""
     return wording.kind_title(analysis.diagnosis)
 
 

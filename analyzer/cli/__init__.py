@@ -1,0 +1,18 @@
+"""The ``hangscope`` command: a thin adapter over the library. It parses arguments, calls the
+library, and turns typed errors into one-line messages and exit codes.
+
+Exit codes: 0 no problem found, 1 a hang or problem found, 2 bad usage or nothing
+analyzable (or, with ``--strict``, two different dumps for one rank; stores of different
+jobs; stores mixed with dumps), 3 an internal error (one line; ``hangscope --debug ...``
+prints the traceback), 4 the Dask cluster of ``--scheduler`` could not be used (unreachable
+scheduler, no worker, every batch failed on the workers).
+
+Modules: :mod:`~analyzer.cli.commands` (the commands and their options), :mod:`~analyzer.cli.exits`
+(exit codes, and the steps every command shares: load, analyze, report errors).
+"""
+
+from __future__ import annotations
+
+from analyzer.cli.commands import app, main, run
+
+__all__ = ["app", "main", "run"]

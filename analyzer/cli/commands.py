@@ -1,0 +1,485 @@
+"""The ``hangscope`` commands and their options (see :mod:`analyzer.cli`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from analyzer.cli.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_FOUND,
+    EXIT_INTERNAL,
+    EXIT_OK,
+)
+from analyzer.cli.exits import analyze_inputs as _analyze
+from analyzer.cli.exits import escaped as _escaped
+from analyzer.cli.exits import export_tables as _export_tables
+from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import write as _write
+from analyzer.errors import AnalyzerError
+
+if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
+    pass
+
+_DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
+
+app = typer.Typer(
+    name="hangscope",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps.",
+)
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+Paths = Annotated[
+    list[str],
+    typer.Argument(
+        help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
+        show_default=False,
+    ),
+]
+PrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+    ),
+]
+WorldOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)"
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
+        "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
+        show_default=False,
+    ),
+]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hangscope")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hangscope {_version()}")
+        raise typer.Exit(code=EXIT_OK)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version and exit",
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="On an internal error, print the traceback (exit code 3 either way)"
+        ),
+    ] = False,
+) -> None:
+    """Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps."""
+    if debug:
+        _DEBUG["on"] = True
+
+
+@app.command()
+def analyze(
+    paths: Paths,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="text or json")
+    ] = OutputFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Name the culprit rank(s) of a hang and explain why.
+
+    Example: hangscope analyze ./dumps --format json
+    """
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    from analyzer.render import (
+        render_text,
+        to_json,  # after: the files parse while it imports
+    )
+
+    text = (
+        json.dumps(to_json(result), indent=1) + "\n"
+        if fmt is OutputFormat.json
+        else render_text(result, verbose=verbose)
+    )
+    _write(text, output)
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
+@app.command()
+def entries(
+    paths: Paths,
+    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks")] = None,
+    group: Annotated[
+        list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")
+    ] = None,
+    last: Annotated[
+        int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")
+    ] = 0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
+    prefix: PrefixOpt = None,
+    jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
+    strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Show the per-rank entry table, optionally filtered by rank and group."""
+    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
+    e = result.tables.entries
+    if rank:
+        e = e[e["rank"].isin(rank)]
+    if group:
+        e = e[e["pg_name"].astype(str).isin(group) | e["pg_desc"].astype(str).isin(group)]
+    e = e.sort_values(["rank", "record_id"])
+    if last > 0:
+        e = e.groupby("rank", sort=False).tail(last)
+    cols = [
+        "rank",
+        "record_id",
+        "pg_name",
+        "pg_desc",
+        "seq",
+        "p2p_seq",
+        "profiling_name",
+        "peer",
+        "input_sizes",
+        "input_dtypes",
+        "state",
+        "retired",
+        "time_created_ns",
+    ]
+    view = _escaped(e[cols])
+    if fmt == "csv":
+        _write(view.to_csv(index=False), None)
+    elif fmt == "json":
+        _write(view.to_json(orient="records", lines=True), None)
+    elif fmt == "text":
+        import pandas as pd
+
+        with pd.option_context(
+            "display.max_rows",
+            None,
+            "display.width",
+            200,
+            "display.max_columns",
+            None,
+            "display.max_colwidth",
+            40,
+        ):
+            _write(view.to_string(index=False) + "\n" if len(view) else "no entries match\n", None)
+    else:
+        raise _fail(f"--format {fmt!r}: choose text, csv or json")
+
+
+@app.command()
+def export(
+    paths: Paths,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
+    strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Write the normalized tables as Parquet; every command accepts the folder as input.
+
+    The store holds just the dumps given (a shard, e.g. one node's files); several stores of
+    one job given together are merged into one analysis.
+
+    Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
+    """
+    from analyzer.store import ranges, write_store
+
+    made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
+    try:
+        if made is None:  # a store of the first format: its tables, as they are
+            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+            folder, t = write_store(result.tables, output), result.tables
+        else:
+            t = made.tables
+            folder = write_store(
+                t,
+                output,
+                loaded=made.loaded,
+                contexts=made.contexts,
+                world_option=made.world_option,
+                staged=made.parsed_in,
+            )
+    except OSError as exc:
+        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+    except AnalyzerError as exc:
+        raise _fail(str(exc)) from None
+    held = t.dumped_ranks
+    typer.echo(
+        f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
+        f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
+        f"{t.stacks['stack_id'].nunique():,} distinct stacks"
+    )
+
+
+class GraphFormat(StrEnum):
+    text = "text"
+    json = "json"
+    graphml = "graphml"
+    dot = "dot"
+
+
+@app.command()
+def graph(
+    paths: Paths,
+    fmt: Annotated[
+        GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")
+    ] = GraphFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
+    strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Print or export the wait-for graph (who waits on whom, in which group and op).
+
+    Example: hangscope graph ./dumps -f dot -o waits.dot
+    """
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
+
+    if fmt is GraphFormat.json:
+        text = json.dumps(graph_dict(result), indent=1) + "\n"
+    elif fmt is GraphFormat.graphml:
+        text = graph_graphml(result)
+    elif fmt is GraphFormat.dot:
+        text = graph_dot(result)
+    else:
+        text = graph_text(result)
+    _write(text, output)
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
+class PlotlyJs(StrEnum):
+    inline = "inline"
+    cdn = "cdn"
+
+
+class Clock(StrEnum):
+    job = "job"
+    rank = "rank"
+
+
+@app.command()
+def report(
+    paths: Paths,
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path(
+        "report.html"
+    ),
+    plotlyjs: Annotated[
+        PlotlyJs,
+        typer.Option(
+            "--plotlyjs",
+            help="inline: offline, one file (default); cdn: small file, loads plotly.js from its CDN",
+        ),
+    ] = PlotlyJs.inline,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png",
+            help="Also write the timeline as a static image (.png via kaleido + Chromium; "
+            ".svg needs nothing)",
+        ),
+    ] = None,
+    clock: Annotated[
+        Clock,
+        typer.Option(
+            "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)"
+        ),
+    ] = Clock.job,
+    max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
+    window: Annotated[
+        float | None,
+        typer.Option(
+            "--window",
+            help="Seconds before the hang shown by default (default: the last ops of every rank)",
+        ),
+    ] = None,
+    prefix: PrefixOpt = None,
+    world_size: WorldOpt = None,
+    jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
+    strict: StrictOpt = False,
+    scheduler: SchedulerOpt = None,
+) -> None:
+    """Write the HTML incident report: verdict first, then timeline, wait graph and evidence.
+
+    Example: hangscope report ./dumps -o report.html --png timeline.png
+    """
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    from analyzer.render import render_html, verdict_line
+
+    _write(
+        render_html(
+            result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes, window_s=window
+        ),
+        output,
+    )
+    typer.echo(f"wrote {output}")
+    if png is not None:
+        from analyzer.render import StaticImageError, write_timeline_image
+
+        try:
+            write_timeline_image(
+                result, png, clock=clock.value, max_lanes=max_lanes, window_s=window
+            )
+        except (StaticImageError, OSError) as exc:
+            raise _fail(f"{png}: {exc}") from None
+        typer.echo(f"wrote {png}")
+    typer.echo(verdict_line(result))
+    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+
+
+@app.command()
+def capture(
+    pids: Annotated[
+        list[int],
+        typer.Argument(
+            help="Process ids of ranks (e.g. from nvidia-smi or ps)", show_default=False
+        ),
+    ],
+    signal_: Annotated[
+        bool,
+        typer.Option(
+            "--signal",
+            help="Send SIGUSR1: each rank that runs "
+            "analyzer.capture.hook asks every rank to write its dumps and context",
+        ),
+    ] = False,
+) -> None:
+    """Ask a running job to capture its dumps now (the ranks must have analyzer.capture.hook installed)."""
+    import os
+    import signal
+
+    if not signal_:
+        raise _fail("say how to reach the job: hangscope capture --signal PID...")
+    failed = 0
+    for pid in pids:
+        if pid <= 0:
+            typer.echo(f"hangscope: error: {pid}: not a process id", err=True)
+            failed += 1
+            continue
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            typer.echo(f"hangscope: error: {pid}: no such process", err=True)
+            failed += 1
+        except PermissionError:
+            typer.echo(f"hangscope: error: {pid}: not permitted to signal it", err=True)
+            failed += 1
+        else:
+            typer.echo(f"sent SIGUSR1 to {pid}")
+    raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
+
+
+def main() -> None:
+    """Console-script entry point. An unexpected exception is an internal error: exit 3 with
+    one line (never 1, which means "hang found"); ``--debug`` adds the traceback."""
+    from analyzer.escape import clean
+
+    try:
+        app(standalone_mode=True)
+    except AnalyzerError as exc:  # pragma: no cover - commands already convert these
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any bug becomes exit 3 with one line
+        if _DEBUG["on"] or "--debug" in sys.argv[1:]:
+            import traceback
+
+            traceback.print_exc()
+        typer.echo(
+            f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
+            "(please report it; run with --debug for the traceback)",
+            err=True,
+        )
+        raise SystemExit(EXIT_INTERNAL) from None
+
+
+def run() -> None:
+    """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
+    code, without taking apart what the analysis built (a second or more at 16,384 ranks:
+    millions of objects freed one by one). Output is flushed first; nothing of hangscope's
+    needs to run at exit. A flush that fails (the reader of a pipe went away) ends it with
+    120, as Python's own exit would."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:  # a message: Python prints it and exits with 1
+            print(exc.code, file=sys.stderr)
+            code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    os._exit(code)

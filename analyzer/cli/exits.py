@@ -1,0 +1,253 @@
+"""What the commands of :mod:`analyzer.cli.commands` share: the exit codes, and the steps that turn
+the library's typed errors into one-line messages and exit codes (analyze the inputs, load
+them for export, write the output)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from analyzer.errors import AnalyzerError
+
+if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
+    import pandas as pd
+
+    from analyzer.analysis import Analysis
+    from analyzer.load import Loaded
+    from analyzer.store import Exported
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_CLUSTER = 4
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"hangscope: error: {message}", err=True)
+    return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"hangscope: warning: {message}", err=True)
+
+
+def inputs_check(
+    paths: list[str], prefix: str | None, jobs: int | None, scheduler: str | None
+) -> str | None:
+    """The scheduler address to use (None: in-process); warns about options that do not
+    apply to stores (their dumps were parsed when they were exported)."""
+    from analyzer.load import is_store, scheduler_address
+
+    address = scheduler_address(scheduler)
+    if paths and all(is_store(p) for p in paths):
+        unused = [
+            name
+            for name, given in (
+                ("--prefix", prefix is not None),
+                ("--jobs", jobs is not None),
+                ("--scheduler", scheduler is not None),
+            )
+            if given
+        ]
+        if unused:
+            warn(f"{', '.join(unused)} do(es) not apply to stores (already parsed): ignored")
+        return None
+    return address
+
+
+def _check_counts(world: int | None, jobs: int | None) -> None:
+    if world is not None and world < 1:
+        raise fail(f"--world-size {world}: a job has at least one rank")
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs {jobs}: give at least 1 parser process")
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """The library's typed errors as one line and their exit code: the cluster's 4, bad
+    input's 2; Ctrl-C 130."""
+    from analyzer.escape import clean
+    from analyzer.load import ClusterError
+
+    try:
+        yield
+    except ClusterError as exc:
+        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
+        raise typer.Exit(code=EXIT_CLUSTER) from None
+    except AnalyzerError as exc:
+        raise fail(clean(str(exc))) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+
+
+def _refuse_different_dumps(loaded: Loaded) -> None:
+    """``--strict``: exit 2 when two different dumps claimed one rank."""
+    different = [d for d in loaded.duplicates if not d.identical]
+    if different:
+        more = f" (and {len(different) - 1} more)" if len(different) > 1 else ""
+        raise fail(f"--strict: {different[0].note}{more}")
+
+
+def analyze_inputs(
+    paths: list[str],
+    prefix: str | None,
+    world: int | None,
+    jobs: int | None,
+    quiet: bool,
+    strict: bool = False,
+    scheduler: str | None = None,
+) -> Analysis:
+    from analyzer.load import is_store, start_loading
+
+    _check_counts(world, jobs)
+    with _one_line_errors():
+        address = inputs_check(paths, prefix, jobs, scheduler)
+        # Dumps (not stores) are handed to the parser processes first: they parse while this
+        # process imports the analysis layers (pandas, pyarrow, networkx: about 0.45 s).
+        loading = (
+            None
+            if any(is_store(p) for p in paths)
+            else start_loading(paths, prefix=prefix, jobs=jobs, scheduler=address)
+        )
+        try:
+            from analyzer.analysis import analyze
+
+            result = analyze(
+                paths,
+                prefix=prefix,
+                world_size=world,
+                jobs=jobs,
+                progress=ProgressPrinter(not quiet),
+                scheduler=address,
+                loading=loading,
+            )
+        finally:  # analyze lets the parsers go; this covers a failure before it took them over
+            if loading is not None:
+                loading.close()
+    if strict and result.loaded is not None:
+        _refuse_different_dumps(result.loaded)
+    return result
+
+
+def export_tables(
+    paths: list[str],
+    prefix: str | None,
+    world: int | None,
+    jobs: int | None,
+    quiet: bool,
+    strict: bool,
+    scheduler: str | None,
+    output: Path,
+) -> Exported | None:
+    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
+    ``output`` first; None for a first-format store."""
+    from analyzer.store import prepare_export, store_inputs
+
+    _check_counts(world, jobs)
+    with _one_line_errors():
+        address = inputs_check(paths, prefix, jobs, scheduler)
+        if store_inputs(list(paths)) == "tables":
+            return None
+        made = prepare_export(
+            list(paths),
+            prefix=prefix,
+            world_size=world,
+            jobs=jobs,
+            progress=ProgressPrinter(not quiet),
+            scheduler=address,
+            parsed_to=output,
+            check=_refuse_different_dumps if strict else None,
+        )
+    return made
+
+
+def escaped(frame: pd.DataFrame) -> pd.DataFrame:
+    """String and categorical columns with control characters escaped (CSV and text)."""
+    import pandas as pd
+
+    from analyzer.escape import clean
+
+    out = frame.copy()
+    for col in out.columns:
+        values = out[col]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cats = [clean(str(c)) for c in values.cat.categories]
+            if len(set(cats)) == len(cats):
+                out[col] = values.cat.rename_categories(cats)
+            else:
+                out[col] = values.astype(str).map(clean)
+        elif values.dtype == object:
+            out[col] = values.map(lambda v: clean(v) if isinstance(v, str) else v)
+    return out
+
+
+def write(text: str, output: Path | None) -> None:
+    """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
+    the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
+    character is written as a backslash escape instead of failing."""
+    if output is None:
+        try:
+            try:
+                sys.stdout.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+                sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+class ProgressPrinter:
+    """Progress on stderr for long loads; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, entries: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done != total and now - self.last < 0.25:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        if elapsed < 1.0 and done != total:
+            return
+        sys.stderr.write(
+            f"\rreading dumps: {done}/{total} files, {entries:,} entries, "
+            f"{entries / elapsed:,.0f} entries/s"
+        )
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_CLUSTER",
+    "EXIT_FOUND",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "ProgressPrinter",
+    "analyze_inputs",
+    "escaped",
+    "export_tables",
+    "fail",
+    "inputs_check",
+    "warn",
+    "write",
+]

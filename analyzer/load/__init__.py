@@ -1,0 +1,61 @@
+"""Layer 1, load: the files a user pointed at -> parsed dumps (:class:`Loaded`).
+
+Discovery (what files, which rank each name gives), the file type from content, decompression
+and archives within caps, the safe pickle/JSON decode, the reference reader and the compiled
+one, every field checked, parsing in parallel processes (or on Dask workers), and the
+context files a capture left beside the dumps. Nothing here knows about matching or
+diagnosis; every file is untrusted, and one file never changes what the others prove.
+"""
+
+from analyzer.load.contexts import Contexts, alive_without_dump, find_contexts, where_now
+from analyzer.load.dask_workers import ClusterError, scheduler_address
+from analyzer.load.discover import STORE_MARKER, RankFile, is_store
+from analyzer.load.entry_columns import narrow
+from analyzer.load.group_tables import SameMembers
+from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
+from analyzer.load.loader import (
+    Duplicate,
+    Ignored,
+    Loaded,
+    Loading,
+    Progress,
+    Skipped,
+    default_jobs,
+    load_dumps,
+    resolve_ranks,
+    start_loading,
+)
+from analyzer.load.parse import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+
+__all__ = [
+    "BOOL_FIELDS",
+    "COLUMN_FIELDS",
+    "FLOAT_FIELDS",
+    "INT_FIELDS",
+    "STORE_MARKER",
+    "STRING_FIELDS",
+    "ClusterError",
+    "Contexts",
+    "Duplicate",
+    "Ignored",
+    "Loaded",
+    "Loading",
+    "ParsedDump",
+    "Progress",
+    "RankFile",
+    "SameMembers",
+    "Skipped",
+    "alive_without_dump",
+    "column_bytes",
+    "default_jobs",
+    "drop_column",
+    "find_contexts",
+    "is_released",
+    "is_store",
+    "load_dumps",
+    "narrow",
+    "resolve_ranks",
+    "scheduler_address",
+    "start_loading",
+    "where_now",
+]

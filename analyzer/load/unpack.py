@@ -1,0 +1,419 @@
+"""What a file holds, decided from its first bytes, and its dump bytes within fixed caps.
+
+A file can hold one dump (pickle or JSON, in UTF-8, with a byte-order mark, or in UTF-16), a
+compressed dump (gzip, zstd, bzip2, xz) or an archive of dumps (tar, possibly compressed, or
+zip). Everything else (core files, logs, zeros, random bytes) is *foreign*. Compressed data is
+streamed and counted while it is read: nothing beyond ``max_dump_bytes`` per dump, nor
+beyond ``max_archive_bytes`` per archive (:class:`~analyzer.config.AnalysisConfig`), is ever
+held, and nothing from an archive is written to disk.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import lzma
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.load.filetype import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
+
+#: The default caps (``HANGSCOPE_MAX_DUMP_MB``, ``HANGSCOPE_MAX_ARCHIVE_MB``); what is read
+#: follows the :class:`~analyzer.config.AnalysisConfig` given to :func:`payloads`.
+MAX_DUMP_BYTES = DEFAULT_CONFIG.max_dump_bytes
+MAX_ARCHIVE_BYTES = DEFAULT_CONFIG.max_archive_bytes
+MAX_ARCHIVE_MEMBERS = DEFAULT_CONFIG.max_archive_members
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The bytes of one dump candidate: ``label`` names it (``archive.tar.gz:job/rank_3``)."""
+
+    label: str
+    name: str
+    fmt: str  # "pickle" or "json"
+    data: bytes
+    fingerprint: str = ""
+    #: The bytes are the file itself (not decompressed, not an archive member).
+    plain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Something that is not read: ``foreign`` when it is not a dump at all (ignored), else a
+    dump that cannot be read (skipped, with the reason)."""
+
+    label: str
+    name: str
+    reason: str
+    foreign: bool
+
+
+class _Capped(io.RawIOBase):
+    """A raw stream that stops with :class:`OverflowError` past ``limit`` bytes."""
+
+    def __init__(self, inner: IO[bytes], limit: int, what: str) -> None:
+        self.inner, self.limit, self.what, self.count = inner, limit, what, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        n = self.inner.readinto(buf) if hasattr(self.inner, "readinto") else 0
+        self.count += n
+        if self.count > self.limit:
+            raise OverflowError(f"{self.what} over {self.limit >> 20} MB decompressed")
+        return n
+
+
+def _decompressor(kind: str, f: IO[bytes]) -> IO[bytes]:
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(f)
+    if kind == "xz":
+        return lzma.LZMAFile(f)
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency
+        raise OSError("zstd support needs the zstandard package") from None
+    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
+
+
+def _read_capped(f: IO[bytes], head: bytes, limit: int, what: str) -> bytes:
+    """``head`` plus the rest of ``f``; :class:`OverflowError` as soon as it passes ``limit``."""
+    chunks = [head]
+    total = len(head)
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            raise OverflowError(f"{what} is over {limit >> 20} MB (decompressed)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _one(
+    label: str,
+    name: str,
+    f: IO[bytes],
+    *,
+    size: int | None,
+    depth: int,
+    fingerprint: bool,
+    budget: _Budget,
+) -> Iterator[Payload | Refusal]:
+    """What the stream ``f`` holds; ``size`` is known for plain files (checked before reading)."""
+    head = f.read(HEAD_BYTES)
+    kind = sniff(head)
+    if kind in FOREIGN_WHAT:
+        yield Refusal(label, name, FOREIGN_WHAT[kind], foreign=True)
+        return
+    if kind in ("pickle", "json"):
+        cap = budget.config.max_dump_bytes
+        if size is not None and size > cap:
+            yield Refusal(label, name, _too_large(size, cap), foreign=False)
+            return
+        limit = min(cap, budget.left)
+        try:
+            data = _read_capped(f, head, limit, "the dump")
+        except OverflowError as exc:
+            yield Refusal(label, name, f"{exc}: a decompression bomb?", foreign=False)
+            return
+        budget.left -= len(data)
+        yield Payload(label, name, kind, data, _fingerprint(data) if fingerprint else "")
+        return
+    if depth >= 3:
+        yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
+        return
+    if kind == "zip" and depth == 0 and f.seekable():
+        f.seek(0)  # a zip file on disk: its central directory is read in place
+        yield from _zip(label, f, depth, budget, in_place=True)
+        return
+    stream = cast(IO[bytes], _Prefixed(head, f))
+    if kind in COMPRESSED:
+        stream = cast(IO[bytes], _Prefixed(b"", _decompressor(kind, stream)))
+        yield from _one(
+            label, name, stream, size=None, depth=depth + 1, fingerprint=fingerprint, budget=budget
+        )
+        return
+    if kind == "tar":
+        yield from _tar(label, stream, depth, budget)
+        return
+    if kind == "zip":
+        yield from _zip(label, stream, depth, budget)
+        return
+    yield Refusal(label, name, f"unknown content {kind}", foreign=True)  # pragma: no cover
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` followed by the rest of ``inner``, as one readable stream."""
+
+    def __init__(self, head: bytes, inner: IO[bytes]) -> None:
+        self.head, self.inner = head, inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        if self.head:
+            n = min(len(view), len(self.head))
+            view[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.inner.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            return self.head + self.inner.read() if self.head else self.inner.read()
+        if self.head:
+            out, self.head = self.head[:n], self.head[n:]
+            if len(out) < n:
+                out += self.inner.read(n - len(out))
+            return out
+        return self.inner.read(n)
+
+
+def _member(archive: str, name: str) -> tuple[str, str, Refusal | None]:
+    """(base name, label) of an archive member, and its refusal when it is a hidden file."""
+    base = name.rsplit("/", 1)[-1]
+    where = f"{archive}:{name}"
+    hidden = Refusal(where, base, "hidden file", foreign=True) if base.startswith(".") else None
+    return base, where, hidden
+
+
+def _too_large(size: int, cap: int) -> str:
+    if cap < 1 << 20:  # a cap set below a megabyte (AnalysisConfig.max_dump_bytes) reads in bytes
+        return f"{size:,} bytes is over the {cap:,} bytes a dump may have"
+    return f"{size / (1 << 20):,.0f} MB is over the {cap >> 20} MB a dump may have"
+
+
+@dataclass(slots=True)
+class _Budget:
+    """What one file may still cost: the caps, and the decompressed bytes left to read."""
+
+    config: AnalysisConfig
+    left: int = 0
+
+    def too_many(self, label: str) -> Refusal:
+        return Refusal(
+            label,
+            "",
+            f"more than {self.config.max_archive_members:,} members: the rest is not read",
+            foreign=False,
+        )
+
+
+def _tar(label: str, stream: IO[bytes], depth: int, budget: _Budget) -> Iterator[Payload | Refusal]:
+    """Every regular member of a tar stream, read in order (``r|``: no seeking, no extraction)."""
+    seen = 0
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tf:
+            for member in tf:
+                seen += 1
+                if seen > budget.config.max_archive_members:
+                    yield budget.too_many(label)
+                    return
+                if not member.isfile():
+                    continue
+                base, where, hidden = _member(label, member.name)
+                if hidden is not None:
+                    yield hidden
+                    continue
+                if member.size > budget.left:
+                    yield Refusal(
+                        where,
+                        base,
+                        "archive over its decompressed-size budget "
+                        f"({budget.config.max_archive_bytes >> 20} MB)",
+                        foreign=False,
+                    )
+                    return
+                inner = tf.extractfile(member)
+                if inner is None:  # pragma: no cover - isfile() members have data
+                    continue
+                yield from _one(
+                    where,
+                    base,
+                    inner,
+                    size=member.size,
+                    depth=depth + 1,
+                    fingerprint=True,
+                    budget=budget,
+                )
+    except OverflowError as exc:
+        yield Refusal(label, "", f"{exc}: a decompression bomb?", foreign=False)
+    except (
+        tarfile.TarError,
+        EOFError,
+        OSError,
+        zipfile.BadZipFile,
+        lzma.LZMAError,
+        ValueError,
+    ) as exc:
+        yield Refusal(
+            label,
+            "",
+            f"truncated or corrupt archive ({type(exc).__name__}: {str(exc)[:120]})",
+            foreign=False,
+        )
+
+
+def _zip(
+    label: str, stream: IO[bytes], depth: int, budget: _Budget, *, in_place: bool = False
+) -> Iterator[Payload | Refusal]:
+    """Every member of a zip file. Its central directory needs random access: a zip inside a
+    compressed file is read into memory first, within the size a dump may have."""
+    source: IO[bytes] = stream
+    if not in_place:
+        try:
+            source = io.BytesIO(
+                _read_capped(stream, b"", budget.config.max_dump_bytes, "the zip file")
+            )
+        except OverflowError as exc:
+            yield Refusal(label, "", str(exc), foreign=False)
+            return
+    try:
+        with zipfile.ZipFile(source) as zf:
+            infos = zf.infolist()
+            for n, info in enumerate(infos):
+                if n >= budget.config.max_archive_members:
+                    yield budget.too_many(label)
+                    return
+                if info.is_dir():
+                    continue
+                base, where, hidden = _member(label, info.filename)
+                if hidden is not None:
+                    yield hidden
+                    continue
+                try:
+                    with zf.open(info) as inner:
+                        capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))
+                        yield from _one(
+                            where,
+                            base,
+                            capped,
+                            size=None,
+                            depth=depth + 1,
+                            fingerprint=True,
+                            budget=budget,
+                        )
+                except OverflowError as exc:
+                    yield Refusal(where, base, f"{exc}: a decompression bomb?", foreign=False)
+                    return
+                except (
+                    zipfile.BadZipFile,
+                    NotImplementedError,
+                    RuntimeError,
+                    OSError,
+                    EOFError,
+                    ValueError,
+                    lzma.LZMAError,
+                ) as exc:
+                    yield Refusal(
+                        where, base, f"corrupt member ({type(exc).__name__})", foreign=False
+                    )
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
+
+
+def _compressed_errors() -> tuple[type[BaseException], ...]:
+    """What reading truncated or corrupt compressed data raises."""
+    errors: tuple[type[BaseException], ...] = (
+        EOFError,
+        OSError,
+        lzma.LZMAError,
+        ValueError,
+        zipfile.BadZipFile,
+    )
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency
+        return errors
+    return (*errors, zstandard.ZstdError)
+
+
+def payloads(
+    path: str,
+    *,
+    fingerprint: bool = False,
+    lenient: bool = False,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> Iterator[Payload | Refusal]:
+    """The dump candidates in the file at ``path`` (one, or one per archive member).
+
+    ``lenient``: a pickle or JSON without the flight-recorder keys in its first bytes is
+    still read (for a file named like a dump, so that its reason can be told: an unsafe
+    pickle, a truncated one, other keys).
+
+    Never raises for bad content: unreadable files and members come back as :class:`Refusal`.
+    A plain dump's size is checked before it is read, and it is read in one piece.
+    """
+    name = os.path.basename(path)
+    budget = _Budget(config, config.max_archive_bytes)
+    cap = config.max_dump_bytes
+    try:
+        with open(path, "rb", buffering=0) as raw:
+            st = os.fstat(raw.fileno())
+            head = os.pread(raw.fileno(), HEAD_BYTES, 0)
+            kind = sniff(head)
+            if lenient and kind in ("foreign-pickle", "foreign-json"):
+                kind = kind[len("foreign-") :]
+            if kind in ("pickle", "json"):
+                if st.st_size > cap:
+                    yield Refusal(path, name, _too_large(st.st_size, cap), foreign=False)
+                    return
+                data = raw.readall()
+                if len(data) > cap:  # grew while being read
+                    yield Refusal(
+                        path, name, "grew past the size limit while being read", foreign=False
+                    )
+                    return
+                yield Payload(
+                    path, name, kind, data, _fingerprint(data) if fingerprint else "", plain=True
+                )
+                return
+            if kind in FOREIGN_WHAT:
+                yield Refusal(path, name, FOREIGN_WHAT[kind], foreign=True)
+                return
+            f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
+            try:
+                yield from _one(
+                    path, name, f, size=st.st_size, depth=0, fingerprint=fingerprint, budget=budget
+                )
+            except OverflowError as exc:
+                yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
+            except _compressed_errors() as exc:
+                why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
+                yield Refusal(
+                    path, name, f"truncated or corrupt compressed data ({why})", foreign=False
+                )
+    except OSError as exc:
+        yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
+
+
+__all__ = [
+    "MAX_ARCHIVE_BYTES",
+    "MAX_ARCHIVE_MEMBERS",
+    "MAX_DUMP_BYTES",
+    "Payload",
+    "Refusal",
+    "payloads",
+]

@@ -1,0 +1,10 @@
+"""Layer 3, match: line up every rank's entries across ranks. Collectives per (group,
+sequence number), send/recv per stream, what members must agree on (op, sizes, dtypes), how
+far each member of each group got, and how to read each backend's dump (its dialect).
+"""
+
+from analyzer.match.expectations import barrier_op_gap
+from analyzer.match.matching import Matching, blocked_in, match, stuck_collectives
+from analyzer.match.mismatches import NO_MAJORITY
+
+__all__ = ["NO_MAJORITY", "Matching", "barrier_op_gap", "blocked_in", "match", "stuck_collectives"]

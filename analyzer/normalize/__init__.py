@@ -1,0 +1,9 @@
+"""Layer 2, normalize: parsed dumps -> typed tables (:class:`Tables`: entries, groups,
+ranks, peers), one row per entry, with the world, each group's members, and several dumps of
+one rank merged by backend.
+"""
+
+from analyzer.normalize.parts import check_world_option
+from analyzer.normalize.tables import Tables, normalize, without_hugepage_advice
+
+__all__ = ["Tables", "check_world_option", "normalize", "without_hugepage_advice"]

@@ -1,0 +1,303 @@
+"""The incident report: one self-contained HTML file.
+
+Order of the page: the verdict banner (culprit ranks, kind, the headline sentence and the
+wait chains), then the timeline, the wait-for graph, the progress view, the findings table,
+the culprit's stack, the skipped files and a summary of the input.
+
+* Offline by default: plotly.js is embedded (``plotlyjs="inline"``); ``"cdn"`` references
+  it instead and gives a small file. No other external request of any kind (no web fonts,
+  no images); a Content-Security-Policy in the page enforces it.
+* Everything taken from dumps (file names, stacks, group descs, profiling names) is
+  HTML-escaped; figure data is embedded as JSON with ``<``, ``>`` and ``&`` escaped, and only
+  the page's own scripts (carrying a per-page nonce) may run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from analyzer.render import sentences as wording
+from analyzer.render.report_assets import BOOT, CSS
+from analyzer.render.report_sections import (
+    findings_table,
+    skipped_section,
+    stacks_section,
+    summary_section,
+)
+from analyzer.render.sentences import chain_sentences, cycle_line, for_html, missing_text
+from analyzer.terms import rank_runs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from analyzer.analysis import Analysis
+
+
+def esc(value: object) -> str:
+    """HTML-escape anything that came from a dump (text and attribute values)."""
+    return for_html(value)
+
+
+def _json_for_html(obj: Any) -> str:
+    """JSON that can sit inside a <script> element (no ``</script>``, no ``<!--``)."""
+    text = obj if isinstance(obj, str) else json.dumps(obj)
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def verdict_line(analysis: Analysis) -> str:
+    """One line: verdict, culprits and kind (the CLI prints it; the text output's first line)."""
+    return wording.verdict_line(analysis.diagnosis)
+
+
+def verdict_html(
+    analysis: Analysis, *, max_findings: int = 5, standalone_styles: bool = True
+) -> str:
+    """A compact verdict summary as an HTML fragment (Jupyter's rich display uses it)."""
+    d = analysis.diagnosis
+    t = analysis.tables
+    colors = {"hang": "#c0392b", "no_hang": "#1e8449", "inconclusive": "#b9770e"}
+    bg = colors.get(d.verdict.value, "#555")
+    rows = []
+    for f in d.findings[:max_findings]:
+        rows.append(
+            "<tr>"
+            f"<td style='padding:3px 8px;vertical-align:top'>{'★ ' if f.culprit else ''}{esc(f.kind)}</td>"
+            f"<td style='padding:3px 8px;vertical-align:top'>{esc(rank_runs(f.ranks, 4))}</td>"
+            f"<td style='padding:3px 8px;text-align:left;overflow-wrap:anywhere'>{esc(f.summary)}</td></tr>"
+        )
+    more = len(d.findings) - max_findings
+    table = (
+        (
+            "<table style='border-collapse:collapse;font-size:12.5px;margin-top:6px'>"
+            "<tr><th style='text-align:left;padding:3px 8px'>kind</th><th style='text-align:left;padding:3px 8px'>ranks</th>"
+            "<th style='text-align:left;padding:3px 8px'>finding</th></tr>"
+            + "".join(rows)
+            + "</table>"
+            + (
+                f"<div style='font-size:12px;color:#5d6d7e'>… {more} more findings</div>"
+                if more > 0
+                else ""
+            )
+        )
+        if rows
+        else ""
+    )
+    return (
+        "<div class='hangscope-verdict' style='font-family:system-ui,sans-serif;max-width:1100px'>"
+        f"<div style='background:{bg};color:white;padding:10px 14px;border-radius:6px'>"
+        f"<div style='font-size:18px;font-weight:700'>{esc(wording.verdict_head(d))}</div>"
+        f"<div style='font-size:13px'>{esc(wording.verdict_detail(d))}</div>"
+        f"<div style='font-size:13px;margin-top:6px;overflow-wrap:anywhere'>{esc(d.headline)}</div></div>"
+        f"<div style='font-size:12px;color:#5d6d7e;margin-top:4px'>{len(t.dumped_ranks)} of {t.world_size} "
+        f"ranks dumped · {len(t.entries):,} entries"
+        + (f" · {esc(missing_text(analysis))}" if d.missing_dumps else "")
+        + f"</div>{table}</div>"
+    )
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def _cdn_tag(nonce: str) -> tuple[str, str]:
+    from plotly.io._utils import plotly_cdn_url
+
+    url = plotly_cdn_url()
+    digest = base64.b64encode(hashlib.sha256(_plotly_js().encode("utf-8")).digest()).decode()
+    tag = (
+        f'<script nonce="{nonce}" src="{esc(url)}" integrity="sha256-{digest}" '
+        'crossorigin="anonymous" charset="utf-8"></script>'
+    )
+    origin = "/".join(url.split("/")[:3])
+    return tag, origin
+
+
+def banner_html(analysis: Analysis) -> str:
+    """The verdict banner: the same verdict, kind, headline and chain sentences as the text."""
+    d = analysis.diagnosis
+    chains = "".join(f"<li class='chain'>{esc(c)}</li>" for c in chain_sentences(d))
+    missing = f"<li class='missing'>{esc(missing_text(analysis))}</li>" if d.missing_dumps else ""
+    cycles = "".join(f"<li class='cycle'>{esc(cycle_line(c))}</li>" for c in d.deadlock_cycles)
+    return "".join(
+        [
+            f"<header class='banner {esc(d.verdict.value)}' id='verdict'>",
+            f"<p class='verdict'>{esc(wording.verdict_head(d))}</p>",
+            f"<p class='kind'>{esc(wording.verdict_detail(d))}</p>",
+            f"<p class='headline'>{esc(d.headline)}</p>",
+            f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
+            "</header>",
+        ]
+    )
+
+
+_FIGURE_INTROS = {
+    "timeline": (
+        "Timeline",
+        "timeline",
+        "One lane per rank, one bar per recorded op from enqueue to completion. Orange never "
+        "completed; hatched red: the op the culprit never joined while its peers wait in it; "
+        "outlined: the op the finding is about. Hover a bar for group, seq, sizes, dtypes and "
+        "the issuing stack; the buttons switch between the hang window and the whole buffer.",
+    ),
+    "waitgraph": (
+        "Wait-for graph",
+        "waits",
+        "An arrow A → B: A is blocked in an op B has not joined. Culprits are on the right; "
+        "the red path is the wait chain to the culprit. Hover the middle of an arrow for the "
+        "group, sequence number and op.",
+    ),
+    "progress": (
+        "Progress per group",
+        "progress",
+        "How many sequence numbers each rank is behind its group's newest enqueued op.",
+    ),
+}
+
+
+def _figure_blobs(
+    analysis: Analysis, *, clock: str, max_lanes: int, window_s: float | None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Each figure as JSON that can sit in a script element, and its notes (escaped)."""
+    from analyzer.render.progress_map import progress
+    from analyzer.render.timeline_figure import timeline
+    from analyzer.render.wait_graph_figure import wait_graph
+
+    other = "rank" if clock == "job" else "job"
+    figs = {
+        "timeline": timeline(analysis, max_lanes=max_lanes, window_s=window_s, clock=clock),
+        "timeline2": timeline(analysis, max_lanes=max_lanes, window_s=window_s, clock=other),
+        "waitgraph": wait_graph(analysis),
+        "progress": progress(analysis),
+    }
+    blobs: dict[str, str] = {}
+    notes: dict[str, list[str]] = {}
+    for name, fig in figs.items():
+        meta = fig.layout.meta or {}
+        notes[name] = (
+            list((meta.get("hangscope") or {}).get("notes", [])) if isinstance(meta, dict) else []
+        )
+        blobs[name] = _json_for_html(fig.to_json(validate=False, pretty=False, engine="json"))
+    return blobs, notes
+
+
+def _figure_sections(blobs: dict[str, str], notes: dict[str, list[str]], clock: str) -> list[str]:
+    other = "rank" if clock == "job" else "job"
+    other_clock = (
+        "each rank's own clock (aligns hosts whose clocks are offset; hides which rank "
+        "stopped first)"
+        if other == "rank"
+        else "the job clock (one time axis for all ranks)"
+    )
+    extra = {
+        "timeline": (
+            f"<details data-lazy='1' id='timeline-other'><summary>the same timeline on {other_clock}</summary>"
+            "<div class='plot' id='plot-timeline2'></div>"
+            f"<script type='application/json' data-plot='plot-timeline2'>{blobs['timeline2']}</script></details>"
+        )
+    }
+    out = []
+    for key, (heading, anchor, intro) in _FIGURE_INTROS.items():
+        note_html = "".join(f"<p class='note'>{n}</p>" for n in notes[key])  # already escaped
+        out.append(
+            f"<section id='{anchor}'><h2>{heading}</h2><p class='note'>{intro}</p>"
+            f"<div class='plot' id='plot-{key}'></div>"
+            f"<script type='application/json' data-plot='plot-{key}'>{blobs[key]}</script>"
+            f"<details><summary>what was merged or left out</summary>{note_html}</details>"
+            f"{extra.get(key, '')}</section>"
+        )
+    return out
+
+
+def _script_policy(plotlyjs: str, nonce: str) -> tuple[str, str]:
+    """The plotly.js tag and the page's Content-Security-Policy."""
+    if plotlyjs == "inline":
+        js_tag = f'<script nonce="{nonce}">{_plotly_js()}</script>'
+        script_src = f"'nonce-{nonce}'"
+    else:
+        js_tag, origin = _cdn_tag(nonce)
+        script_src = f"'nonce-{nonce}' {origin}"
+    csp = (
+        f"default-src 'none'; script-src {script_src}; style-src 'unsafe-inline'; img-src data: blob:; "
+        "font-src data:; connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'none'; "
+        "form-action 'none'"
+    )
+    return js_tag, csp
+
+
+_NAV = (
+    "<nav><a href='#timeline'>timeline</a><a href='#waits'>wait graph</a><a href='#progress'>progress</a>"
+    "<a href='#findings'>findings</a><a href='#stack'>culprit stack</a><a href='#skipped'>skipped files</a>"
+    "<a href='#input'>input</a></nav>"
+    "<noscript><p class='noscript'>JavaScript is off: the figures need it; the tables below do not."
+    "</p></noscript>"
+)
+
+
+def render_html(
+    analysis: Analysis,
+    *,
+    plotlyjs: str = "inline",
+    title: str | None = None,
+    clock: str = "job",
+    max_lanes: int = 64,
+    window_s: float | None = None,
+) -> str:
+    """The incident report as one HTML document (a string).
+
+    ``plotlyjs="inline"`` (default) embeds plotly.js: the file works offline and makes no
+    request. ``"cdn"`` loads plotly.js from its CDN (a ~5 MB smaller file). ``clock``,
+    ``max_lanes`` and ``window_s`` are passed to :func:`analyzer.render.timeline_figure.timeline`.
+    """
+    from analyzer import __version__ as version
+    from analyzer.render.where_now import where_now_section
+
+    if plotlyjs not in ("inline", "cdn"):
+        raise ValueError("plotlyjs must be 'inline' or 'cdn'")
+    d = analysis.diagnosis
+    nonce = secrets.token_urlsafe(16)
+    blobs, notes = _figure_blobs(analysis, clock=clock, max_lanes=max_lanes, window_s=window_s)
+    js_tag, csp = _script_policy(plotlyjs, nonce)
+    page_title = title or f"hangscope: {wording.verdict_head(d)}"
+    body = [
+        banner_html(analysis),
+        where_now_section(analysis),
+        _NAV,
+        *_figure_sections(blobs, notes, clock),
+        f"<section id='findings'><h2>Findings</h2>{findings_table(analysis)}</section>",
+        f"<section id='stack'><h2>Culprit stack</h2>{stacks_section(analysis)}</section>",
+        f"<section id='skipped'><h2>Skipped files</h2>{skipped_section(analysis)}</section>",
+        f"<section id='input'><h2>Input</h2>{summary_section(analysis)}</section>",
+    ]
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<meta name='referrer' content='no-referrer'>"
+        f"<title>{esc(page_title)}</title><style>{CSS}</style></head>"
+        f"<body data-ready='0' data-verdict='{esc(d.verdict.value)}'><main>"
+        + "".join(body)
+        + f"<footer>hangscope {esc(version)} · post-mortem report of PyTorch flight-recorder dumps</footer>"
+        + f'</main>{js_tag}<script nonce="{nonce}">{BOOT}</script></body></html>\n'
+    )
+
+
+def write_html(analysis: Analysis, path: Any, **kw: Any) -> str:
+    """Write :func:`render_html` to ``path`` (UTF-8); returns the path as a string."""
+    from pathlib import Path
+
+    out = Path(path)
+    out.write_text(render_html(analysis, **kw), encoding="utf-8")
+    return str(out)
+
+
+__all__ = ["banner_html", "esc", "render_html", "verdict_html", "verdict_line", "write_html"]

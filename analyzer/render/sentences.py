@@ -1,0 +1,197 @@
+"""The one wording layer of every renderer (text, HTML, figures, SVG, notebook).
+
+Sentences are built here as plain text; a renderer only escapes them for its medium:
+:func:`for_terminal` (control characters), :func:`for_html` (text and attribute values),
+:func:`for_plot` (plotly's pseudo-HTML labels). Nothing here is specific to one output.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from analyzer.escape import clean
+from analyzer.kinds import FindingKind, WaitKind
+from analyzer.terms import (
+    group_short,
+    plural,
+    rank_span,
+    run_texts,
+    seq_word,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from analyzer.analysis import Analysis
+    from analyzer.diagnosis import Diagnosis
+    from analyzer.waits import ChainStep
+
+__all__ = [
+    "KIND_TITLES",
+    "NO_DUMP_TITLE",
+    "chain_sentence",
+    "chain_sentences",
+    "cycle_line",
+    "dialect_text",
+    "for_html",
+    "for_plot",
+    "for_terminal",
+    "full_dialect_text",
+    "kind_title",
+    "missing_text",
+    "verdict_detail",
+    "verdict_head",
+    "verdict_line",
+]
+
+#: The title of each kind, as the verdict line and the report's banner show it.
+KIND_TITLES: dict[str, str] = {
+    FindingKind.NOT_JOINED: "a rank stalled outside communication",
+    FindingKind.MISSING_DUMP: "a rank crashed or was killed (no dump)",
+    FindingKind.OP_MISMATCH: "desync: ranks issued different ops",
+    FindingKind.SIZE_MISMATCH: "desync: ranks issued different sizes",
+    FindingKind.DTYPE_MISMATCH: "desync: ranks issued different dtypes",
+    FindingKind.DEADLOCK: "deadlock: ranks wait on each other in a cycle",
+    FindingKind.STUCK_IN_COLLECTIVE: "stuck inside communication: network or GPU, not the program",
+    FindingKind.UNRECORDED_OPS: "a rank is behind in ops the recorder did not record",
+    FindingKind.NO_HANG: "no hang",
+    FindingKind.INCONCLUSIVE: "inconclusive",
+}
+#: A missing file where the backend dumps only ranks whose own ops timed out (nccl2).
+NO_DUMP_TITLE = "no dump: stalled outside communication or crashed"
+
+_NO_HANG_LINE = "NO HANG: every recorded op completed and the counters agree"
+_INCONCLUSIVE_LINE = "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
+
+
+def for_terminal(text: str, limit: int = 1 << 20) -> str:
+    """Text made safe for a terminal (:func:`analyzer.escape.clean`)."""
+    return clean(text, limit)
+
+
+def for_html(value: object) -> str:
+    """HTML-escape anything that came from a dump (text and attribute values)."""
+    return html.escape(str(value), quote=True)
+
+
+def for_plot(value: object) -> str:
+    """Escape text for plotly labels (its pseudo-HTML decodes &lt; &gt; &amp; but not
+    &quot;, and these strings never land in an attribute)."""
+    return html.escape(str(value), quote=False)
+
+
+def kind_title(d: Diagnosis) -> str:
+    """The title of the leading kind; a missing file reads differently where the backend
+    dumps only ranks whose own ops timed out (nccl2)."""
+    lead = next((f for f in d.findings if f.culprit), None)
+    if (
+        d.kind == FindingKind.MISSING_DUMP
+        and lead is not None
+        and lead.evidence.get("no_dump") == "stalled_or_crashed"
+    ):
+        return NO_DUMP_TITLE
+    return KIND_TITLES.get(d.kind, d.kind)
+
+
+def verdict_head(d: Diagnosis) -> str:
+    """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``."""
+    if d.verdict.value == "hang":
+        return (
+            f"HANG: culprit {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
+        )
+    return "NO HANG" if d.verdict.value == "no_hang" else "INCONCLUSIVE"
+
+
+def verdict_line(d: Diagnosis) -> str:
+    """The first line of every output: verdict, culprits and what kind of failure."""
+    if d.verdict.value == "hang":
+        return f"{verdict_head(d)} ({kind_title(d)})"
+    return _NO_HANG_LINE if d.verdict.value == "no_hang" else _INCONCLUSIVE_LINE
+
+
+def verdict_detail(d: Diagnosis) -> str:
+    """What follows the verdict head: the kind title of a hang, else the explanation."""
+    line = verdict_line(d)
+    if d.verdict.value == "hang":
+        return kind_title(d)
+    return line.split(": ", 1)[1]
+
+
+def _step_text(s: ChainStep) -> str:
+    queued = f", queued behind {s.holder}'s blocked op" if s.kind == WaitKind.QUEUED else ""
+    return (
+        f"rank {s.waiter} waits on {s.holder} in {group_short(s.pg_name, s.pg_desc)} "
+        f"{seq_word(s.op)} {s.seq} ({s.op}{queued})"
+    )
+
+
+def chain_sentence(rank: int, steps: Sequence[ChainStep], cycles: Iterable[tuple[int, ...]]) -> str:
+    """``chain to rank 3: rank 0 waits on 2 in ... seq 4 (allreduce); ...; 3 waits on nobody``
+    (or ``3 is in the deadlock cycle``)."""
+    in_cycle = any(rank in c for c in cycles)
+    end = f"{rank} is in the deadlock cycle" if in_cycle else f"{rank} waits on nobody"
+    return f"chain to rank {rank}: " + "; ".join(_step_text(s) for s in steps) + f"; {end}"
+
+
+def chain_sentences(d: Diagnosis) -> list[str]:
+    """One sentence per culprit others wait on."""
+    return [
+        chain_sentence(rank, steps, d.deadlock_cycles) for rank, steps in d.chains.items() if steps
+    ]
+
+
+def cycle_line(cycle: Sequence[int]) -> str:
+    return f"deadlock cycle: ranks {', '.join(str(r) for r in cycle)}"
+
+
+def dialect_text(analysis: Analysis) -> str:
+    """``read as: nccl2 (ranks 0-3)``: how each rank's dump was read. Empty when every dump
+    is read as its own self-recording backend's default (gloo, legacy NCCL) in one dialect:
+    the JSON and the HTML report always say it."""
+    dialects = analysis.matching.dialects
+    plain = all(
+        d.dump_policy == "every_rank"
+        and not [w for w in d.evidence if not w.startswith("no entries")]
+        for d in dialects.by_rank.values()
+    )
+    if plain and len(dialects.summary()) <= 1:
+        return ""
+    return full_dialect_text(analysis)
+
+
+def full_dialect_text(analysis: Analysis) -> str:
+    """``read as: ...`` for every dump set."""
+    parts = [
+        f"{name} ({plural(ranks)} {rank_span(ranks)})"
+        for name, ranks in analysis.matching.dialects.summary().items()
+    ]
+    return "read as: " + "; ".join(parts) if parts else ""
+
+
+#: Items (a rank with a note, or a run of ranks) the text names before it counts the rest.
+MISSING_ITEMS = 16
+
+
+def missing_text(analysis: Analysis) -> str:
+    """``missing dumps: ranks 2, 5 (unreadable file), 7 (alive: context captured), 9-1023``:
+    ranks with a note one by one, the others as runs, :data:`MISSING_ITEMS` of them at most
+    (a job whose ranks mostly wrote no file, as nccl2's, is not a page of numbers)."""
+    from analyzer.render.input_notes import input_notes
+
+    d = analysis.diagnosis
+    unreadable = set(input_notes(analysis).unreadable_ranks)
+    alive = set(analysis.contexts.by_rank)
+
+    def one(r: int) -> str:
+        if r in alive:
+            return f"{r} (alive: context captured)"
+        return f"{r} (unreadable file)" if r in unreadable else str(r)
+
+    noted = alive | unreadable
+    missing = d.missing_dumps
+    items = sorted(
+        [(r, one(r)) for r in missing if r in noted]
+        + run_texts(r for r in missing if r not in noted)
+    )
+    more = f", … ({len(missing):,} ranks in all)" if len(items) > MISSING_ITEMS else ""
+    return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more

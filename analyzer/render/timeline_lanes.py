@@ -1,0 +1,392 @@
+"""The timeline's data: entry columns as arrays, and the lanes (ranks, or sets of ranks that
+behave alike) the timeline draws, with their hover texts."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analyzer.render.figure_style import (
+    CULPRIT,
+    ST_DONE,
+    ST_FLIGHT,
+    ST_MISMATCH,
+    STATE_NAMES,
+    clip,
+    esc,
+    members_label,
+    pipeline_stage,
+)
+from analyzer.terms import group_label, is_p2p_op
+
+if TYPE_CHECKING:  # pragma: no cover
+    from analyzer.analysis import Analysis
+
+__all__ = [
+    "Entries",
+    "Frame",
+    "Key",
+    "Lane",
+    "entry_arrays",
+    "entry_hover",
+    "focus_of",
+    "frame_of",
+    "lanes_of",
+    "rank_ref",
+]
+
+
+@dataclass
+class Entries:
+    """The entry columns the timeline needs, sorted by (rank, enqueue time), as arrays."""
+
+    rank: np.ndarray
+    created: np.ndarray
+    end: np.ndarray
+    completed_known: np.ndarray
+    state: np.ndarray
+    key: np.ndarray  # per-entry signature code
+    idx: np.ndarray  # row positions in analysis.tables.entries
+    starts: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def of(self, rank: int) -> slice:
+        lo, hi = self.starts.get(rank, (0, 0))
+        return slice(lo, hi)
+
+
+def entry_arrays(analysis: Analysis) -> Entries:
+    e = analysis.tables.entries
+    gloo = analysis.matching.dialects.completion_unobserved
+    rank = e["rank"].to_numpy(np.int64)
+    created = e["time_created_ns"].to_numpy(np.int64)
+    comp = e["time_completed_ns"].to_numpy(np.int64)
+    state_s = e["state"].astype(str).to_numpy() if len(e) else np.array([], dtype=object)
+    done = e["retired"].to_numpy(bool) if gloo else (state_s == "completed")
+    if gloo:
+        done = done | (state_s == "completed")
+    state = np.where(done, ST_DONE, ST_FLIGHT).astype(np.int8)
+    mm = analysis.matching.mismatches
+    if len(mm) and len(e):
+        bad = set(zip(mm["pg_name"].astype(str), mm["seq"].astype(int), mm["rank"].astype(int)))
+        names = e["pg_name"].astype(str).to_numpy()
+        seqs = e["seq"].to_numpy(np.int64)
+        p2p = e["is_p2p"].to_numpy(bool)
+        cand = np.flatnonzero(~p2p & np.isin(rank, [r for _, _, r in bad]))
+        for i in cand:
+            if (names[i], int(seqs[i]), int(rank[i])) in bad:
+                state[i] = ST_MISMATCH
+    # Ops the wait analysis says a rank is blocked in are in flight, even where the recorder
+    # retired them (gloo retires an op that timed out).
+    w = analysis.waits
+    if len(w) and len(e):
+        blocked = {
+            (int(r), str(g), int(q), is_p2p_op(o))
+            for r, g, q, o in w[["waiter", "pg_name", "seq", "op"]].itertuples(index=False)
+        }
+        names = e["pg_name"].astype(str).to_numpy()
+        p2p = e["is_p2p"].to_numpy(bool)
+        seqs = np.where(p2p, e["p2p_seq"].to_numpy(np.int64), e["seq"].to_numpy(np.int64))
+        cand = np.flatnonzero(np.isin(rank, list({b[0] for b in blocked})) & (state == ST_DONE))
+        cand = cand[np.isin(seqs[cand], list({b[2] for b in blocked}))]
+        for i in cand:
+            if (int(rank[i]), names[i], int(seqs[i]), bool(p2p[i])) in blocked:
+                state[i] = ST_FLIGHT
+    order = (
+        np.lexsort((e["record_id"].to_numpy(np.int64), created, rank))
+        if len(e)
+        else np.empty(0, np.int64)
+    )
+    rank, created, comp, state = rank[order], created[order], comp[order], state[order]
+    # Signature per entry: group role (desc, else name), seq (p2p seq for send/recv), op, state.
+    desc_codes = (
+        e["pg_desc"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
+    )
+    op_codes = e["op"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
+    is_p2p = e["is_p2p"].to_numpy(bool)[order] if len(e) else np.empty(0, bool)
+    seq = (
+        np.where(is_p2p, e["p2p_seq"].to_numpy(np.int64)[order], e["seq"].to_numpy(np.int64)[order])
+        if len(e)
+        else np.empty(0, np.int64)
+    )
+    key = (((desc_codes * 4096 + op_codes) * 4 + state) << 32) ^ (seq & 0xFFFFFFFF)
+    # Bar ends: completion when known; the next enqueue of the rank when the op is done but
+    # its completion time was not recorded (gloo); the end of the record when never done.
+    nxt = np.empty_like(created)
+    if len(created):
+        nxt[:-1] = created[1:]
+        nxt[-1] = created[-1]
+        last_of_rank = np.ones(len(rank), bool)
+        last_of_rank[:-1] = rank[1:] != rank[:-1]
+        nxt[last_of_rank] = created[last_of_rank]
+    known = comp > 0
+    end = np.where(known, comp, np.where(state == ST_FLIGHT, -1, np.maximum(nxt, created)))
+    starts: dict[int, tuple[int, int]] = {}
+    if len(rank):
+        cut = np.flatnonzero(np.diff(rank)) + 1
+        lo = np.concatenate([[0], cut])
+        hi = np.concatenate([cut, [len(rank)]])
+        starts = {int(rank[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
+    return Entries(
+        rank=rank,
+        created=created,
+        end=end,
+        completed_known=known,
+        state=state,
+        key=key,
+        idx=order,
+        starts=starts,
+    )
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+@dataclass
+class Lane:
+    ranks: list[int]
+    rep: int
+    culprit: bool
+    dumped: bool
+    stage: int | None
+    priority: int = 3
+    y: int = 0
+    host: str = ""  # from the captured context files: lanes are grouped by host
+
+    def label(self) -> str:
+        st = f"PP{self.stage} · " if self.stage is not None else ""
+        st = (f"{html.escape(self.host)} · " if self.host else "") + st
+        who = members_label(self.ranks)
+        txt = f"{st}{who}" + (
+            "" if self.dumped else " (no dump, alive)" if self.host else " (no dump)"
+        )
+        if self.culprit:
+            return f"<b style='color:{CULPRIT}'>★ {txt}</b>"
+        return txt
+
+
+def lanes_of(
+    analysis: Analysis, ea: Entries, max_lanes: int, collapse: bool | None
+) -> tuple[list[Lane], list[str]]:
+    d = analysis.diagnosis
+    culprits = set(int(r) for r in d.culprit_ranks)
+    g = analysis.graph
+    stage = pipeline_stage(analysis)
+    ranks_df = analysis.tables.ranks
+    dumped = dict(zip(ranks_df["rank"].astype(int), ranks_df["dumped"].astype(bool)))
+    hosts = analysis.contexts.hosts()
+    classes: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    if collapse is None:
+        collapse = len(dumped) > min(max_lanes, 32)
+    for r in sorted(dumped):
+        if r in culprits or not collapse:
+            classes[("culprit", r)].append(r)
+            continue
+        sl = ea.of(r)
+        sig: tuple[Any, ...] = (
+            ("dump", stage.get(r), hash(ea.key[sl].tobytes()))
+            if dumped[r]
+            else ("none", stage.get(r))
+        )
+        sig += (hosts.get(r, ""),)
+        classes[sig].append(r)
+    direct = {int(w) for c in culprits if c in g for w in g.predecessors(c)}
+    on_chain = {int(s["waiter"]) for steps in d.chains.values() for s in steps}
+    lanes: list[Lane] = []
+    for ranks in classes.values():
+        rep = next((r for r in ranks if r in culprits), ranks[0])
+        lane = Lane(
+            ranks=ranks,
+            rep=rep,
+            culprit=rep in culprits,
+            dumped=dumped[rep],
+            stage=stage.get(rep),
+            host=hosts.get(rep, ""),
+        )
+        if lane.culprit:
+            lane.priority = 0
+        elif direct & set(ranks):
+            lane.priority = 1
+        elif on_chain & set(ranks) or not lane.dumped:
+            lane.priority = 2
+        lanes.append(lane)
+    notes: list[str] = []
+    n_ranks = len(dumped)
+    if len(lanes) < n_ranks:
+        notes.append(
+            f"{n_ranks} ranks in {len(lanes)} lanes: ranks with the same sequence of "
+            "(group, seq, op, state) share a lane (×N); times are those of its first rank"
+        )
+    if len(lanes) > max_lanes:
+        keep = sorted(lanes, key=lambda ln: (ln.priority, -len(ln.ranks), ln.rep))[:max_lanes]
+        dropped = [ln for ln in lanes if ln not in keep]
+        notes.append(
+            f"{len(dropped)} lanes ({sum(len(ln.ranks) for ln in dropped)} ranks) not drawn "
+            f"(cap {max_lanes}; culprits and the ranks waiting on them kept first)"
+        )
+        lanes = keep
+    lanes.sort(key=lambda ln: (ln.host, ln.stage if ln.stage is not None else -1, ln.rep))
+    for i, ln in enumerate(lanes):
+        ln.y = i
+    return lanes, notes
+
+
+def entry_hover(
+    analysis: Analysis,
+    rows: np.ndarray,
+    lane: Lane,
+    state: np.ndarray,
+    x0: np.ndarray,
+    x1: np.ndarray,
+    known: np.ndarray,
+    stacks: dict[int, str],
+    with_stack: np.ndarray,
+) -> list[str]:
+    e = analysis.tables.entries
+    sub = e.iloc[rows]
+    cols = {
+        c: sub[c].astype(str).tolist()
+        for c in (
+            "pg_name",
+            "pg_desc",
+            "op",
+            "state",
+            "input_sizes",
+            "output_sizes",
+            "input_dtypes",
+            "output_dtypes",
+            "profiling_name",
+        )
+    }
+    seq = sub["seq"].to_numpy()
+    pseq = sub["p2p_seq"].to_numpy()
+    p2p = sub["is_p2p"].to_numpy()
+    peer = sub["peer"].to_numpy()
+    sid = sub["stack_id"].to_numpy()
+    dur = sub["duration_ms"].to_numpy()
+    who = (
+        f"rank {lane.rep}"
+        if len(lane.ranks) == 1
+        else f"rank {lane.rep} (and {len(lane.ranks) - 1} alike)"
+    )
+    out = []
+    for i in range(len(rows)):
+        s = int(state[i])
+        seq_txt = (
+            f"p2p seq {int(pseq[i])} (seq {int(seq[i])}) · peer {int(peer[i])}"
+            if p2p[i]
+            else f"seq {int(seq[i])}"
+        )
+        took = (
+            f"took {(x1[i] - x0[i]) * 1e3:.3f} ms"
+            if known[i]
+            else "not completed (drawn to the end of the record)"
+            if s == ST_FLIGHT
+            else "completion time not recorded"
+        )
+        gpu = f" · GPU {dur[i]:.3f} ms" if not math.isnan(dur[i]) else ""
+        parts = [
+            f"<b>{esc(who)}</b> · {esc(clip(group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
+            f"{seq_txt} · <b>{esc(clip(cols['op'][i], 60))}</b> · {esc(STATE_NAMES[s])} ({esc(cols['state'][i])})",
+            f"sizes {esc(clip(cols['input_sizes'][i], 60))} → {esc(clip(cols['output_sizes'][i], 60))}",
+            f"dtypes {esc(clip(cols['input_dtypes'][i], 50))} → {esc(clip(cols['output_dtypes'][i], 50))}",
+            f"enqueued {x0[i]:+.6f} s · {took}{gpu}",
+        ]
+        st = stacks.get(int(sid[i])) if with_stack[i] else None
+        if st:
+            parts.append("stack:<br>" + st)
+        out.append("<br>".join(parts))
+    return out
+
+
+def rank_ref(ea: Entries, rank: int) -> int:
+    sl = ea.of(rank)
+    if sl.stop <= sl.start:
+        return 0
+    return int(max(ea.created[sl].max(), ea.end[sl].max()))
+
+
+Key = tuple[str, int, bool]
+
+
+@dataclass
+class Frame:
+    """What every part of the figure shares: lanes, clocks, entry columns, the padding."""
+
+    analysis: Analysis
+    ea: Entries
+    lanes: list[Lane]
+    clock: str
+    t_stop: int
+    ref_of: dict[int, int]
+    starts: list[float]
+    pad: float
+    names: np.ndarray = field(init=False)
+    seq: np.ndarray = field(init=False)
+    pseq: np.ndarray = field(init=False)
+    p2p: np.ndarray = field(init=False)
+    sid: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        e = self.analysis.tables.entries
+        self.names = e["pg_name"].astype(str).to_numpy() if len(e) else np.array([], dtype=object)
+        self.seq = e["seq"].to_numpy(np.int64)
+        self.pseq = e["p2p_seq"].to_numpy(np.int64)
+        self.p2p = e["is_p2p"].to_numpy(bool)
+        self.sid = e["stack_id"].to_numpy(np.int64)
+
+    def key(self, r: int) -> Key:
+        return (self.names[r], int(self.pseq[r] if self.p2p[r] else self.seq[r]), bool(self.p2p[r]))
+
+
+def frame_of(
+    analysis: Analysis, ea: Entries, lanes: list[Lane], clock: str, window_s: float | None
+) -> Frame:
+    t_stop = int(max(ea.created.max(initial=0), ea.end.max(initial=0)))
+    ref_of: dict[int, int] = {}
+    for ln in lanes:
+        sl = ea.of(ln.rep)
+        ref_of[ln.rep] = (
+            int(max(ea.created[sl].max(initial=0), ea.end[sl].max(initial=0)))
+            if clock == "rank" and sl.stop > sl.start
+            else t_stop
+        )
+    # Provisional hang window (the newest few ops of every lane) sets how far never-completed
+    # ops are drawn past the end of the record, so that one enqueued last stays visible.
+    starts = []
+    for ln in lanes:
+        sl = ea.of(ln.rep)
+        n = sl.stop - sl.start
+        if n:
+            k = min(8, n)
+            starts.append((int(ea.created[sl.start + n - k]) - ref_of[ln.rep]) / 1e9)
+    first_span = max(float(window_s) if window_s else -min(starts, default=-1.0), 1e-6)
+    return Frame(
+        analysis=analysis,
+        ea=ea,
+        lanes=lanes,
+        clock=clock,
+        t_stop=t_stop,
+        ref_of=ref_of,
+        starts=starts,
+        pad=0.03 * first_span,
+    )
+
+
+def focus_of(analysis: Analysis) -> set[Key]:
+    """Ops the culprit findings point at: outlined wherever they appear."""
+    focus: set[Key] = set()
+    for f in analysis.diagnosis.findings:
+        if not f.culprit:
+            continue
+        for w in f.evidence.get("waited_in", []) or []:
+            focus.add((str(w["group"]), int(w["seq"]), is_p2p_op(w.get("op"))))
+        if f.group:
+            focus.add((f.group, int(f.seq), is_p2p_op(f.op)))
+        if "recv_seq" in f.evidence:  # a send/recv desync: the receiver's side too
+            focus.add((f.group, int(f.evidence["recv_seq"]), True))
+    return focus

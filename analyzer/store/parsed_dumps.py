@@ -1,0 +1,201 @@
+"""The parsed dumps one store holds (``dumps.parquet``, ``parsed.parquet`` and, from format 3,
+``members.json``), read back as the loader returned them, every value checked: a store is a
+file like any other, it may have been damaged or made up (:func:`read_dumps`)."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzer.errors import InputError
+from analyzer.load import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.store.parquet import DUMPS, INLINE_MEMBERS_VERSION, MEMBERS, PARSED, STORE_VERSION
+
+__all__ = ["READ_BLOCK", "read_dumps"]
+
+
+def _ints(values: list[Any]) -> tuple[int, ...]:
+    """A JSON list of member ranks as a tuple, refused unless every value is an int."""
+    if not set(map(type, values)) <= {int}:
+        raise ValueError("a member rank that is not an integer")
+    return tuple(values)
+
+
+def _check_codes(d: ParsedDump) -> None:
+    """Every code of a re-opened dump points into its vocabularies and stacks (a store is
+    a file like any other: it may have been damaged or made up)."""
+    if not d.n_entries:
+        return
+    for f in STRING_FIELDS:
+        codes = d.strings[f]
+        if int(codes.min()) < 0 or int(codes.max()) >= len(d.vocab[f]):
+            raise ValueError(f"{f} codes outside the dump's vocabulary")
+    stack = d.ints["stack"]
+    if int(stack.min()) < -1 or int(stack.max()) >= len(d.stacks):
+        raise ValueError("stack indexes outside the dump's stacks")
+
+
+def _member_lists(folder: Path, fmt: str) -> list[tuple[int, ...]] | None:
+    """The store's distinct member lists (format 3), each checked once; None for format 2,
+    whose pg_config holds its lists inline."""
+    if fmt == INLINE_MEMBERS_VERSION:
+        return None
+    try:
+        doc = json.loads((folder / MEMBERS).read_text())
+        return [_ints(m) for m in doc["members"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{folder}: cannot read {MEMBERS} ({type(exc).__name__}: {exc})") from None
+
+
+def _members_of(value: Any, lists: list[tuple[int, ...]] | None) -> tuple[int, ...] | None:
+    """A pg_config entry's members: an index into ``lists`` (format 3), or the list (2)."""
+    if value is None:
+        return None
+    if lists is None:
+        return _ints(value)
+    if type(value) is not int or not 0 <= value < len(lists):
+        raise ValueError("a member list index outside members.json")
+    return lists[value]
+
+
+#: Dumps whose entry columns are copied out of the store together: each block owns its
+#: arrays, so normalize (release=True) frees a block's memory as it copies it, as it frees
+#: the parser's per-dump arrays.
+READ_BLOCK = 256
+
+
+def _column_blocks(name: str, values: np.ndarray, edges: list[int]) -> list[np.ndarray]:
+    """``values`` cut at ``edges`` (entry offsets of the blocks of dumps), each block a copy
+    in the narrowest width holding it: the store's column is then no longer needed."""
+    from analyzer.load import narrow
+
+    integers = name in INT_FIELDS or name in STRING_FIELDS
+    out: list[np.ndarray] = []
+    for lo, hi in pairwise(edges):
+        part = values[lo:hi]
+        block = narrow(part) if integers else part
+        out.append(part.copy() if block is part else block)
+    return out
+
+
+def _parsed_column(table: Any, folder: Path, name: str) -> np.ndarray:
+    """One column of parsed.parquet as numpy, refused unless of its kind (a store is a file
+    like any other: it may have been damaged or made up)."""
+    values = table.column(name).to_numpy()
+    kind = values.dtype.kind
+    ok = (
+        kind == "b"
+        if name in BOOL_FIELDS
+        else kind == "f"
+        if name in FLOAT_FIELDS
+        else kind in "iu"
+    )
+    if not ok or (kind == "u" and values.dtype.itemsize == 8):
+        raise InputError(
+            f"{folder}: parsed.parquet column {name} holds {values.dtype}, not "
+            f"{'bool' if name in BOOL_FIELDS else 'float' if name in FLOAT_FIELDS else 'integer'} values"
+        )
+    return values
+
+
+def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pd.read_parquet(folder / "dumps.parquet")
+        parsed = pq.ParquetFile(folder / "parsed.parquet")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder}: cannot read its parsed dumps ({exc})") from None
+    names = parsed.schema_arrow.names
+    if list(meta.columns) != [c.name for c in DUMPS] or names != [c.name for c in PARSED]:
+        raise InputError(
+            f"{folder}: dumps.parquet or parsed.parquet has other columns than "
+            f"{fmt} (written by another hangscope?)"
+        )
+    lists = _member_lists(folder, fmt)
+    counts = meta["n_entries"].to_numpy(dtype=np.int64)
+    rows_total = parsed.metadata.num_rows
+    if int(counts.sum()) != rows_total or (len(counts) and int(counts.min()) < 0):
+        raise InputError(
+            f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
+            f"counts {int(counts.sum())}"
+        )
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # Column by column (one whole column at a time in memory), cut into blocks of dumps.
+    first = list(range(0, len(counts), READ_BLOCK)) + [len(counts)]
+    edges = [int(starts[i]) for i in first]
+    blocks: dict[str, list[np.ndarray]] = {}
+    for name in (*INT_FIELDS, *BOOL_FIELDS, *FLOAT_FIELDS, *STRING_FIELDS):
+        try:
+            table = parsed.read(columns=[name])
+        except (OSError, ValueError) as exc:
+            raise InputError(
+                f"{folder}: cannot read parsed.parquet column {name} ({exc})"
+            ) from None
+        blocks[name] = _column_blocks(name, _parsed_column(table, folder, name), edges)
+        del table
+
+    def cols(i: int, fields: tuple[str, ...]) -> dict[str, np.ndarray]:
+        b = i // READ_BLOCK
+        lo, hi = int(starts[i]) - edges[b], int(starts[i + 1]) - edges[b]
+        return {f: blocks[f][b][lo:hi] for f in fields}
+
+    out: list[ParsedDump] = []
+    try:
+        rows: list[Any] = list(meta.itertuples(index=False))
+        # Dumps of one job repeat their pg_config (member lists as long as the world), stacks
+        # and vocabularies: each distinct text is decoded once, its values shared.
+        configs: dict[str, dict[str, tuple[str, tuple[int, ...] | None]]] = {}
+        stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
+        vocabs: dict[str, dict[str, list[str]]] = {}
+        for i, row in enumerate(rows):
+            if row.pg_config not in configs:
+                configs[row.pg_config] = {
+                    str(name): (str(desc), _members_of(members, lists))
+                    for name, (desc, members) in json.loads(row.pg_config).items()
+                }
+            if row.stacks not in stack_lists:
+                stack_lists[row.stacks] = [
+                    tuple((str(n), str(fn), int(line)) for n, fn, line in key)
+                    for key in json.loads(row.stacks)
+                ]
+            if row.vocab not in vocabs:
+                texts = json.loads(row.vocab)
+                vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
+            vocab = vocabs[row.vocab]
+            d = ParsedDump(
+                rank=int(row.rank),
+                path=str(row.path),
+                fmt=str(row.fmt),
+                version=str(row.version),
+                comm_lib_version=str(row.comm_lib_version),
+                n_entries=int(row.n_entries),
+                strings=cols(i, STRING_FIELDS),
+                vocab={f: list(vocab[f]) for f in STRING_FIELDS},
+                ints=cols(i, INT_FIELDS),
+                bools=cols(i, BOOL_FIELDS),
+                floats=cols(i, FLOAT_FIELDS),
+                stacks=list(stack_lists[row.stacks]),
+                pg_config=dict(configs[row.pg_config]),
+                pg_status={
+                    int(k): (int(v[0]), int(v[1]), int(v[2]))
+                    for k, v in json.loads(row.pg_status).items()
+                },
+                warnings=[str(w) for w in json.loads(row.warnings)],
+                suspect=bool(row.suspect),
+                fingerprint=str(row.fingerprint),
+                dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
+                reader=str(row.reader),
+            )
+            _check_codes(d)
+            out.append(d)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})"
+        ) from None
+    return out

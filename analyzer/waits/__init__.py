@@ -1,0 +1,8 @@
+"""Layer 4, waits: who waits on whom, derived from the matching, as the wait-for graph; the
+ranks everybody ends up waiting on, the chains that lead to them, and the cycles.
+"""
+
+from analyzer.waits.edges import waits
+from analyzer.waits.graph import ChainStep, Roots, build_graph, chain, root_ranks, waiters_of
+
+__all__ = ["ChainStep", "Roots", "build_graph", "chain", "root_ranks", "waiters_of", "waits"]
