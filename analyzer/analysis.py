@@ -18,7 +18,7 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.diagnosis import Diagnosis, Verdict, apply_contexts, diagnose
+from analyzer.diagnosis import Diagnosis, Verdict, diagnose
 from analyzer.load import Contexts, Loaded, Loading, Progress, find_contexts, load_dumps
 from analyzer.match import Matching, match
 from analyzer.normalize import Tables, check_world_option, normalize, without_hugepage_advice
@@ -255,46 +255,23 @@ def analyze(
     if config is None:
         config = DEFAULT_CONFIG
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    loaded: Loaded | None = None
     with loading or nullcontext(), _cyclic_gc_paused(), without_hugepage_advice():
         check_world_option(world_size, config.max_rank)
-        contexts = Contexts()
-        stores = store_inputs(inputs)
-        if stores == "tables":
-            tables = read_store(inputs[0], world_size=world_size)  # normalized tables only
-        elif stores:
-            opened = open_stores(inputs)  # the parsed dumps of one or several stores
-            loaded, contexts = opened.loaded, opened.contexts
-            world = (
-                world_size
-                or opened.world_option
-                or contexts.world_hint(d.rank for d in loaded.dumps)
-            )
-            tables = normalize(loaded, world_size=world, config=config, release=True)
-        else:
-            loaded = (
-                loading.finish(progress)
-                if loading is not None
-                else load_dumps(
-                    inputs,
-                    prefix=prefix,
-                    jobs=jobs,
-                    progress=progress,
-                    scheduler=scheduler,
-                    config=config,
-                )
-            )
-            # Captured context files beside the dumps: where each rank is now, who is alive.
-            contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
-            world = world_size or contexts.world_hint(d.rank for d in loaded.dumps)
-            tables = normalize(loaded, world_size=world, config=config, release=True)
+        tables, loaded, contexts = _open(
+            inputs, _Load(prefix, jobs, progress, scheduler, loading), world_size, config
+        )
         with freed_memory_reused():  # matching's temporaries reuse each other's pages
             matching = match(tables, config=config)
             wait_rows = waits(tables, matching, config=config)
             graph = build_graph(tables, wait_rows)
-            diagnosis = apply_contexts(
-                diagnose(tables, matching, wait_rows, graph, unsure=_unsure(loaded), config=config),
-                contexts,
+            diagnosis = diagnose(
+                tables,
+                matching,
+                wait_rows,
+                graph,
+                unsure=_unsure(loaded),
+                alive=contexts.by_rank,
+                config=config,
             )
     return Analysis(
         tables=tables,
@@ -306,6 +283,50 @@ def analyze(
         loaded=loaded,
         config=config,
     )
+
+
+@dataclass(frozen=True)
+class _Load:
+    """How to load dumps that are not in a store (the options of :func:`analyze`)."""
+
+    prefix: str | None
+    jobs: int | None
+    progress: Progress | None
+    scheduler: str | None
+    loading: Loading | None
+
+
+def _open(
+    inputs: list[PathLike], how: _Load, world_size: int | None, config: AnalysisConfig
+) -> tuple[Tables, Loaded | None, Contexts]:
+    """The normalized tables of ``inputs``: a store of normalized tables read back, the
+    parsed dumps of one or several stores, or the dumps themselves (with the context files
+    a capture left beside them); and what was loaded, when dumps were."""
+    stores = store_inputs(inputs)
+    if stores == "tables":
+        return read_store(inputs[0], world_size=world_size), None, Contexts()
+    if stores:
+        opened = open_stores(inputs)  # the parsed dumps of one or several stores
+        loaded, contexts = opened.loaded, opened.contexts
+        hint = opened.world_option or contexts.world_hint(d.rank for d in loaded.dumps)
+    else:
+        loaded = (
+            how.loading.finish(how.progress)
+            if how.loading is not None
+            else load_dumps(
+                inputs,
+                prefix=how.prefix,
+                jobs=how.jobs,
+                progress=how.progress,
+                scheduler=how.scheduler,
+                config=config,
+            )
+        )
+        # Captured context files beside the dumps: where each rank is now, who is alive.
+        contexts = find_contexts(inputs, [Path(d.path) for d in loaded.dumps], config=config)
+        hint = contexts.world_hint(d.rank for d in loaded.dumps)
+    tables = normalize(loaded, world_size=world_size or hint, config=config, release=True)
+    return tables, loaded, contexts
 
 
 def _unsure(loaded: Loaded | None) -> dict[int, str]:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyzer.kernels.group_by import group_ids as groupkeys
+from analyzer.kernels import group_by as groupkeys
 from analyzer.load import parse_native as fastreader
 from analyzer.load.loader import load_dumps
 from analyzer.match.matching import match

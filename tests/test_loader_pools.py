@@ -88,7 +88,7 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
 
     job = _job(tmp_path)
     code = (
-        "import sys; import analyzer.load.loader as L; real = L.start_loading\n"
+        "import sys; import analyzer.load as L; real = L.start_loading\n"
         "def spy(*a, **k):\n"
         "    print('heavy before the parse:', sorted(m for m in ('pandas', 'pyarrow', 'networkx',"
         " 'plotly') if m in sys.modules), file=sys.stderr)\n"
@@ -110,7 +110,7 @@ def test_dumps_come_back_from_the_parsers_with_their_stacks_shared_and_plain(
     and a blob is unpickled as a dump is (a global in it is refused)."""
     import pickle
 
-    from analyzer.load import parse as reader
+    from analyzer.load import parsed_dump as reader
 
     job = _job(tmp_path)
     one = load_dumps([job], jobs=1)

@@ -272,10 +272,11 @@ def test_scan_by_blocks_is_the_per_dump_scan(
     only such dumps too)."""
     from types import SimpleNamespace
 
-    import analyzer.normalize.parts
-    from analyzer.normalize.parts import scan
+    import analyzer.normalize.peers
+    import analyzer.normalize.scan
+    from analyzer.normalize.scan import scan
 
-    monkeypatch.setattr(analyzer.normalize.parts, "SCAN_BLOCK", block)
+    monkeypatch.setattr(analyzer.normalize.scan, "SCAN_BLOCK", block)
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 40, 30)
@@ -305,7 +306,7 @@ def test_scan_by_blocks_is_the_per_dump_scan(
 
 
 def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() -> None:
-    from analyzer.normalize.parts import peers
+    from analyzer.normalize.peers import peers
 
     rng = np.random.default_rng(4)
     n = 5000
@@ -320,13 +321,14 @@ def test_peers_over_all_rows_map_group_local_ranks_through_the_member_lists() ->
 
 
 def test_peers_in_chunks_are_the_peers_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import analyzer.normalize.parts
-    from analyzer.normalize.parts import peers
+    import analyzer.normalize.peers
+    import analyzer.normalize.scan
+    from analyzer.normalize.peers import peers
 
     rng = np.random.default_rng(6)
     names = pd.Categorical.from_codes(rng.integers(-1, 3, 1000), categories=["0", "tp", "pp"])
     members = {"0": tuple(range(16)), "tp": (3, 9), "pp": (1, 5, 3)}
     local = rng.integers(-1, 17, 1000).astype(np.int32)
     whole = peers(local, names, members)
-    monkeypatch.setattr(analyzer.normalize.parts, "_PEER_CHUNK", 7)
+    monkeypatch.setattr(analyzer.normalize.peers, "_PEER_CHUNK", 7)
     np.testing.assert_array_equal(peers(local, names, members), whole)

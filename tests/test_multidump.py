@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import analyzer
-from analyzer.normalize.parts import map_pg_ids
+from analyzer.normalize.scan import map_pg_ids
 from tests.conftest import SAMPLES, write_pickle
 from tools import record_gloo as rg
 

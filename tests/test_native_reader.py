@@ -25,7 +25,8 @@ import pytest
 from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.load import parse_native as fastreader
-from analyzer.load.parse import ParsedDump, parse_dump
+from analyzer.load.parse import parse_dump
+from analyzer.load.parsed_dump import ParsedDump
 from analyzer.unpickler import SafeUnpickler as _SafeUnpickler
 from tests.conftest import FIXTURES, SAMPLES, assert_same_fields, dump, entry, write_pickle
 from tests.conftest import assert_same_value as assert_same

@@ -11,7 +11,7 @@ from analyzer.config import AnalysisConfig
 from analyzer.errors import DumpFormatError, UnsafeDumpError
 from analyzer.load.decode import load_raw
 from analyzer.load.field_checks import split_profiling_name
-from analyzer.load.group_tables import parse_ranks
+from analyzer.load.members import parse_ranks
 from analyzer.load.parse import parse_dump
 from tests.conftest import dump, entry, write_json, write_pickle
 
@@ -189,7 +189,7 @@ def test_the_caps_of_a_config_bound_every_value(tmp_path: Path) -> None:
 
 
 def test_parsed_dumps_travel_between_processes_whole_with_member_lists_packed() -> None:
-    from analyzer.load.parse import ParsedDump
+    from analyzer.load.parsed_dump import ParsedDump
     from tests.conftest import SAMPLES, assert_same_fields
 
     a = parse_dump(0, SAMPLES / "chain_tp_dp_w8" / "nccl_trace_rank_0")

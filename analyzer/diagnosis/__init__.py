@@ -21,7 +21,6 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 
 from __future__ import annotations
 
-from analyzer.diagnosis.alive import apply_contexts
 from analyzer.diagnosis.engine import diagnose
 from analyzer.diagnosis.records import Diagnosis, Finding, Verdict
 from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
@@ -43,7 +42,6 @@ __all__ = [
     "Diagnosis",
     "Finding",
     "Verdict",
-    "apply_contexts",
     "diagnose",
     "unrecorded_text",
 ]

@@ -1,56 +1,48 @@
-"""Ranks known to be alive: a rank that wrote a context file but no dump did not crash."""
+"""Ranks known to be alive: a rank that wrote a context file but no dump did not crash.
+
+A capture (:mod:`analyzer.capture`) writes each rank's context file beside its dumps. A rank
+others wait on with such a file and no flight-recorder dump was running when the dumps were
+taken: it is stalled outside communication, not crashed. This rule rewrites the roots the
+rules before it blamed as ``missing_dump`` accordingly, from their evidence.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Any
 
 from analyzer.diagnosis.evidence import RootEvidence
-from analyzer.load import Contexts
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Finding
+from analyzer.kinds import FindingKind
 
-_NO_DUMP = re.compile(r"^rank (\d+) wrote no dump and others wait on it: ")
-_CRASHED = "; it crashed, was killed, or hung before dumping"
-
-
-def apply_contexts(diagnosis: Any, contexts: Contexts) -> Any:
-    """The diagnosis, with ranks known to be alive no longer taken for crashed: a
-    ``missing_dump`` culprit that wrote a context file is stalled outside communication
-    (``not_joined``)."""
-    if not contexts:
-        return diagnosis
-    changed = False
-    findings = []
-    for f in diagnosis.findings:
-        alive = [r for r in f.ranks if r in contexts.by_rank]
-        if f.kind == "missing_dump" and alive:
-            c = contexts.by_rank[alive[0]]
-            where = f" on {c.host}" if c.host else ""
-            pid = f" (pid {c.pid})" if c.pid is not None else ""
-            rest = _NO_DUMP.sub("", f.summary).replace(_CRASHED, "")
-            summary = (
-                f"rank {alive[0]} wrote no flight-recorder dump but is alive: its threads "
-                f"were captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
-                f"{rest}. It did not crash: it is stalled outside communication"
-            )
-            evidence = (
-                dataclasses.replace(f.evidence, alive=True, context=c.path)
-                if isinstance(f.evidence, RootEvidence)
-                else f.evidence
-            )
-            f = dataclasses.replace(f, kind="not_joined", summary=summary, evidence=evidence)
-            changed = True
-        findings.append(f)
-    if not changed:
-        return diagnosis
-    renamed = {old.summary: new for old, new in zip(diagnosis.findings, findings, strict=True)}
-    lead = renamed.get(diagnosis.headline)
-    kind, headline = diagnosis.kind, diagnosis.headline
-    if lead is not None:
-        headline = lead.summary
-        if diagnosis.kind == "missing_dump":
-            kind = lead.kind
-    return dataclasses.replace(diagnosis, findings=tuple(findings), kind=kind, headline=headline)
+__all__ = ["alive_roots"]
 
 
-__all__ = ["apply_contexts"]
+def alive_roots(facts: Facts, found: list[Finding]) -> list[Finding]:
+    """``missing_dump`` roots with a context file become ``not_joined``: alive, stalled."""
+    return [_alive(f, facts) if _is_alive(f, facts) else f for f in found]
+
+
+def _is_alive(f: Finding, facts: Facts) -> bool:
+    return (
+        f.kind == FindingKind.MISSING_DUMP
+        and isinstance(f.evidence, RootEvidence)
+        and any(r in facts.alive for r in f.ranks)
+    )
+
+
+def _alive(f: Finding, facts: Facts) -> Finding:
+    rank = next(r for r in f.ranks if r in facts.alive)
+    c = facts.alive[rank]
+    assert isinstance(f.evidence, RootEvidence)
+    where = f" on {c.host}" if c.host else ""
+    pid = f" (pid {c.pid})" if c.pid is not None else ""
+    summary = (
+        f"rank {rank} wrote no flight-recorder dump but is alive: its threads were "
+        f"captured{where}{pid} at {c.time or 'dump time'}; others wait on it: "
+        f"{f.evidence.waits_text}. It did not crash: it is stalled outside communication"
+    )
+    evidence = dataclasses.replace(f.evidence, alive=True, context=c.path)
+    return dataclasses.replace(
+        f, kind=FindingKind.NOT_JOINED.value, summary=summary, evidence=evidence
+    )

@@ -9,6 +9,7 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.context_file import RankContext
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Diagnosis, Finding
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
@@ -74,13 +75,15 @@ def diagnose(
     g: nx.DiGraph,
     *,
     unsure: Mapping[int, str] | None = None,
+    alive: Mapping[int, RankContext] | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
     levels: Sequence[Level] = LEVELS,
 ) -> Diagnosis:
     """Name the culprits and explain them. Deterministic for a given input.
 
     ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
-    dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`);
+    dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`); ``alive``:
+    ranks a capture's context file shows alive (see :mod:`analyzer.diagnosis.alive`);
     ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
     (:data:`analyzer.diagnosis.rules.LEVELS`).
     """
@@ -90,6 +93,7 @@ def diagnose(
         waits=wait_rows,
         graph=g,
         unsure=unsure or {},
+        alive=alive or {},
         config=config,
     )
     findings, culprits, kind = run_levels(facts, levels)

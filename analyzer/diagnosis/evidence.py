@@ -141,6 +141,8 @@ class RootEvidence(Evidence):
     alive: bool | None = None
     """Set when a context file shows the rank without a dump alive."""
     context: str | None = None
+    waits_text: str = ""
+    """What the summary says of the waits on it (the ops, the count); not in the JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

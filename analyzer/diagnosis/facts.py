@@ -10,6 +10,7 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.context_file import RankContext
 from analyzer.match import Matching, stuck_collectives
 from analyzer.normalize import Tables
 from analyzer.waits import Roots, root_ranks
@@ -28,6 +29,8 @@ class Facts:
     unsure: Mapping[int, str] = field(default_factory=dict)
     """Ranks whose evidence cannot be trusted (an unreadable file, dropped entries), and why."""
     config: AnalysisConfig = DEFAULT_CONFIG
+    alive: Mapping[int, RankContext] = field(default_factory=dict)
+    """Ranks a capture's context file shows alive when the dumps were taken."""
 
     @cached_property
     def roots(self) -> Roots:

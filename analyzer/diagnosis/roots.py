@@ -129,6 +129,7 @@ def root_finding(facts: Facts, root: int) -> Finding:
         last_recorded_op=describe_entry(last),
         wait_kind=wkind,
         no_dump=None if dumped else "stalled_or_crashed" if own_timeout else "crashed",
+        waits_text=f"{where}. {total}",
         last_recorded_stack=(
             stack_frames(tables, int(last["stack_id"]))
             if last is not None and int(last["stack_id"]) >= 0

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from analyzer.diagnosis.alive import alive_roots
 from analyzer.diagnosis.deadlock import deadlock
 from analyzer.diagnosis.desync import collective_desync, p2p_desync
 from analyzer.diagnosis.facts import Facts
@@ -112,6 +113,11 @@ LEVELS: tuple[Level, ...] = (
                 slow_roots,
                 After.CONSEQUENCE,
                 "a root whose GPU stopped completing what its peers completed",
+            ),
+            Amend(
+                "alive roots",
+                alive_roots,
+                "a root without a dump whose context file shows it alive stalled; it did not crash",
             ),
             Amend(
                 "unsure roots",

@@ -10,11 +10,10 @@ diagnosis; every file is untrusted, and one file never changes what the others p
 from analyzer.load.contexts import Contexts, alive_without_dump, find_contexts, where_now
 from analyzer.load.dask_workers import ClusterError, scheduler_address
 from analyzer.load.discover import STORE_MARKER, RankFile, is_store
+from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
 from analyzer.load.entry_columns import narrow
-from analyzer.load.group_tables import SameMembers
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
 from analyzer.load.loader import (
-    Duplicate,
     Ignored,
     Loaded,
     Loading,
@@ -22,10 +21,16 @@ from analyzer.load.loader import (
     Skipped,
     default_jobs,
     load_dumps,
-    resolve_ranks,
     start_loading,
 )
-from analyzer.load.parse import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.load.members import SameMembers
+from analyzer.load.parsed_dump import (
+    BOOL_FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    STRING_FIELDS,
+    ParsedDump,
+)
 
 __all__ = [
     "BOOL_FIELDS",
@@ -46,6 +51,7 @@ __all__ = [
     "SameMembers",
     "Skipped",
     "alive_without_dump",
+    "backends_of",
     "column_bytes",
     "default_jobs",
     "drop_column",
@@ -54,6 +60,7 @@ __all__ = [
     "is_store",
     "load_dumps",
     "narrow",
+    "newest",
     "resolve_ranks",
     "scheduler_address",
     "start_loading",

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from analyzer.load.handover import COLUMN_FIELDS as _KINDS
-from analyzer.load.parse import ParsedDump
+from analyzer.load.parsed_dump import ParsedDump
 
 __all__ = ["SPILL_WAITING", "ParseBatch", "read_in_thread", "spill", "spill_folder", "unspill"]
 

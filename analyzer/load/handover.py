@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from analyzer.load.parse import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
+from analyzer.load.parsed_dump import (
+    BOOL_FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    STRING_FIELDS,
+    ParsedDump,
+)
 
 __all__ = ["COLUMN_FIELDS", "COLUMN_KINDS", "column_bytes", "drop_column", "is_released"]
 

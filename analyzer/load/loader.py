@@ -2,10 +2,8 @@
 
 Each file is recognised by its content: dumps (plain, compressed or in archives) are parsed,
 files that are no dump at all are *ignored* (counted, listed with ``-v``), dumps that cannot
-be read are *skipped* with their reason. Several dumps of one rank are resolved here: a
-byte-identical copy is merged with a note; two different dumps holding the same backend's
-buffer: the newer (by its entries' times) is kept and the other reported as dropped; dumps of
-different backends' buffers are all kept.
+be read are *skipped* with their reason. Several dumps of one rank are then resolved
+(:mod:`analyzer.load.duplicates`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import gc
 import os
 import shutil
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
@@ -27,9 +25,11 @@ from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
-from analyzer.load.group_tables import SameMembers, own_world
-from analyzer.load.parse import ParsedDump, parse_payload
+from analyzer.load.duplicates import Duplicate, resolve_ranks
+from analyzer.load.members import SameMembers, own_world
+from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
+from analyzer.load.parsed_dump import ParsedDump
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -51,28 +51,6 @@ class Ignored:
 
     path: str
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """A second dump for one rank: merged (identical bytes) or dropped (older)."""
-
-    rank: int
-    kept: str
-    dropped: str
-    identical: bool
-
-    @property
-    def note(self) -> str:
-        if self.identical:
-            return (
-                f"rank {self.rank}: {clean(self.dropped)} is a byte-identical copy of "
-                f"{clean(self.kept)} (merged)"
-            )
-        return (
-            f"rank {self.rank}: two different dumps; kept {clean(self.kept)} (newer entries), "
-            f"dropped {clean(self.dropped)}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,57 +168,6 @@ def _foreign_reason(reason: str) -> str:
         if reason.startswith(("not a", "empty"))
         else f"not a flight-recorder dump ({reason})"
     )
-
-
-def _backends(d: ParsedDump) -> frozenset[str]:
-    """The backends whose buffers a dump holds (its entries' profiling_name prefixes)."""
-    if not d.n_entries:
-        return frozenset()
-    used = set(d.strings["backend"].tolist())
-    return frozenset(b for c, b in enumerate(d.vocab["backend"]) if c in used and b)
-
-
-def _newest(d: ParsedDump) -> tuple[int, int]:
-    times = d.ints["time_created_ns"]
-    return (int(times.max()) if d.n_entries else -1, d.n_entries)
-
-
-def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
-    """One rank's dumps: identical copies merged, same-backend dumps -> the newest."""
-    kept: list[ParsedDump] = []
-    notes: list[Duplicate] = []
-    for d in sorted(dumps, key=lambda d: d.path):
-        same = next((k for k in kept if d.fingerprint and k.fingerprint == d.fingerprint), None)
-        if same is not None:
-            notes.append(Duplicate(d.rank, same.path, d.path, True))
-            continue
-        mine = _backends(d)
-        rival = next((k for k in kept if not mine or not _backends(k) or _backends(k) & mine), None)
-        if rival is None:
-            kept.append(d)  # another backend's buffer of the same rank: both are evidence
-            continue
-        newer, older = (d, rival) if _newest(d) > _newest(rival) else (rival, d)
-        notes.append(Duplicate(d.rank, newer.path, older.path, False))
-        if newer is d:
-            kept[kept.index(rival)] = d
-    return kept, notes
-
-
-def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
-    """Every rank's dumps, in rank order, with several dumps of one rank resolved."""
-    dumps: list[ParsedDump] = []
-    duplicates: list[Duplicate] = []
-    per_rank: dict[int, list[ParsedDump]] = defaultdict(list)
-    for d in all_dumps:
-        per_rank[d.rank].append(d)
-    for rank in sorted(per_rank):
-        if len(per_rank[rank]) == 1:
-            dumps.extend(per_rank[rank])
-            continue
-        kept, notes = _resolve(per_rank[rank])
-        dumps.extend(kept)
-        duplicates.extend(notes)
-    return dumps, duplicates
 
 
 def _failed_on_worker(item: _Item, reason: str) -> _Result:
@@ -445,12 +372,4 @@ def _loaded(
     )
 
 
-__all__ = [
-    "Duplicate",
-    "Ignored",
-    "Loaded",
-    "Skipped",
-    "default_jobs",
-    "load_dumps",
-    "resolve_ranks",
-]
+__all__ = ["Ignored", "Loaded", "Skipped", "default_jobs", "load_dumps"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,9 @@ from analyzer.load import field_checks as val
 from analyzer.load.decode import first_payload
 from analyzer.load.field_checks import Reasons
 from analyzer.load.group_tables import group_tables
-from analyzer.load.parse import Columns, ParsedDump, int_columns, parse_payload
+from analyzer.load.memo import BoundedMemo
+from analyzer.load.parse import parse_payload
+from analyzer.load.parsed_dump import Columns, ParsedDump, int_columns
 from analyzer.load.unpack import Payload
 
 _fastpickle: Any
@@ -209,42 +210,33 @@ _DERIVE: dict[str, _Derive] = {
     "thread_name": _checked(val.check_thread),
     "frames": _stack,
 }
-#: Per config and field: canonical bytes of a distinct value -> what ``_DERIVE`` made of it.
+#: Per config and field: canonical bytes of a distinct value -> what ``_DERIVE`` made of it
+#: (:mod:`analyzer.load.memo`).
 #: Ranks share most values (names, sizes, dtypes, stacks), so most files meet none that is
 #: new. The cache holds results of pure functions of the exact bytes: it saves time, it
 #: cannot change what any file says. Bounded: a field's table is emptied when it is full.
-_SEEN_MAX_KEYS = 1 << 15
-_SEEN_MAX_BYTES = 32 << 20
+_SEEN: BoundedMemo[tuple[AnalysisConfig, str], BoundedMemo[bytes, Any]] = BoundedMemo(
+    "native reader: distinct values per config and field", 64
+)
 
 
-@dataclass(eq=False)
-class _Seen:
-    """One field's remembered values, and the bytes of their keys."""
-
-    values: dict[bytes, Any] = field(default_factory=dict)
-    nbytes: int = 0
-
-    def remember(self, key: bytes, value: Any) -> None:
-        if len(self.values) >= _SEEN_MAX_KEYS or self.nbytes > _SEEN_MAX_BYTES:
-            self.values.clear()
-            self.nbytes = 0
-        self.values[key] = value
-        self.nbytes += len(key)
-
-
-_SEEN: dict[tuple[AnalysisConfig, str], _Seen] = {}
+def _seen(config: AnalysisConfig, key: str) -> BoundedMemo[bytes, Any]:
+    """Field ``key``'s memo under ``config``: at most 32k values or 32 MB of keys."""
+    memo = _SEEN.get((config, key))
+    if memo is None:
+        memo = _SEEN.put((config, key), BoundedMemo(key, 1 << 15, 32 << 20, register=False))
+    return memo
 
 
 def _derived(key: str, keys: list[bytes], config: AnalysisConfig) -> list[Any]:
     """What each distinct value (by its canonical bytes) of field ``key`` reads as."""
-    seen = _SEEN.setdefault((config, key), _Seen())
+    seen = _seen(config, key)
     derive = _DERIVE[key]
     out = []
     for k in keys:
-        got = seen.values.get(k)
+        got = seen.get(k)
         if got is None:
-            got = derive(_fastpickle.decode(k), config)
-            seen.remember(k, got)
+            got = seen.put(k, derive(_fastpickle.decode(k), config), len(k))
         if got is _DECLINE:
             raise _Declined
         out.append(got)

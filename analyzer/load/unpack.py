@@ -10,9 +10,6 @@ held, and nothing from an archive is written to disk.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import hashlib
 import io
 import lzma
 import os
@@ -20,17 +17,24 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, cast
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.load.filetype import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
+from analyzer.load.streams import (
+    Capped,
+    Prefixed,
+    compressed_errors,
+    decompressor,
+    fingerprint_of,
+    read_capped,
+)
 
 #: The default caps (``HANGSCOPE_MAX_DUMP_MB``, ``HANGSCOPE_MAX_ARCHIVE_MB``); what is read
 #: follows the :class:`~analyzer.config.AnalysisConfig` given to :func:`payloads`.
 MAX_DUMP_BYTES = DEFAULT_CONFIG.max_dump_bytes
 MAX_ARCHIVE_BYTES = DEFAULT_CONFIG.max_archive_bytes
 MAX_ARCHIVE_MEMBERS = DEFAULT_CONFIG.max_archive_members
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,56 +61,6 @@ class Refusal:
     foreign: bool
 
 
-class _Capped(io.RawIOBase):
-    """A raw stream that stops with :class:`OverflowError` past ``limit`` bytes."""
-
-    def __init__(self, inner: IO[bytes], limit: int, what: str) -> None:
-        self.inner, self.limit, self.what, self.count = inner, limit, what, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        n = self.inner.readinto(buf) if hasattr(self.inner, "readinto") else 0
-        self.count += n
-        if self.count > self.limit:
-            raise OverflowError(f"{self.what} over {self.limit >> 20} MB decompressed")
-        return n
-
-
-def _decompressor(kind: str, f: IO[bytes]) -> IO[bytes]:
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    if kind == "bz2":
-        return bz2.BZ2File(f)
-    if kind == "xz":
-        return lzma.LZMAFile(f)
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - a dependency
-        raise OSError("zstd support needs the zstandard package") from None
-    return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)
-
-
-def _read_capped(f: IO[bytes], head: bytes, limit: int, what: str) -> bytes:
-    """``head`` plus the rest of ``f``; :class:`OverflowError` as soon as it passes ``limit``."""
-    chunks = [head]
-    total = len(head)
-    while True:
-        chunk = f.read(_CHUNK)
-        if not chunk:
-            break
-        total += len(chunk)
-        if total > limit:
-            raise OverflowError(f"{what} is over {limit >> 20} MB (decompressed)")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _fingerprint(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
 def _one(
     label: str,
     name: str,
@@ -130,12 +84,12 @@ def _one(
             return
         limit = min(cap, budget.left)
         try:
-            data = _read_capped(f, head, limit, "the dump")
+            data = read_capped(f, head, limit, "the dump")
         except OverflowError as exc:
             yield Refusal(label, name, f"{exc}: a decompression bomb?", foreign=False)
             return
         budget.left -= len(data)
-        yield Payload(label, name, kind, data, _fingerprint(data) if fingerprint else "")
+        yield Payload(label, name, kind, data, fingerprint_of(data) if fingerprint else "")
         return
     if depth >= 3:
         yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
@@ -144,9 +98,9 @@ def _one(
         f.seek(0)  # a zip file on disk: its central directory is read in place
         yield from _zip(label, f, depth, budget, in_place=True)
         return
-    stream = cast(IO[bytes], _Prefixed(head, f))
+    stream = cast(IO[bytes], Prefixed(head, f))
     if kind in COMPRESSED:
-        stream = cast(IO[bytes], _Prefixed(b"", _decompressor(kind, stream)))
+        stream = cast(IO[bytes], Prefixed(b"", decompressor(kind, stream)))
         yield from _one(
             label, name, stream, size=None, depth=depth + 1, fingerprint=fingerprint, budget=budget
         )
@@ -158,37 +112,6 @@ def _one(
         yield from _zip(label, stream, depth, budget)
         return
     yield Refusal(label, name, f"unknown content {kind}", foreign=True)  # pragma: no cover
-
-
-class _Prefixed(io.RawIOBase):
-    """``head`` followed by the rest of ``inner``, as one readable stream."""
-
-    def __init__(self, head: bytes, inner: IO[bytes]) -> None:
-        self.head, self.inner = head, inner
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        view = memoryview(buf).cast("B")
-        if self.head:
-            n = min(len(view), len(self.head))
-            view[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        data = self.inner.read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:
-            return self.head + self.inner.read() if self.head else self.inner.read()
-        if self.head:
-            out, self.head = self.head[:n], self.head[n:]
-            if len(out) < n:
-                out += self.inner.read(n - len(out))
-            return out
-        return self.inner.read(n)
 
 
 def _member(archive: str, name: str) -> tuple[str, str, Refusal | None]:
@@ -285,7 +208,7 @@ def _zip(
     if not in_place:
         try:
             source = io.BytesIO(
-                _read_capped(stream, b"", budget.config.max_dump_bytes, "the zip file")
+                read_capped(stream, b"", budget.config.max_dump_bytes, "the zip file")
             )
         except OverflowError as exc:
             yield Refusal(label, "", str(exc), foreign=False)
@@ -305,7 +228,7 @@ def _zip(
                     continue
                 try:
                     with zf.open(info) as inner:
-                        capped = io.BufferedReader(_Capped(inner, budget.left, "archive"))
+                        capped = io.BufferedReader(Capped(inner, budget.left, "archive"))
                         yield from _one(
                             where,
                             base,
@@ -332,22 +255,6 @@ def _zip(
                     )
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
-
-
-def _compressed_errors() -> tuple[type[BaseException], ...]:
-    """What reading truncated or corrupt compressed data raises."""
-    errors: tuple[type[BaseException], ...] = (
-        EOFError,
-        OSError,
-        lzma.LZMAError,
-        ValueError,
-        zipfile.BadZipFile,
-    )
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - a dependency
-        return errors
-    return (*errors, zstandard.ZstdError)
 
 
 def payloads(
@@ -387,7 +294,7 @@ def payloads(
                     )
                     return
                 yield Payload(
-                    path, name, kind, data, _fingerprint(data) if fingerprint else "", plain=True
+                    path, name, kind, data, fingerprint_of(data) if fingerprint else "", plain=True
                 )
                 return
             if kind in FOREIGN_WHAT:
@@ -400,7 +307,7 @@ def payloads(
                 )
             except OverflowError as exc:
                 yield Refusal(path, name, f"{exc}: a decompression bomb?", foreign=False)
-            except _compressed_errors() as exc:
+            except compressed_errors() as exc:
                 why = getattr(exc, "strerror", None) or str(exc)[:120] or type(exc).__name__
                 yield Refusal(
                     path, name, f"truncated or corrupt compressed data ({why})", foreign=False

@@ -3,8 +3,9 @@ sequence number), send/recv per stream, what members must agree on (op, sizes, d
 far each member of each group got, and how to read each backend's dump (its dialect).
 """
 
+from analyzer.match.blocked import blocked_in, stuck_collectives
 from analyzer.match.expectations import barrier_op_gap
-from analyzer.match.matching import Matching, blocked_in, match, stuck_collectives
+from analyzer.match.matching import Matching, match
 from analyzer.match.mismatches import NO_MAJORITY
 
 __all__ = ["NO_MAJORITY", "Matching", "barrier_op_gap", "blocked_in", "match", "stuck_collectives"]

@@ -17,7 +17,7 @@ import pandas as pd
 from analyzer.kernels import code_of, codes_at, reduce_max
 from analyzer.match.dialect import Dialects
 from analyzer.match.keys import EntryKeys
-from analyzer.match.mismatches import _as_str
+from analyzer.match.mismatches import as_str
 from analyzer.normalize import Tables
 
 __all__ = ["member_progress"]
@@ -29,7 +29,7 @@ def _lookup(
     """``table`` (unique (group name, rank) index) read at ``keys``: (values, found)."""
     index = pd.MultiIndex.from_arrays(
         [
-            _as_str(pd.Series(table.index.get_level_values(0))).to_numpy(),
+            as_str(pd.Series(table.index.get_level_values(0))).to_numpy(),
             table.index.get_level_values(1).to_numpy(np.int64),
         ]
     )
@@ -89,6 +89,41 @@ def _active_members(
     return sizes, names, descs, ranks, chosen_codes
 
 
+#: The types of the progress table's columns that are not objects.
+_DTYPES = {
+    "rank": "int32",
+    "window_lo": "int64",
+    "window_hi": "int64",
+    "enqueued": "int64",
+    "completed": "int64",
+    "counter_enqueued": "int64",
+    "counter_completed": "int64",
+    "op_progress": "int64",
+    "dumped": "bool",
+}
+
+
+def _fact(values: np.ndarray, has_entries: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """A per-(group, member) fact of the entries for each member row; -1 without entries."""
+    if not len(values):
+        return np.full(len(at), -1, dtype=np.int64)
+    return np.where(has_entries, values[at], -1)
+
+
+def _without_buffer(dialects: Dialects, names: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Member rows whose rank's dumps hold no buffer of the group's backend."""
+    unseen = {
+        (g, int(m))
+        for g, info in dialects.unrecorded_groups.items()
+        for m in info["members_without_buffer"]
+    }
+    if not unseen:
+        return np.zeros(len(ranks), dtype=bool)
+    return np.array(
+        [(str(g), int(r)) in unseen for g, r in zip(names, ranks, strict=True)], dtype=bool
+    )
+
+
 def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.DataFrame:
     """Per (group, member): recorded window and enqueue/complete progress in collectives.
 
@@ -113,15 +148,9 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     has_entries = pos >= 0
     at = np.maximum(pos, 0)
 
-    def fact(values: np.ndarray) -> np.ndarray:
-        return (
-            np.where(has_entries, values[at], -1)
-            if len(values)
-            else np.full(len(pos), -1, dtype=np.int64)
-        )
-
-    enq, op_progress = fact(facts.hi), fact(facts.op_hi)
-    lo, hi, comp = fact(facts.coll_lo), fact(facts.coll_hi), fact(facts.completed_hi)
+    enq, op_progress = _fact(facts.hi, has_entries, at), _fact(facts.op_hi, has_entries, at)
+    lo, hi = _fact(facts.coll_lo, has_entries, at), _fact(facts.coll_hi, has_entries, at)
+    comp = _fact(facts.completed_hi, has_entries, at)
     last_p2p = (
         np.where(has_entries, facts.last_is_p2p[at], False)
         if k.member.n
@@ -156,16 +185,7 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
     source[counted & ~counts_coll & ~has_entries & ~op_units] = "unknown"
     source[~dumped] = "no_dump"
     source[dumped & ~has_entries & ~counted] = "unknown"
-    unseen = {
-        (g, int(m))
-        for g, info in dialects.unrecorded_groups.items()
-        for m in info["members_without_buffer"]
-    }
-    if unseen:
-        flag = np.array(
-            [(str(g), int(r)) in unseen for g, r in zip(names, ranks, strict=True)], dtype=bool
-        )
-        source[flag & ~has_entries] = "not_recorded"
+    source[_without_buffer(dialects, names, ranks) & ~has_entries] = "not_recorded"
     out = pd.DataFrame(
         {
             "pg_name": names,
@@ -182,16 +202,4 @@ def member_progress(tables: Tables, k: EntryKeys, dialects: Dialects) -> pd.Data
             "source": source,
         }
     )
-    return out.astype(
-        {
-            "rank": "int32",
-            "window_lo": "int64",
-            "window_hi": "int64",
-            "enqueued": "int64",
-            "completed": "int64",
-            "counter_enqueued": "int64",
-            "counter_completed": "int64",
-            "op_progress": "int64",
-            "dumped": "bool",
-        }
-    )
+    return out.astype(_DTYPES)

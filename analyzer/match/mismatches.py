@@ -14,7 +14,7 @@ from analyzer.kernels import in_labels
 from analyzer.kinds import MatchState
 from analyzer.match.expectations import Expectation, expectation, sides, size_checked_ops
 
-__all__ = ["MISMATCH_COLUMNS", "NO_MAJORITY", "SIZE_CHECKED_OPS", "collective_mismatches"]
+__all__ = ["MISMATCH_COLUMNS", "NO_MAJORITY", "SIZE_CHECKED_OPS", "as_str", "collective_mismatches"]
 
 #: Ops whose shapes are compared on some side (see :mod:`analyzer.match.expectations`).
 SIZE_CHECKED_OPS = size_checked_ops()
@@ -37,7 +37,7 @@ MISMATCH_COLUMNS = [
 ]
 
 
-def _as_str(values: pd.Series) -> pd.Series:
+def as_str(values: pd.Series) -> pd.Series:
     """``values.astype(str)``; a categorical of strings maps its codes, not every value."""
     if isinstance(values.dtype, pd.CategoricalDtype) and values.cat.categories.dtype == "str":
         codes = values.cat.codes.to_numpy()
@@ -105,7 +105,7 @@ def collective_mismatches(
         "input_sizes",
         "output_sizes",
     ):
-        sub[col] = _as_str(sub[col])
+        sub[col] = as_str(sub[col])
     for (_, _), grp in sub.groupby(["pg_name", "seq"], sort=True):
         _examine(coll, grp, out)
     return pd.DataFrame(out)

@@ -3,7 +3,7 @@ ranks, peers), one row per entry, with the world, each group's members, and seve
 one rank merged by backend.
 """
 
-from analyzer.normalize.parts import check_world_option
 from analyzer.normalize.tables import Tables, normalize, without_hugepage_advice
+from analyzer.normalize.world import check_world_option
 
 __all__ = ["Tables", "check_world_option", "normalize", "without_hugepage_advice"]

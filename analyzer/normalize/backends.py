@@ -5,8 +5,9 @@ buffer, so a process with ``nccl2`` and ``nccl-lazy`` groups (or ``cpu:gloo,cuda
 leaves one file per backend. Normalization keeps every dump of a rank that holds another
 backend's buffer and orders the rank's entries as one process: each buffer numbers its
 ``record_id`` from its own start, so the merged entries are renumbered in enqueue-time order.
-Two dumps of one rank holding the same backend's buffer are not merged: the newer (by entry
-times) is kept and the other is reported as dropped.
+Two dumps of one rank holding the same backend's buffer are not merged: the newer (by
+:func:`analyzer.load.newest`, as the loader judges it) is kept and the other is reported as
+dropped.
 """
 
 from __future__ import annotations
@@ -16,19 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analyzer.load import ParsedDump, Skipped
-
-
-def backends_of(d: ParsedDump) -> frozenset[str]:
-    """The ``profiling_name`` prefixes of a dump's entries."""
-    if not d.n_entries:
-        return frozenset()
-    used = np.unique(np.asarray(d.strings["backend"]))
-    return frozenset(str(d.vocab["backend"][int(c)]) for c in used)
-
-
-def _newest(d: ParsedDump) -> int:
-    return int(np.asarray(d.ints["time_created_ns"]).max()) if d.n_entries else -1
+from analyzer.load import ParsedDump, Skipped, backends_of, newest
 
 
 def per_rank(dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Skipped]]:
@@ -44,7 +33,7 @@ def per_rank(dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Skippe
         if old is None:
             by_key[key] = d
             continue
-        keep, drop = (d, old) if _newest(d) > _newest(old) else (old, d)
+        keep, drop = (d, old) if newest(d) > newest(old) else (old, d)
         by_key[key] = keep
         what = "+".join(sorted(key[1])) or "no entries"
         dropped.append(
@@ -77,4 +66,4 @@ def process_order(
     return out
 
 
-__all__ = ["backends_of", "per_rank", "process_order"]
+__all__ = ["per_rank", "process_order"]

@@ -37,15 +37,11 @@ from analyzer.load import (
 )
 from analyzer.normalize.backends import per_rank as _per_rank_dumps
 from analyzer.normalize.backends import process_order
-from analyzer.normalize.parts import (
-    check_world_size,
-    group_table,
-    peers,
-    rank_rows,
-    scan,
-    stack_column,
-    world_of,
-)
+from analyzer.normalize.groups import group_table
+from analyzer.normalize.peers import peers
+from analyzer.normalize.ranks import rank_rows
+from analyzer.normalize.scan import scan, stack_column
+from analyzer.normalize.world import check_world_size, world_of
 from analyzer.runtime import trim_heap
 
 
@@ -298,17 +294,34 @@ def _normalize(
     )
     cols.done("ints", "self_local", last=True)
     ranks, status_rows = rank_rows(loaded, dumps, world, known_by_dump, per_rank)
+    entries = _entries_frame(data, peer, stack_ids)
+    skipped = _skipped_frame([*loaded.skipped, *dropped])
+    return Tables(
+        entries=schema.validate(entries, schema.ENTRIES, "entries"),
+        groups=schema.validate(groups, schema.GROUPS, "groups"),
+        ranks=schema.validate(ranks, schema.RANKS, "ranks"),
+        status=schema.validate(schema.frame(schema.STATUS, status_rows), schema.STATUS, "status"),
+        stacks=schema.validate(schema.frame(schema.STACKS, stacks_rows), schema.STACKS, "stacks"),
+        skipped=schema.validate(skipped, schema.SKIPPED, "skipped"),
+        world_size=world,
+    )
+
+
+def _entries_frame(
+    data: dict[str, object], peer: np.ndarray, stack_ids: np.ndarray
+) -> pd.DataFrame:
+    """The entries table from its columns, each typed as :data:`analyzer.schema.ENTRIES` says."""
     entry_data = {
         "rank": data["rank"],
-        "pg_name": pg_names,
-        "pg_desc": pg_descs,
+        "pg_name": data["pg_name"],
+        "pg_desc": data["pg_desc"],
         "pg_id": data["pg_id"],
         "record_id": data["record_id"],
         "seq": data["seq"],
         "p2p_seq": data["p2p_seq"],
         "op_id": data["op_id"],
         "op": data["op"],
-        "backend": backend_cat,
+        "backend": data["backend"],
         "profiling_name": data["profiling_name"],
         "is_p2p": data["is_p2p"],
         "coalesced": data["coalesced"],
@@ -336,23 +349,18 @@ def _normalize(
     }
     if cast:
         entries = entries.astype(cast)
-    all_skipped = list(loaded.skipped) + dropped
-    skipped = schema.frame(
+    return entries
+
+
+def _skipped_frame(all_skipped: list[Skipped]) -> pd.DataFrame:
+    """The skipped files as a table."""
+    return schema.frame(
         schema.SKIPPED,
         {
             "path": [s.path for s in all_skipped],
             "rank": [s.rank for s in all_skipped],
             "reason": [s.reason for s in all_skipped],
         },
-    )
-    return Tables(
-        entries=schema.validate(entries, schema.ENTRIES, "entries"),
-        groups=schema.validate(groups, schema.GROUPS, "groups"),
-        ranks=schema.validate(ranks, schema.RANKS, "ranks"),
-        status=schema.validate(schema.frame(schema.STATUS, status_rows), schema.STATUS, "status"),
-        stacks=schema.validate(schema.frame(schema.STACKS, stacks_rows), schema.STACKS, "stacks"),
-        skipped=schema.validate(skipped, schema.SKIPPED, "skipped"),
-        world_size=world,
     )
 
 

@@ -1,0 +1,100 @@
+"""Several dumps of one rank, resolved in one place.
+
+A rank may leave several files: a byte-identical copy (merged, with a note), an older dump of
+the same buffer (the newer, by :func:`newest`, is kept and the other named as dropped), or
+the buffers of different backends (torch 2.15 keeps one per backend: ``nccl2`` and
+``nccl-lazy``, ``cpu:gloo,cuda:nccl2``), which are all kept and merged into one rank's tables
+by :mod:`analyzer.normalize.backends`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzer.escape import clean
+from analyzer.load.parsed_dump import ParsedDump
+
+__all__ = ["Duplicate", "backends_of", "newest", "resolve_ranks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A second dump for one rank: merged (identical bytes) or dropped (older)."""
+
+    rank: int
+    kept: str
+    dropped: str
+    identical: bool
+
+    @property
+    def note(self) -> str:
+        if self.identical:
+            return (
+                f"rank {self.rank}: {clean(self.dropped)} is a byte-identical copy of "
+                f"{clean(self.kept)} (merged)"
+            )
+        return (
+            f"rank {self.rank}: two different dumps; kept {clean(self.kept)} (newer entries), "
+            f"dropped {clean(self.dropped)}"
+        )
+
+
+def backends_of(d: ParsedDump) -> frozenset[str]:
+    """The backends whose buffers a dump holds (its entries' ``profiling_name`` prefixes)."""
+    if not d.n_entries:
+        return frozenset()
+    vocab = d.vocab["backend"]
+    return frozenset(
+        b for c in np.unique(np.asarray(d.strings["backend"])).tolist() if (b := vocab[int(c)])
+    )
+
+
+def newest(d: ParsedDump) -> tuple[int, int]:
+    """What makes one dump of a rank newer than another: its newest entry's enqueue time,
+    then its number of entries."""
+    times = d.ints["time_created_ns"]
+    return (int(np.asarray(times).max()) if d.n_entries else -1, d.n_entries)
+
+
+def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
+    """One rank's dumps: identical copies merged, same-backend dumps -> the newest."""
+    kept: list[ParsedDump] = []
+    notes: list[Duplicate] = []
+    for d in sorted(dumps, key=lambda d: d.path):
+        same = next((k for k in kept if d.fingerprint and k.fingerprint == d.fingerprint), None)
+        if same is not None:
+            notes.append(Duplicate(d.rank, same.path, d.path, True))
+            continue
+        mine = backends_of(d)
+        rival = next(
+            (k for k in kept if not mine or not backends_of(k) or backends_of(k) & mine), None
+        )
+        if rival is None:
+            kept.append(d)  # another backend's buffer of the same rank: both are evidence
+            continue
+        newer, older = (d, rival) if newest(d) > newest(rival) else (rival, d)
+        notes.append(Duplicate(d.rank, newer.path, older.path, False))
+        if newer is d:
+            kept[kept.index(rival)] = d
+    return kept, notes
+
+
+def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
+    """Every rank's dumps, in rank order, with several dumps of one rank resolved."""
+    dumps: list[ParsedDump] = []
+    duplicates: list[Duplicate] = []
+    per_rank: dict[int, list[ParsedDump]] = defaultdict(list)
+    for d in all_dumps:
+        per_rank[d.rank].append(d)
+    for rank in sorted(per_rank):
+        if len(per_rank[rank]) == 1:
+            dumps.extend(per_rank[rank])
+            continue
+        kept, notes = _resolve(per_rank[rank])
+        dumps.extend(kept)
+        duplicates.extend(notes)
+    return dumps, duplicates

@@ -1,0 +1,78 @@
+"""Where each rank is blocked now: its earliest unfinished op, and the collectives that every
+member is blocked in with none completed (held by the network or a GPU, not the program)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzer.kernels import minimum_at, reduce_min
+from analyzer.match.matching import Matching
+from analyzer.match.mismatches import as_str
+from analyzer.normalize import Tables
+
+__all__ = ["blocked_in", "stuck_collectives"]
+
+
+def blocked_in(
+    tables: Tables, stale: set[int] | frozenset[int] = frozenset()
+) -> dict[int, tuple[bool, str, int]]:
+    """Each rank's earliest unfinished op, the one it is blocked in now: ``(is_p2p, group,
+    seq)`` with the p2p sequence number for send/recv. Its later ops wait behind it on the
+    GPU (and on the peers' streams), so what they wait for is not what holds the rank.
+    Ranks whose completions stopped being observed have none (every op looks unfinished)."""
+    e = tables.entries
+    state = e["state"]
+    cats = list(state.cat.categories)
+    codes = state.cat.codes.to_numpy()
+    open_rows = (
+        np.flatnonzero(codes != cats.index("completed"))
+        if "completed" in cats
+        else np.arange(len(e))
+    )
+    if not len(open_rows):
+        return {}
+    rank = e["rank"].to_numpy()[open_rows].astype(np.int64)
+    record = e["record_id"].to_numpy()[open_rows]
+    width = int(rank.max()) + 1
+    oldest = reduce_min(rank, width, record)
+    at_oldest = np.flatnonzero(record == oldest[rank])
+    first = np.full(width, len(open_rows), dtype=np.int64)
+    minimum_at(first, rank[at_oldest], at_oldest)  # the first row of the oldest record id
+    ranks = np.flatnonzero(first < len(open_rows))
+    rows = open_rows[first[ranks]]
+    is_p2p = e["is_p2p"].to_numpy(bool)[rows]
+    seq = np.where(is_p2p, e["p2p_seq"].to_numpy()[rows], e["seq"].to_numpy()[rows])
+    names = as_str(e["pg_name"].iloc[rows])
+    return {
+        int(r): (bool(p), str(g), int(q))
+        for r, p, g, q in zip(ranks.tolist(), is_p2p.tolist(), names, seq.tolist(), strict=True)
+        if int(r) not in stale
+    }
+
+
+def stuck_collectives(
+    tables: Tables, matching: Matching, heads: dict[int, tuple[bool, str, int]] | None = None
+) -> list[tuple[str, int]]:
+    """Collectives (group, seq) that every member enqueued, none completed, and every member
+    is blocked in (its earliest unfinished op): nothing in the program holds them, so the
+    network or a GPU does. Empty when completion is not reported (gloo)."""
+    c = matching.collectives
+    if matching.dialects.completion_unobserved or c.empty:
+        return []
+    cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
+    if cand.empty:
+        return []
+    if heads is None:
+        heads = blocked_in(
+            tables, set(matching.stale_completers) | set(matching.dialects.unobserved_ranks)
+        )
+    members = tables.members()
+    # Only a collective some rank is blocked in can qualify: look at those alone.
+    held = {(g, q) for p2p, g, q in heads.values() if not p2p}
+    out = []
+    for g, q in zip(cand["pg_name"].astype(str), cand["seq"].tolist(), strict=True):
+        if (g, int(q)) in held and all(
+            heads.get(int(m)) == (False, g, int(q)) for m in members.get(g, ())
+        ):
+            out.append((g, int(q)))
+    return sorted(set(out))

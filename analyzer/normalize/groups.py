@@ -1,0 +1,49 @@
+"""The group table: each group's name, desc, members and where they came from (``pg_config``
+where it is real, the entries where gloo left it empty or wrong)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pandas as pd
+
+from analyzer import schema
+
+__all__ = ["group_table"]
+
+
+def _sort_key(name: str) -> tuple[int, int | str]:
+    return (0, int(name)) if name.isdigit() else (1, name)
+
+
+def group_table(
+    world: int,
+    config_votes: dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]],
+    seen_members: dict[str, set[int]],
+    seen_desc: dict[str, str],
+) -> pd.DataFrame:
+
+    group_rows: dict[str, list[object]] = defaultdict(list)
+    all_names = sorted(set(config_votes) | set(seen_members) | {"0"}, key=_sort_key)
+    for name in all_names:
+        votes = config_votes.get(name)
+        recorded = seen_members.get(name, set())
+        if votes:
+            (desc, members), _ = votes[0]
+            source = "pg_config"
+            if not recorded <= set(members):
+                members = tuple(sorted(set(members) | recorded))
+                source = "entries"
+            desc = seen_desc.get(name) or desc
+        elif name == "0":
+            members, desc, source = tuple(range(world)), seen_desc.get(name, "default_pg"), "world"
+        else:
+            members, desc, source = tuple(sorted(recorded)), seen_desc.get(name, ""), "entries"
+        group_rows["pg_name"].append(name)
+        group_rows["pg_desc"].append(desc)
+        group_rows["ranks"].append(tuple(int(m) for m in members))
+        group_rows["size"].append(len(members))
+        group_rows["source"].append(source)
+    groups = schema.frame(schema.GROUPS, group_rows)
+
+    return groups
