@@ -1,4 +1,5 @@
-"""The README stays true: its example output is what the tool prints, every command is there."""
+"""The docs stay true: the README's example output is what the tool prints, every command is
+in the README and in docs/cli.md, and docs/cli.md's options table is what ``--help`` prints."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from analyzer.cli import app
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+CLI_DOC = (ROOT / "docs" / "cli.md").read_text()
 
 
 def test_readme_starts_with_the_two_setup_commands() -> None:
@@ -25,9 +27,10 @@ def test_readme_example_output_is_current() -> None:
     assert res.stdout.strip() == shown.strip()
 
 
-def test_every_command_is_documented() -> None:
+def test_every_command_is_in_the_readme_and_in_the_cli_page() -> None:
     for name in [c.name or c.callback.__name__ for c in app.registered_commands]:  # type: ignore[union-attr]
         assert f"hangscope {name}" in README, name
+        assert f"hangscope {name}" in CLI_DOC, name
         res = CliRunner().invoke(app, [name, "--help"])
         assert res.exit_code == 0 and "Usage" in res.stdout
 
@@ -87,10 +90,10 @@ def _help_options(name: str) -> set[str]:
 
 
 def _options_table() -> dict[str, set[str]]:
-    """README's options table: ``{command: option names listed for it}``."""
+    """docs/cli.md's options table: ``{command: option names listed for it}``."""
     head = "| option | commands | what it does |"
-    assert head in README, "README has no options table"
-    rows = README.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    assert head in CLI_DOC, "docs/cli.md has no options table"
+    rows = CLI_DOC.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
     listed: dict[str, set[str]] = {}
     known = set(_commands())
     for row in rows:
@@ -116,13 +119,17 @@ def test_options_table_lists_exactly_the_options_of_every_command() -> None:
         actual = _help_options(name)
         assert actual == _declared_options(command), name
         documented = listed.get(name, set())
-        assert not documented - actual, f"README lists options {name} does not have: {sorted(documented - actual)}"
-        assert not actual - documented, f"README does not list these options of {name}: {sorted(actual - documented)}"
+        assert not documented - actual, f"docs/cli.md lists options {name} does not have: {sorted(documented - actual)}"
+        assert not actual - documented, f"docs/cli.md does not list these options of {name}: {sorted(actual - documented)}"
 
 
 def test_command_synopses_use_real_options() -> None:
-    """The command table's synopses (``hangscope graph PATH... [-f ...] [-o FILE]``)."""
+    """The command tables' synopses (``hangscope graph PATH... [-f ...] [-o FILE]``), in the
+    README and in docs/cli.md."""
     commands = _commands()
-    for name, synopsis in re.findall(r"^\| `hangscope (\w+) ([^`]*)` \|", README, re.M):
-        options = set(_OPTION.findall(synopsis))
-        assert options <= _declared_options(commands[name]), (name, options)
+    for text in (README, CLI_DOC):
+        synopses = re.findall(r"^\| `hangscope (\w+) ([^`]*)` \|", text, re.M)
+        assert synopses
+        for name, synopsis in synopses:
+            options = set(_OPTION.findall(synopsis))
+            assert options <= _declared_options(commands[name]), (name, options)
