@@ -36,6 +36,15 @@ def test_every_command_is_in_the_readme_and_in_the_cli_page() -> None:
         assert res.exit_code == 0 and "Usage" in res.stdout
 
 
+def test_how_to_read_the_output_names_every_kind() -> None:
+    from analyzer.diagnosis import KINDS
+
+    section = README.split("## How to read the output", 1)[1].split("\n## ", 1)[0]
+    verdicts = {"no_hang": "`NO HANG`", "inconclusive": "`INCONCLUSIVE`"}
+    for kind in KINDS:
+        assert f"`{kind}`" in section or verdicts.get(kind, "?") in section, kind
+
+
 def test_every_kind_has_a_row_in_the_taxonomy() -> None:
     from analyzer.diagnosis import KINDS
 
