@@ -1,9 +1,11 @@
 """The docs stay true: the README's example output is what the tool prints, every command is
-in the README and in docs/cli.md, and docs/cli.md's options table is what ``--help`` prints."""
+in the README and in docs/cli.md, docs/cli.md's options table is what ``--help`` prints, every
+kind is explained, and every relative link leads to a file and heading that exist."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -145,3 +147,56 @@ def test_command_synopses_use_real_options() -> None:
         for name, synopsis in synopses:
             options = set(_OPTION.findall(synopsis))
             assert options <= _declared_options(commands[name]), (name, options)
+
+
+# --- relative links ------------------------------------------------------------------------------
+
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(text: str) -> str:
+    """The text without code blocks and code spans (a ``[x](y)`` in code is no link)."""
+    return _CODE.sub("", _FENCE.sub("", text))
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces
+    as hyphens, ``-1``, ``-2`` ... after repeats."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", _FENCE.sub("", page.read_text()), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _relative_links(page: Path) -> list[str]:
+    return [t for t in _LINK.findall(_prose(page.read_text()))
+            if not re.match(r"[a-z][a-z0-9+.-]*:", t)]  # http:, https:, mailto: ...
+
+
+def test_the_link_check_reads_every_page() -> None:
+    """The README links every page of docs/, so the link check below is not vacuous."""
+    docs = {p.relative_to(ROOT).as_posix() for p in PAGES if p.parent.name == "docs"}
+    assert {"docs/cli.md", "docs/output.md", "docs/diagnosis.md", "docs/store.md"} <= docs
+    assert docs | {"CONTRIBUTING.md"} <= {t.partition("#")[0] for t in _relative_links(ROOT / "README.md")}
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for page in PAGES:
+        for target in _relative_links(page):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if ROOT.resolve() not in dest.parents:
+                broken.append(f"{page.relative_to(ROOT)}: {target} (outside the repository)")
+            elif not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and (dest.suffix != ".md" or anchor not in _anchors(dest)):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
