@@ -1,8 +1,11 @@
-"""The README stays true: its example output is what the tool prints, every command is there."""
+"""The docs stay true: the README's example output is what the tool prints, every command is
+in the README and in docs/cli.md, docs/cli.md's options table is what ``--help`` prints, every
+kind is explained, and every relative link leads to a file and heading that exist."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -10,6 +13,8 @@ from analyzer.cli.commands import app
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+CLI_DOC = (ROOT / "docs" / "cli.md").read_text()
+OUTPUT_DOC = (ROOT / "docs" / "output.md").read_text()
 
 
 def test_readme_starts_with_the_two_setup_commands() -> None:
@@ -25,18 +30,30 @@ def test_readme_example_output_is_current() -> None:
     assert res.stdout.strip() == shown.strip()
 
 
-def test_every_command_is_documented() -> None:
+def test_every_command_is_in_the_readme_and_in_the_cli_page() -> None:
     for name in [c.name or c.callback.__name__ for c in app.registered_commands]:  # type: ignore[union-attr]
         assert f"hangscope {name}" in README, name
+        assert f"hangscope {name}" in CLI_DOC, name
         res = CliRunner().invoke(app, [name, "--help"])
         assert res.exit_code == 0 and "Usage" in res.stdout
 
 
-def test_every_kind_is_documented() -> None:
+def test_how_to_read_the_output_names_every_kind() -> None:
     from analyzer.diagnosis import KINDS
 
+    section = README.split("## How to read the output", 1)[1].split("\n## ", 1)[0]
+    verdicts = {"no_hang": "`NO HANG`", "inconclusive": "`INCONCLUSIVE`"}
     for kind in KINDS:
-        assert f"`{kind}`" in README or kind in README, kind
+        assert f"`{kind}`" in section or verdicts.get(kind, "?") in section, kind
+
+
+def test_every_kind_has_a_row_in_the_taxonomy() -> None:
+    from analyzer.diagnosis import KINDS
+
+    taxonomy = OUTPUT_DOC.split("## Taxonomy (`kind`)", 1)[1].split("\n## ", 1)[0]
+    first_cells = re.findall(r"^\| ([^|]+) \|", taxonomy, re.M)
+    named = {kind for cell in first_cells for kind in re.findall(r"`(\w+)`", cell)}
+    assert set(KINDS) <= named, sorted(set(KINDS) - named)
 
 
 # --- the options tables against --help -----------------------------------------------------------
@@ -87,10 +104,10 @@ def _help_options(name: str) -> set[str]:
 
 
 def _options_table() -> dict[str, set[str]]:
-    """README's options table: ``{command: option names listed for it}``."""
+    """docs/cli.md's options table: ``{command: option names listed for it}``."""
     head = "| option | commands | what it does |"
-    assert head in README, "README has no options table"
-    rows = README.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    assert head in CLI_DOC, "docs/cli.md has no options table"
+    rows = CLI_DOC.split(head, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
     listed: dict[str, set[str]] = {}
     known = set(_commands())
     for row in rows:
@@ -119,16 +136,75 @@ def test_options_table_lists_exactly_the_options_of_every_command() -> None:
         assert actual == _declared_options(command), name
         documented = listed.get(name, set())
         assert not documented - actual, (
-            f"README lists options {name} does not have: {sorted(documented - actual)}"
+            f"docs/cli.md lists options {name} does not have: {sorted(documented - actual)}"
         )
         assert not actual - documented, (
-            f"README does not list these options of {name}: {sorted(actual - documented)}"
+            f"docs/cli.md does not list these options of {name}: {sorted(actual - documented)}"
         )
 
 
 def test_command_synopses_use_real_options() -> None:
-    """The command table's synopses (``hangscope graph PATH... [-f ...] [-o FILE]``)."""
+    """The command tables' synopses (``hangscope graph PATH... [-f ...] [-o FILE]``), in the
+    README and in docs/cli.md."""
     commands = _commands()
-    for name, synopsis in re.findall(r"^\| `hangscope (\w+) ([^`]*)` \|", README, re.M):
-        options = set(_OPTION.findall(synopsis))
-        assert options <= _declared_options(commands[name]), (name, options)
+    for text in (README, CLI_DOC):
+        synopses = re.findall(r"^\| `hangscope (\w+) ([^`]*)` \|", text, re.M)
+        assert synopses
+        for name, synopsis in synopses:
+            options = set(_OPTION.findall(synopsis))
+            assert options <= _declared_options(commands[name]), (name, options)
+
+
+# --- relative links ------------------------------------------------------------------------------
+
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(text: str) -> str:
+    """The text without code blocks and code spans (a ``[x](y)`` in code is no link)."""
+    return _CODE.sub("", _FENCE.sub("", text))
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces
+    as hyphens, ``-1``, ``-2`` ... after repeats."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", _FENCE.sub("", page.read_text()), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _relative_links(page: Path) -> list[str]:
+    return [
+        t for t in _LINK.findall(_prose(page.read_text())) if not re.match(r"[a-z][a-z0-9+.-]*:", t)
+    ]  # http:, https:, mailto: ...
+
+
+def test_the_link_check_reads_every_page() -> None:
+    """The README links every page of docs/, so the link check below is not vacuous."""
+    docs = {p.relative_to(ROOT).as_posix() for p in PAGES if p.parent.name == "docs"}
+    assert {"docs/cli.md", "docs/output.md", "docs/diagnosis.md", "docs/store.md"} <= docs
+    assert docs | {"CONTRIBUTING.md"} <= {
+        t.partition("#")[0] for t in _relative_links(ROOT / "README.md")
+    }
+
+
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for page in PAGES:
+        for target in _relative_links(page):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if ROOT.resolve() not in dest.parents:
+                broken.append(f"{page.relative_to(ROOT)}: {target} (outside the repository)")
+            elif not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and (dest.suffix != ".md" or anchor not in _anchors(dest)):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

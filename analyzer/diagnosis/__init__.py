@@ -1,7 +1,7 @@
 """Diagnosis: from matching and the wait-for graph to culprits, findings and a verdict.
 
 The taxonomy (``Finding.kind``, :class:`analyzer.kinds.FindingKind`) is stable and
-documented in the README; :data:`~analyzer.diagnosis.rules.TAXONOMY` lists it with a line
+documented in docs/output.md; :data:`~analyzer.diagnosis.rules.TAXONOMY` lists it with a line
 on each kind.
 
 The diagnosis is a list of rules (:mod:`analyzer.diagnosis.rules`), each a function from

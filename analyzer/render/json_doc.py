@@ -39,7 +39,7 @@ def graph_dict(analysis: Analysis) -> dict[str, Any]:
 
 
 def to_json(analysis: Analysis) -> dict[str, Any]:
-    """A JSON-safe dict; keys are documented in the README (schema ``SCHEMA_VERSION``)."""
+    """A JSON-safe dict; keys are documented in docs/output.md (schema ``SCHEMA_VERSION``)."""
     d = analysis.diagnosis
     t = analysis.tables
     notes = input_notes(analysis)
