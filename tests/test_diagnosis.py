@@ -302,7 +302,7 @@ def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(
     import pytest
 
     from analyzer.diagnosis.evidence import RootEvidence
-    from analyzer.waits.graph import ChainStep
+    from analyzer.waits import Wait
 
     d = analyzer.analyze(make_job(_stall_job())).diagnosis
     ev = d.findings[0].evidence
@@ -312,4 +312,4 @@ def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(
         ev.wait_kind = "x"  # type: ignore[misc]
     for steps in d.chains.values():
         for s in steps:
-            assert isinstance(s, ChainStep) and s["holder"] == s.holder and dict(s) == s.to_dict()
+            assert isinstance(s, Wait) and s["holder"] == s.holder and dict(s) == s.to_dict()

@@ -17,8 +17,9 @@ from analyzer.kinds import WaitKind
 from analyzer.load.loader import load_dumps
 from analyzer.match.matching import _count_at_least, match
 from analyzer.normalize.tables import normalize
-from analyzer.waits.edges import WAIT_COLUMNS, WaitEdge, edges, waits
+from analyzer.waits.edges import edges, waits
 from analyzer.waits.graph import build_graph
+from analyzer.waits.records import WAIT_COLUMNS, Wait
 from tests.conftest import entry
 
 
@@ -80,9 +81,9 @@ def test_wait_edges_are_the_wait_table_rows(make_job: Callable[..., Path]) -> No
     job = make_job(_many_laggards(6, {2}), world=6)
     table = analyzer.analyze(job).waits
     got = list(edges(table))
-    assert got and all(isinstance(e, WaitEdge) and isinstance(e.kind, WaitKind) for e in got)
+    assert got and all(isinstance(e, Wait) and isinstance(e.kind, WaitKind) for e in got)
     assert [tuple(getattr(e, c) for c in WAIT_COLUMNS) for e in got] == [
-        tuple(r) for r in table[WAIT_COLUMNS].itertuples(index=False)
+        tuple(r) for r in table[list(WAIT_COLUMNS)].itertuples(index=False)
     ]
     assert {e.holder for e in got} == {2}
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from analyzer.diagnosis.evidence import CycleEdge, CycleEvidence
+from analyzer.diagnosis.evidence import CycleEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Finding
 from analyzer.kinds import FindingKind, WaitKind
 from analyzer.terms import is_p2p_op, plural, rank_list
+from analyzer.waits import Wait
 
 __all__ = ["deadlock"]
 
@@ -115,7 +116,7 @@ def deadlock(facts: Facts) -> list[Finding]:
     g = facts.graph
     for cycle in facts.roots.cycles:
         closing = [
-            CycleEdge(
+            Wait(
                 waiter=int(a),
                 holder=int(b),
                 pg_name=g.edges[a, b]["pg_name"],

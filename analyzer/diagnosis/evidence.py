@@ -11,9 +11,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.waits import WAIT_COLUMNS, Wait
+
 __all__ = [
     "NO_EVIDENCE",
-    "CycleEdge",
     "CycleEvidence",
     "Evidence",
     "MismatchEvidence",
@@ -223,35 +224,16 @@ class SlowEvidence(Evidence):
         return {"per_rank": self.per_rank}
 
 
-@dataclass(frozen=True, slots=True)
-class CycleEdge:
-    """One wait of a deadlock cycle."""
-
-    waiter: int
-    holder: int
-    pg_name: str
-    pg_desc: str
-    seq: int
-    op: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "waiter": self.waiter,
-            "holder": self.holder,
-            "pg_name": self.pg_name,
-            "pg_desc": self.pg_desc,
-            "seq": self.seq,
-            "op": self.op,
-        }
-
-
 @dataclass(frozen=True, eq=False, slots=True)
 class CycleEvidence(Evidence):
     cycle: tuple[int, ...]
-    edges: tuple[CycleEdge, ...]
+    edges: tuple[Wait, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cycle": list(self.cycle), "edges": [e.to_dict() for e in self.edges]}
+        return {
+            "cycle": list(self.cycle),
+            "edges": [e.to_dict(WAIT_COLUMNS[:-1]) for e in self.edges],  # without the kind
+        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from analyzer.diagnosis.evidence import NO_EVIDENCE, Evidence
-from analyzer.waits import ChainStep
+from analyzer.waits import Wait
 
 __all__ = ["Diagnosis", "Finding", "Verdict"]
 
@@ -64,7 +64,7 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     missing_dumps: tuple[int, ...]
     deadlock_cycles: tuple[tuple[int, ...], ...]
-    chains: dict[int, tuple[ChainStep, ...]]
+    chains: dict[int, tuple[Wait, ...]]
     """For each culprit others wait on: the longest wait path that ends in it."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""

@@ -24,7 +24,7 @@ from analyzer.terms import (
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
     from analyzer.diagnosis import Diagnosis
-    from analyzer.waits import ChainStep
+    from analyzer.waits import Wait
 
 __all__ = [
     "KIND_TITLES",
@@ -117,7 +117,7 @@ def verdict_detail(d: Diagnosis) -> str:
     return line.split(": ", 1)[1]
 
 
-def _step_text(s: ChainStep) -> str:
+def _step_text(s: Wait) -> str:
     queued = f", queued behind {s.holder}'s blocked op" if s.kind == WaitKind.QUEUED else ""
     return (
         f"rank {s.waiter} waits on {s.holder} in {group_short(s.pg_name, s.pg_desc)} "
@@ -125,7 +125,7 @@ def _step_text(s: ChainStep) -> str:
     )
 
 
-def chain_sentence(rank: int, steps: Sequence[ChainStep], cycles: Iterable[tuple[int, ...]]) -> str:
+def chain_sentence(rank: int, steps: Sequence[Wait], cycles: Iterable[tuple[int, ...]]) -> str:
     """``chain to rank 3: rank 0 waits on 2 in ... seq 4 (allreduce); ...; 3 waits on nobody``
     (or ``3 is in the deadlock cycle``)."""
     in_cycle = any(rank in c for c in cycles)

@@ -3,6 +3,16 @@ ranks everybody ends up waiting on, the chains that lead to them, and the cycles
 """
 
 from analyzer.waits.edges import waits
-from analyzer.waits.graph import ChainStep, Roots, build_graph, chain, root_ranks, waiters_of
+from analyzer.waits.graph import Roots, build_graph, chain, root_ranks, waiters_of
+from analyzer.waits.records import WAIT_COLUMNS, Wait
 
-__all__ = ["ChainStep", "Roots", "build_graph", "chain", "root_ranks", "waiters_of", "waits"]
+__all__ = [
+    "WAIT_COLUMNS",
+    "Roots",
+    "Wait",
+    "build_graph",
+    "chain",
+    "root_ranks",
+    "waiters_of",
+    "waits",
+]

@@ -33,24 +33,7 @@ from analyzer.waits.cycle_guard import (
     without_new_cycles,
 )
 from analyzer.waits.pending import Groups, group_view
-
-WAIT_COLUMNS = ["waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind"]
-
-
-@dataclass(frozen=True, slots=True)
-class WaitEdge:
-    """One wait: ``waiter`` is blocked in an op that ``holder`` has not joined."""
-
-    waiter: int
-    holder: int
-    pg_name: str
-    pg_desc: str
-    seq: int
-    op: str
-    kind: WaitKind
-    """Why it waits (:class:`~analyzer.kinds.WaitKind`): ``collective``, ``p2p``, ``no_dump``,
-    ``silent`` (holder recorded nothing), ``unrecorded``, or ``queued`` (every side posted the
-    op, but a peer's matching op sits on its GPU stream behind an op that peer is blocked in)."""
+from analyzer.waits.records import WAIT_COLUMNS, Wait
 
 
 @dataclass(eq=False)
@@ -210,12 +193,12 @@ def waits(
     return schema.conform(out, schema.WAITS, "waits")
 
 
-def edges(wait_table: pd.DataFrame) -> Iterator[WaitEdge]:
-    """The rows of a wait table (:func:`waits`) one at a time, as :class:`WaitEdge` records."""
-    for waiter, holder, name, desc, seq, op, kind in wait_table[WAIT_COLUMNS].itertuples(
+def edges(wait_table: pd.DataFrame) -> Iterator[Wait]:
+    """The rows of a wait table (:func:`waits`) one at a time, as :class:`Wait` records."""
+    for waiter, holder, name, desc, seq, op, kind in wait_table[list(WAIT_COLUMNS)].itertuples(
         index=False
     ):
-        yield WaitEdge(
+        yield Wait(
             waiter=int(waiter),
             holder=int(holder),
             pg_name=str(name),
@@ -257,4 +240,4 @@ def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[Row]:
     return rows
 
 
-__all__ = ["WAIT_COLUMNS", "WaitEdge", "edges", "waits"]
+__all__ = ["edges", "waits"]

@@ -13,14 +13,13 @@ Ranks are nodes (a rank with no dump is a node too); the edges are the waits of
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
 import pandas as pd
 
 from analyzer.normalize import Tables
+from analyzer.waits.records import Wait
 
 
 def build_graph(tables: Tables, wait_rows: pd.DataFrame) -> nx.DiGraph:
@@ -119,57 +118,7 @@ def _odd_ones(g: nx.DiGraph, ranks: list[int]) -> list[int]:
     return [r for r in ranks if blocked_in[r] != major]
 
 
-#: The keys of a chain step, in the order of its JSON form.
-_CHAIN_KEYS = ("waiter", "holder", "pg_name", "pg_desc", "seq", "op", "kind")
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class ChainStep(Mapping[str, Any]):
-    """One wait of a chain: ``waiter`` is blocked in ``op`` of group ``pg_name`` at ``seq``
-    (the p2p sequence number for a send/recv), which ``holder`` has not joined. Reads like
-    the dict it is written as in the JSON output (``step["holder"]``)."""
-
-    waiter: int
-    holder: int
-    pg_name: str
-    pg_desc: str
-    seq: int
-    op: str
-    kind: str
-    """A :class:`~analyzer.kinds.WaitKind`."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "waiter": self.waiter,
-            "holder": self.holder,
-            "pg_name": self.pg_name,
-            "pg_desc": self.pg_desc,
-            "seq": self.seq,
-            "op": self.op,
-            "kind": self.kind,
-        }
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in _CHAIN_KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_CHAIN_KEYS)
-
-    def __len__(self) -> int:
-        return len(_CHAIN_KEYS)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self.to_dict() == dict(other.items())
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.to_dict().items()))
-
-
-def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[ChainStep, ...]:
+def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[Wait, ...]:
     """The longest shortest wait path ending in ``root``, as steps from the far end."""
     dist = {root: 0}
     nxt: dict[int, int] = {}
@@ -182,13 +131,13 @@ def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[ChainStep, ...]:
                 nxt[pred] = node
                 queue.append(pred)
     far = min(dist, key=lambda n: (-dist[n], n))
-    steps: list[ChainStep] = []
+    steps: list[Wait] = []
     node = far
     while node != root and len(steps) < limit:
         holder = nxt[node]
         data = g.edges[node, holder]
         steps.append(
-            ChainStep(
+            Wait(
                 waiter=node,
                 holder=holder,
                 pg_name=data["pg_name"],
@@ -207,4 +156,4 @@ def waiters_of(g: nx.DiGraph, rank: int) -> list[int]:
     return sorted(nx.ancestors(g, rank))
 
 
-__all__ = ["ChainStep", "Roots", "build_graph", "chain", "root_ranks", "waiters_of"]
+__all__ = ["Roots", "build_graph", "chain", "root_ranks", "waiters_of"]
