@@ -232,3 +232,24 @@ def test_no_function_over_80_lines() -> None:
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{p.relative_to(ANALYZER)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_the_stubs_of_the_compiled_modules_name_what_they_export() -> None:
+    import importlib
+
+    import pytest
+
+    stubs = sorted(ANALYZER.rglob("*.pyi"))
+    assert {p.stem for p in stubs} == {"_fastpickle", "_groupkeys"}
+    for stub in stubs:
+        declared = {
+            n.name
+            for n in ast.parse(stub.read_text(encoding="utf-8")).body
+            if isinstance(n, ast.FunctionDef)
+        }
+        try:
+            module = importlib.import_module(_module_name(stub))
+        except ImportError:  # pragma: no cover - not built here
+            pytest.skip(f"{stub.name}: the compiled module is not built")
+        built = {n for n in dir(module) if not n.startswith("_")}
+        assert declared == built, stub.name

@@ -16,9 +16,7 @@ code here (the reference: tests compare the two) runs.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,11 +38,10 @@ __all__ = [
     "remap_into",
 ]
 
-_kernels: Any
 try:
-    _kernels = importlib.import_module("analyzer.kernels._groupkeys")
+    from analyzer.kernels import _groupkeys as _kernels
 except ImportError:  # not built (no C compiler at install): numpy's versions below
-    _kernels = None
+    _kernels = None  # type: ignore[assignment]
 
 #: Ranged ids are used while the spans stay under this many times the rows (plus a margin).
 _SPAN_FACTOR = 4

@@ -23,7 +23,6 @@ compiled one where it is built. :attr:`ParsedDump.reader` says which reader read
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -41,11 +40,10 @@ from analyzer.load.parse import parse_payload
 from analyzer.load.parsed_dump import Columns, ParsedDump, int_columns
 from analyzer.load.unpack import Payload
 
-_fastpickle: Any
 try:  # built by pip install (setup.py); absent without a C compiler
-    _fastpickle = importlib.import_module("analyzer.load._fastpickle")
+    from analyzer.load import _fastpickle
 except ImportError:  # pragma: no cover - depends on the build
-    _fastpickle = None
+    _fastpickle = None  # type: ignore[assignment]
 
 READER_ENV = "HANGSCOPE_READER"
 #: The default cap (``AnalysisConfig.native_max_bytes``): larger pickles go to the Python
@@ -79,7 +77,7 @@ _FIELDS = (
     "frames",
 )
 if _fastpickle is not None and _fastpickle.field_names() != _FIELDS:  # pragma: no cover
-    _fastpickle = None
+    _fastpickle = None  # type: ignore[assignment]
 
 
 def native_available() -> bool:
