@@ -1,10 +1,9 @@
 """Keeping freed memory for the next array instead of handing it back to the system.
 
-Matching makes dozens of temporary arrays as long as the entries table (262 MB each at
-16,384 ranks x 2,000 entries). glibc gives each block that large a mapping of its own and
-unmaps it when freed, so the next one is faulted in page by page again: at that size about
-1.7 million page faults, whose cost is the system's (on virtual machines that hand freed
-memory back to their host, several microseconds each: 2.6 to 3.9 s of system time). Inside
+Matching makes dozens of temporary arrays as long as the entries table. glibc gives each block that large a mapping of its own and
+unmaps it when freed, so the next one is faulted in page by page again, at the system's
+cost (high on virtual machines that hand freed memory back to their host; figures in
+docs/performance.md). Inside
 :func:`freed_memory_reused`, large blocks come from the heap instead and freed ones stay
 there, so the next temporary reuses pages the process already has. At the end the settings
 are put back and the heap's free pages returned. Elsewhere than glibc it does nothing.

@@ -54,7 +54,8 @@ def unpickle(data: bytes) -> Any:
     """Unpickle with :class:`SafeUnpickler` as fast as ``pickle.loads``.
 
     The C unpickler reads a bare ``BytesIO`` a few bytes per opcode; behind a
-    ``BufferedReader`` it takes whole buffers (4x faster on a 2,000-entry dump). The cyclic
+    ``BufferedReader`` it takes whole buffers (several times faster; figures in
+    docs/performance.md). The cyclic
     garbage collector is paused meanwhile: unpickling creates hundreds of thousands of
     containers, none of them garbage, and each collection would walk them all.
     """

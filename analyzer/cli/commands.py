@@ -464,8 +464,8 @@ def main() -> None:
 
 def run() -> None:
     """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
-    code, without taking apart what the analysis built (a second or more at 16,384 ranks:
-    millions of objects freed one by one). Output is flushed first; nothing of hangscope's
+    code, without taking apart what the analysis built (millions of objects freed one by
+    one at scale). Output is flushed first; nothing of hangscope's
     needs to run at exit. A flush that fails (the reader of a pipe went away) ends it with
     120, as Python's own exit would."""
     try:

@@ -1,8 +1,7 @@
 """A batch of parse results on its way from a parser process to the loader.
 
 A dump's entries come as some 27 columns of 2,000 values: pickled one array each, they came
-back as tens of thousands of small blocks of the main process's heap (at 16,384 ranks,
-442,000 of them), which normalize then frees one by one and glibc hands back only when the
+back as tens of thousands of small blocks of the main process's heap, which normalize then frees one by one and glibc hands back only when the
 heap is trimmed. A batch crosses with each column of all its dumps as one array, and each
 dump's columns come back as views of it: one allocation per column and batch, freed whole
 once normalize has copied every dump of the batch. A parser process spills its batch to a
@@ -178,8 +177,7 @@ def read_in_thread(batches: Iterator[ParseBatch | str]) -> Iterator[ParseBatch]:
     their own as they come, in order. Their arrays are allocated by that thread, in a C heap
     (glibc arena) of its own, as when the pool's own thread unpickled them from its pipe: in
     the main thread's heap, the holes normalize leaves when it frees them kept matching from
-    reusing its memory (at 16,384 ranks match peaked at 5.5 GB instead of 4.8 GB, and took
-    6.3 s instead of 3.5 s). An error of the pool is raised where the batch would have come."""
+    reusing its memory (a higher peak and a slower match: docs/performance.md). An error of the pool is raised where the batch would have come."""
     done = object()
     queue: SimpleQueue[object] = SimpleQueue()  # unbounded: what it holds, the loader keeps anyway
 

@@ -92,7 +92,7 @@ def stack_column(
 
 
 #: Dumps scanned at once: a few calls per block instead of per dump, and temporaries of a
-#: block's rows (about half a million) instead of the entries' (262 MB each at 16,384 ranks).
+#: block's rows (about half a million) instead of the entries'.
 SCAN_BLOCK = 256
 
 
@@ -158,8 +158,8 @@ def _scan_block(
         categorical(data, "pg_desc"),
         categorical(data, "backend"),
     )
-    # As lists: indexing a pandas Index of Arrow strings costs some 4 us a value, 0.6 s over
-    # the (dump, group) pairs of 16,384 ranks.
+    # As lists: indexing a pandas Index of Arrow strings costs microseconds a value
+    # (docs/performance.md).
     names_of, descs_of = pg_names.categories.tolist(), pg_descs.categories.tolist()
     rows = slice(start, start + int(counts.sum()))
     dump_of = np.repeat(np.arange(lo, lo + len(counts), dtype=np.int64), counts)

@@ -90,7 +90,7 @@ class _Columns:
     the two copies of the entries never coexist whole, and as each trim walks the whole
     heap, their number does not grow with the dumps."""
 
-    #: A quarter: each trim walks the whole heap (16 trims were 0.25 s at 4,096 ranks), and
+    #: A quarter: each trim walks the whole heap (its cost: docs/performance.md), and
     #: up to a quarter of the dumps' bytes held a while longer stays under matching's peak.
     TRIM_SHARE = 1 / 4
     TRIM_BYTES = 16 << 20
@@ -192,8 +192,8 @@ class _Columns:
 
 def _in_threads(work: Sequence[tuple[str, Callable[[], object]]]) -> dict[str, object]:
     """Each named column built, two at a time where there are two cores: copying the parts
-    and faulting the new pages in release the GIL (at 16,384 ranks, 8.2 s of normalize, 5.4
-    of them the kernel's, on one core). Each column is built as it would be alone."""
+    and faulting the new pages in release the GIL (most of normalize is the kernel's time at
+    scale: docs/performance.md). Each column is built as it would be alone."""
     if default_jobs() < 2 or len(work) < 2:
         return {name: build() for name, build in work}
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hangscope-normalize") as pool:
@@ -205,8 +205,8 @@ def _in_threads(work: Sequence[tuple[str, Callable[[], object]]]) -> dict[str, o
 def without_hugepage_advice() -> Iterator[None]:
     """numpy marks arrays of 4 MB and more MADV_HUGEPAGE; where the kernel's THP defrag
     setting is ``madvise``, faulting them in can stall on synchronous compaction (numpy
-    issue 31590). normalize allocates gigabytes of fresh columns at scale (2.5-3 s of
-    stalls at 4,096 ranks on a 2-core VM), and matching more. Off inside, then as before
+    issue 31590). normalize allocates gigabytes of fresh columns at scale (seconds of
+    stalls: docs/performance.md), and matching more. Off inside, then as before
     (``analyze`` holds it over the whole pipeline; nesting is harmless)."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]

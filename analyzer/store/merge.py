@@ -336,7 +336,7 @@ def prepare_export(
 
     ``parsed_to``: write the parsed dumps into this folder as soon as they are loaded, then
     normalize with ``release=True``: the dumps and the tables never hold every entry twice
-    (at 16,384 ranks the export's peak drops by more than half). ``check`` is called on
+    (which lowers the export's peak: docs/store.md). ``check`` is called on
     what was loaded before anything is written (``--strict``)."""
     import gc
 

@@ -78,7 +78,7 @@ def root_ranks(g: nx.DiGraph) -> Roots:
     if g.number_of_edges() == 0:
         return Roots((), (), ())
     # A rank with no wait either way is a component of its own without waiters: never a root
-    # nor in a cycle. Left out (a world of 1M ranks of which 9 dumped: 5 s of condensation).
+    # nor in a cycle. Left out (a large world of which few ranks dumped: docs/performance.md).
     active = [n for n, degree in g.degree() if degree]
     cond = nx.condensation(g if len(active) == len(g) else g.subgraph(active))
     members = nx.get_node_attributes(cond, "members")
