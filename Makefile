@@ -6,11 +6,12 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
+.PHONY: demo test test-fast browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
-	@echo "make test   - run the test suite"
+	@echo "make test   - the full gate: lint, 30 s of native fuzzing, every test (under 10 minutes)"
+	@echo "make test-fast - the edit loop: unit tests and the layout and docs checks (no installs of torch or Chromium)"
 	@echo "make bench  - speed and memory benchmarks"
 	@echo "make lint   - ruff over the repository, mypy over analyzer/"
 	@echo "make golden - rewrite tests/golden/ (what analyze and graph print for every sample) after a reviewed change"
@@ -40,16 +41,22 @@ test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
 	$(BIN)/python -m pytest -q
 
+# The edit loop: tests/unit mirrors analyzer/ (tests/unit/match/ for analyzer/match/), plus
+# the repository's own checks. Scenarios (samples, goldens, adversarial input) and
+# integration tests (browser, notebooks, Dask, live torch jobs) run in make test.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -x tests/unit tests/test_layout.py tests/test_docs.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The golden outputs of tests/test_golden.py: text (with exit code), JSON and graph text of
+# The golden outputs of tests/scenarios/test_golden.py: text (with exit code), JSON and graph text of
 # every sample and shared fixture, written from the code as it is now. Review the diff
 # (git diff tests/golden/) and say in the commit why what users see changed.
 golden: $(STAMP)
-	$(BIN)/python -m tests.test_golden
+	$(BIN)/python -m tests.scenarios.test_golden
 
 # libFuzzer over the C core of the compiled reader, with AddressSanitizer and
 # UndefinedBehaviorSanitizer. Seeds: the sample dumps, also written with pickle protocols 3 to 5.
@@ -104,11 +111,11 @@ bench: $(STAMP) torch
 bench-capture: torch
 	.venv-torch/bin/python bench/capture_overhead.py $(BENCH_ARGS)
 
-# The loader fuzzer of tests/test_fuzz.py with fresh randomness and many more examples than
+# The loader fuzzer of tests/scenarios/test_fuzz.py with fresh randomness and many more examples than
 # make test runs, and the cost of each kind of hostile input.
 FUZZ_EXAMPLES ?= 2000
 fuzz-loader: $(STAMP)
-	HANGSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	HANGSCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/scenarios/test_fuzz.py
 	$(BIN)/python bench/hostile_input.py
 
 fuzz: fuzz-native fuzz-loader

@@ -1,5 +1,5 @@
 """Builders of the hostile and broken files that real dump directories get: shared by the
-hostile-input tests (tests/test_hostile_input.py) and their cost benchmark
+hostile-input tests (tests/scenarios/test_adversarial.py) and their cost benchmark
 (bench/hostile_input.py), so that both speak of the same files.
 
 Each builder starts from a recorded sample whose culprit is known and adds or replaces files.

@@ -26,7 +26,7 @@ is forwarded. torch 2.15 records the mix differently from gloo's own recorder:
 
 A send/recv size desync cannot be recorded this way: gloo aborts a receiver that gets more
 than it posted and completes one that gets less, so the pair never hangs (the analysis of a
-one-sided send/recv mismatch is tested on synthetic hook dumps, ``tests/test_dialect.py``).
+one-sided send/recv mismatch is tested on synthetic hook dumps, ``tests/unit/match/test_dialect.py``).
 
 Every scenario is written twice:
 

@@ -24,6 +24,7 @@ from analyzer.load.loader import (
     start_loading,
 )
 from analyzer.load.members import SameMembers
+from analyzer.load.memo import BoundedMemo, clear_memos
 from analyzer.load.parsed_dump import (
     BOOL_FIELDS,
     FLOAT_FIELDS,
@@ -39,6 +40,7 @@ __all__ = [
     "INT_FIELDS",
     "STORE_MARKER",
     "STRING_FIELDS",
+    "BoundedMemo",
     "ClusterError",
     "Contexts",
     "Duplicate",
@@ -52,6 +54,7 @@ __all__ = [
     "Skipped",
     "alive_without_dump",
     "backends_of",
+    "clear_memos",
     "column_bytes",
     "default_jobs",
     "drop_column",

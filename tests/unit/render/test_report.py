@@ -210,7 +210,7 @@ def _banner_items(banner: str, cls: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "sample",
-    sorted(p.name for p in (Path(__file__).parent.parent / "sample_dumps").iterdir() if p.is_dir()),
+    sorted(p.name for p in (Path(__file__).resolve().parents[3] / "sample_dumps").iterdir() if p.is_dir()),
 )
 def test_banner_says_what_the_text_says(sample):
     """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
@@ -219,7 +219,7 @@ def test_banner_says_what_the_text_says(sample):
     from analyzer.render.report import banner_html
     from analyzer.render.text import render_text
 
-    a = analyze(Path(__file__).parent.parent / "sample_dumps" / sample, jobs=1)
+    a = analyze(Path(__file__).resolve().parents[3] / "sample_dumps" / sample, jobs=1)
     banner = banner_html(a)
     text = render_text(a, width=1 << 20).splitlines()
     head = _html.unescape(re.search(r"<p class='verdict'>(.*?)</p>", banner).group(1))
@@ -241,7 +241,7 @@ def test_deadlock_banner_names_the_cycle_like_the_text():
     """The chain to a rank inside a deadlock cycle ends in the cycle, in every output."""
     from analyzer.render.report import banner_html
 
-    a = analyze(Path(__file__).parent.parent / "sample_dumps" / "deadlock_w4", jobs=1)
+    a = analyze(Path(__file__).resolve().parents[3] / "sample_dumps" / "deadlock_w4", jobs=1)
     banner = banner_html(a)
     assert "3 is in the deadlock cycle" in banner and "3 waits on nobody" not in banner
 

@@ -16,7 +16,7 @@ import pytest
 
 from tools import record_gloo as rg
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_dumps"
 KINDS = {
     "not_joined",
@@ -104,7 +104,7 @@ def test_sample_dumps_match_expected() -> None:
     for d in dirs:
         exp = json.loads((d / "EXPECTED.json").read_text())
         if "states" in exp:
-            continue  # torch 2.15 hook recordings: tests/test_hook_samples.py
+            continue  # torch 2.15 hook recordings: tests/scenarios/test_hook_samples.py
         assert set(exp) - {"analyzer"} == EXPECTED_KEYS, d.name
         assert exp["scenario"] == d.name
         assert exp["backend"] == "gloo" and exp["kind"] in KINDS

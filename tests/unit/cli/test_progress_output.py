@@ -13,7 +13,7 @@ import pytest
 
 from analyzer.cli.exits import ProgressPrinter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 JOB = ROOT / "sample_dumps" / "chain_tp_dp_w8"
 pty = pytest.importorskip("pty")
 

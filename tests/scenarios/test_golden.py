@@ -12,7 +12,7 @@ run through the CLI in-process, from the repository root with the directory give
 it (so file paths in the outputs are relative and no machine path gets in). NAME is the
 sample's directory name, or ``fixture_<set>__<dump set>`` for a shared fixture.
 
-``make golden`` (``python -m tests.test_golden``) rewrites them; a difference here means a
+``make golden`` (``python -m tests.scenarios.test_golden``) rewrites them; a difference here means a
 change of what users see: review it, then run ``make golden`` and say so in the commit.
 
 The HTML report's verdict banner (verdict, culprits, kind, headline, wait chains, missing

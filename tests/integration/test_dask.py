@@ -191,7 +191,7 @@ def test_dask_is_not_imported_without_a_scheduler() -> None:
 
 def test_the_dask_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     """bench/dask_bench.py on a tiny job: both paths name the culprit (no timing asserted)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     run = subprocess.run(
         [
             sys.executable,

@@ -17,7 +17,7 @@ from analyzer.match.expectations import EXPECTATIONS, expectation, monitored_bar
 from tests.conftest import SAMPLES, entry
 from tools.simulate import simulate_job
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _sided(seq: int, op: str, ins: list, outs: list, dtype: str = "Float", **kw: Any) -> dict:

@@ -20,7 +20,7 @@ from analyzer.match.matching import match
 from analyzer.normalize.tables import normalize
 from analyzer.runtime import freed_memory_reused
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_dumps"
 KERNELS = groupkeys._kernels
 
 needs_kernels = pytest.mark.skipif(

@@ -14,7 +14,7 @@ import pytest
 
 from tools.simulate import FAULTS, simulate_job
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE_KEYS = {
     "record_id",

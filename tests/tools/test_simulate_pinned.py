@@ -20,7 +20,7 @@ import pytest
 
 from tools.simulate import simulate_job
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 PINNED: list[tuple[dict[str, Any], int, str]] = [
     (

@@ -124,7 +124,7 @@ def test_config_is_kept(deadlock: Analysis, healthy: Analysis) -> None:
 
 def test_a_config_reaches_the_loader() -> None:
     # Every dump of the set is over the cap, so nothing is left to analyze. (The waits' and
-    # the suspect's thresholds are tested at their layers: tests/test_scale.py, test_diagnosis.py.)
+    # the suspect's thresholds are tested at their layers: tests/unit/waits/test_wait_scale.py, test_diagnosis.py.)
     small = AnalysisConfig(max_dump_bytes=1024)
     with pytest.raises(InputError, match="bytes is over the 1,024 bytes a dump may have"):
         analyzer.analyze(SAMPLES / "stall_w4", jobs=1, config=small)

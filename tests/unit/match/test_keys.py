@@ -21,7 +21,7 @@ from analyzer.match.matching import match
 from analyzer.normalize.tables import Tables, normalize
 from analyzer.waits.pending import pending_first
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_dumps"
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_dumps"
 
 
 def _categorical(values: list[str | None], n: int, seed: int) -> pd.Series:

@@ -29,7 +29,7 @@ from analyzer.context_file import CONTEXT_SCHEMA
 from analyzer.load.contexts import find_contexts, is_context_file, read_context
 from analyzer.load.loader import load_dumps
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_dumps"
 TORCH = {
     "gloo": ROOT / ".venv-torch" / "bin" / "python",

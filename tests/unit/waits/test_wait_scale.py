@@ -70,7 +70,7 @@ def test_huge_wait_blocks_are_linear_and_keep_the_answer(make_job: Callable[...,
 
 def test_compacting_every_wait_keeps_the_answer_on_the_samples() -> None:
     samples = sorted(
-        p for p in (Path(__file__).resolve().parents[1] / "sample_dumps").iterdir() if p.is_dir()
+        p for p in (Path(__file__).resolve().parents[3] / "sample_dumps").iterdir() if p.is_dir()
     )
     for p in samples:
         _, compact = _analyze(p, AnalysisConfig(max_block_edges=0))

@@ -1,7 +1,7 @@
 """The torch 2.15 recorder-hook samples (``tools/record_hook.py``): nccl2 and nccl-lazy
 dumps recorded through torch's FlightRecorderHook over a Python backend that forwards to
 gloo, each kept as recorded and with nccl2's completion states laid over the real entries
-(``*_states``). ``tests/test_real_dumps.py`` checks every sample's verdict against its
+(``*_states``). ``tests/scenarios/test_recorded_samples.py`` checks every sample's verdict against its
 ``EXPECTED.json``; this file checks the samples themselves and what the analysis says of
 what is particular to them."""
 
