@@ -17,7 +17,7 @@ from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
 from analyzer.match import Matching
 from analyzer.normalize import Tables
-from analyzer.waits import chain
+from analyzer.waits import chain, chain_length
 
 __all__ = ["diagnose", "run_levels"]
 
@@ -107,6 +107,7 @@ def diagnose(
         findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
+    chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
     lead = next((f for f in findings if f.culprit), None)
     headline = lead.summary if lead else findings[-1].summary if findings else _NO_BLAME
     if lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
@@ -122,5 +123,6 @@ def diagnose(
         missing_dumps=tuple(tables.missing_ranks),
         deadlock_cycles=facts.roots.cycles,
         chains=chains,
+        chain_waits=chain_waits,
         unrecorded_groups=unrecorded_groups,
     )

@@ -65,6 +65,9 @@ class Diagnosis:
     missing_dumps: tuple[int, ...]
     deadlock_cycles: tuple[tuple[int, ...], ...]
     chains: dict[int, tuple[Wait, ...]]
-    """For each culprit others wait on: the longest wait path that ends in it."""
+    """For each culprit others wait on: the longest wait path that ends in it (its middle left
+    out past 8 waits: the first wait and the 7 next to the culprit are kept)."""
+    chain_waits: dict[int, int] = field(default_factory=dict)
+    """For each chain: the number of waits on the whole path."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""

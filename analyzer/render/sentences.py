@@ -125,18 +125,31 @@ def _step_text(s: Wait) -> str:
     )
 
 
-def chain_sentence(rank: int, steps: Sequence[Wait], cycles: Iterable[tuple[int, ...]]) -> str:
+def chain_sentence(
+    rank: int, steps: Sequence[Wait], cycles: Iterable[tuple[int, ...]], total: int = 0
+) -> str:
     """``chain to rank 3: rank 0 waits on 2 in ... seq 4 (allreduce); ...; 3 waits on nobody``
-    (or ``3 is in the deadlock cycle``)."""
+    (or ``3 is in the deadlock cycle``). Where the chain left waits out (``total`` waits in
+    all), the gap says how many."""
     in_cycle = any(rank in c for c in cycles)
     end = f"{rank} is in the deadlock cycle" if in_cycle else f"{rank} waits on nobody"
-    return f"chain to rank {rank}: " + "; ".join(_step_text(s) for s in steps) + f"; {end}"
+    parts = []
+    for before, s in zip((None, *steps), steps):
+        if before is not None and before.holder != s.waiter:
+            left = total - len(steps)
+            parts.append(
+                f"... {left} more wait{'s' if left != 1 else ''} ..." if left > 0 else "..."
+            )
+        parts.append(_step_text(s))
+    return f"chain to rank {rank}: " + "; ".join(parts) + f"; {end}"
 
 
 def chain_sentences(d: Diagnosis) -> list[str]:
     """One sentence per culprit others wait on."""
     return [
-        chain_sentence(rank, steps, d.deadlock_cycles) for rank, steps in d.chains.items() if steps
+        chain_sentence(rank, steps, d.deadlock_cycles, d.chain_waits.get(rank, 0))
+        for rank, steps in d.chains.items()
+        if steps
     ]
 
 

@@ -3,7 +3,7 @@ ranks everybody ends up waiting on, the chains that lead to them, and the cycles
 """
 
 from analyzer.waits.edges import waits
-from analyzer.waits.graph import Roots, build_graph, chain, root_ranks, waiters_of
+from analyzer.waits.graph import Roots, build_graph, chain, chain_length, root_ranks, waiters_of
 from analyzer.waits.records import WAIT_COLUMNS, Wait
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Wait",
     "build_graph",
     "chain",
+    "chain_length",
     "root_ranks",
     "waiters_of",
     "waits",

@@ -119,7 +119,10 @@ def _odd_ones(g: nx.DiGraph, ranks: list[int]) -> list[int]:
 
 
 def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[Wait, ...]:
-    """The longest shortest wait path ending in ``root``, as steps from the far end."""
+    """The longest shortest wait path ending in ``root``, as steps from the far end. A path
+    longer than ``limit`` keeps its first step and the ``limit - 1`` steps next to ``root``
+    (where the culprit is); the steps between are left out, and the two kept steps around the
+    gap do not meet (see :func:`chain_length`)."""
     dist = {root: 0}
     nxt: dict[int, int] = {}
     queue = deque([root])
@@ -133,7 +136,7 @@ def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[Wait, ...]:
     far = min(dist, key=lambda n: (-dist[n], n))
     steps: list[Wait] = []
     node = far
-    while node != root and len(steps) < limit:
+    while node != root:
         holder = nxt[node]
         data = g.edges[node, holder]
         steps.append(
@@ -148,7 +151,15 @@ def chain(g: nx.DiGraph, root: int, *, limit: int = 8) -> tuple[Wait, ...]:
             )
         )
         node = holder
+    if len(steps) > limit:
+        steps = steps[:1] + steps[len(steps) - (limit - 1) :]
     return tuple(steps)
+
+
+def chain_length(g: nx.DiGraph, root: int) -> int:
+    """The number of waits on the path :func:`chain` shortens."""
+    dist = nx.single_target_shortest_path_length(g, root)
+    return max(dict(dist).values(), default=0)
 
 
 def waiters_of(g: nx.DiGraph, rank: int) -> list[int]:

@@ -148,3 +148,24 @@ def test_timeline_outlines_both_sides_of_a_p2p_desync(tmp_path: Path) -> None:
     ]
     assert any("send" in t for t in outlined), outlined
     assert any("recv" in t for t in outlined), outlined
+
+
+def test_a_long_chain_keeps_the_waits_next_to_the_culprit(tmp_path: Path) -> None:
+    """A 16-stage pipeline's chain is longer than the 8 waits shown: the first wait and the
+    seven next to the culprit are kept, the middle is counted, and the chain ends in it."""
+    from analyzer.render.sentences import chain_sentences
+
+    expected = simulate_job(
+        tmp_path, tp=2, pp=16, dp=2, fault="pipeline_stall", fault_rank=15, seed=1
+    )
+    d = analyzer.analyze(tmp_path).diagnosis
+    assert list(d.culprit_ranks) == sorted(expected["culprits"]) == [15]
+    steps = d.chains[15]
+    assert len(steps) == 8 and steps[-1]["holder"] == 15
+    assert all(a.holder == b.waiter for a, b in zip(steps[1:], steps[2:]))  # the kept tail meets
+    assert steps[0].holder != steps[1].waiter and d.chain_waits[15] > 8
+    (text,) = chain_sentences(d)
+    assert f"... {d.chain_waits[15] - 8} more waits ..." in text
+    assert text.endswith(
+        "rank 17 waits on 15 in PIPELINE_MODEL_PARALLEL_GROUP p2p seq 989 (recv); 15 waits on nobody"
+    )

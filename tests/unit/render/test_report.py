@@ -210,7 +210,11 @@ def _banner_items(banner: str, cls: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "sample",
-    sorted(p.name for p in (Path(__file__).resolve().parents[3] / "sample_dumps").iterdir() if p.is_dir()),
+    sorted(
+        p.name
+        for p in (Path(__file__).resolve().parents[3] / "sample_dumps").iterdir()
+        if p.is_dir()
+    ),
 )
 def test_banner_says_what_the_text_says(sample):
     """The HTML banner's verdict, headline, chain sentences and cycles are the text's own lines."""
