@@ -271,6 +271,7 @@ def analyze(
                 graph,
                 unsure=_unsure(loaded),
                 alive=contexts.by_rank,
+                not_given=loaded.not_given if loaded is not None else {},
                 config=config,
             )
     return Analysis(

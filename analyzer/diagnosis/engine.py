@@ -17,6 +17,7 @@ from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
 from analyzer.match import Matching
 from analyzer.normalize import Tables
+from analyzer.terms import plural, rank_runs
 from analyzer.waits import chain, chain_length
 
 __all__ = ["diagnose", "run_levels"]
@@ -76,6 +77,7 @@ def diagnose(
     *,
     unsure: Mapping[int, str] | None = None,
     alive: Mapping[int, RankContext] | None = None,
+    not_given: Mapping[int, str] | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
     levels: Sequence[Level] = LEVELS,
 ) -> Diagnosis:
@@ -84,6 +86,7 @@ def diagnose(
     ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
     dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`); ``alive``:
     ranks a capture's context file shows alive (see :mod:`analyzer.diagnosis.alive`);
+    ``not_given``: ranks whose dump sits beside the files given, by path (never blamed);
     ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
     (:data:`analyzer.diagnosis.rules.LEVELS`).
     """
@@ -94,6 +97,7 @@ def diagnose(
         graph=g,
         unsure=unsure or {},
         alive=alive or {},
+        not_given=not_given or {},
         config=config,
     )
     findings, culprits, kind = run_levels(facts, levels)
@@ -110,7 +114,14 @@ def diagnose(
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
     lead = next((f for f in findings if f.culprit), None)
     headline = lead.summary if lead else findings[-1].summary if findings else _NO_BLAME
-    if lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
+    waited_unread = sorted(r for r in facts.not_given if r in g and g.in_degree(r) > 0)
+    if lead is None and waited_unread:
+        headline = (
+            f"the dumps of {plural(waited_unread)} {rank_runs(waited_unread)}, which others wait "
+            "on, were not given (their files sit beside the files given): analyze the whole "
+            "folder"
+        )
+    elif lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
         headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))

@@ -30,6 +30,8 @@ class Facts:
     """Ranks whose evidence cannot be trusted (an unreadable file, dropped entries), and why."""
     config: AnalysisConfig = DEFAULT_CONFIG
     alive: Mapping[int, RankContext] = field(default_factory=dict)
+    not_given: Mapping[int, str] = field(default_factory=dict)
+    """Ranks whose dump file sits beside the files given but was not given: rank -> path."""
     """Ranks a capture's context file shows alive when the dumps were taken."""
 
     @cached_property

@@ -25,6 +25,7 @@ from analyzer.diagnosis.alive import alive_roots
 from analyzer.diagnosis.deadlock import deadlock
 from analyzer.diagnosis.desync import collective_desync, p2p_desync
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.not_given import not_given_roots
 from analyzer.diagnosis.records import Finding, Verdict
 from analyzer.diagnosis.roots import plain_roots, unsure_roots
 from analyzer.diagnosis.stuck import slow_roots, stuck_anywhere, stuck_roots
@@ -113,6 +114,11 @@ LEVELS: tuple[Level, ...] = (
                 slow_roots,
                 After.CONSEQUENCE,
                 "a root whose GPU stopped completing what its peers completed",
+            ),
+            Amend(
+                "not given",
+                not_given_roots,
+                "a root whose dump file sits beside the files given was not read: never blamed",
             ),
             Amend(
                 "alive roots",

@@ -125,6 +125,35 @@ class Found:
     candidates: tuple[Candidate, ...]
     unreadable_dirs: tuple[tuple[str, str], ...] = ()
     hidden: tuple[str, ...] = field(default=())
+    beside: tuple[RankFile, ...] = ()
+    """Files named like dumps in the folders of the files given one by one (or by a glob)
+    that were not given: the rest of the job, most likely (never read)."""
+
+
+#: Most entries of one folder looked at for the files beside the given ones.
+MAX_BESIDE = 100_000
+
+
+def _beside(given: Sequence[Candidate], prefix: str | None) -> tuple[RankFile, ...]:
+    """Files named like per-rank dumps beside ``given`` (by name only: never opened)."""
+    paths = {os.path.realpath(c.path) for c in given}
+    out: list[RankFile] = []
+    for folder in sorted({os.path.dirname(os.path.realpath(c.path)) for c in given}):
+        try:
+            with os.scandir(folder) as it:
+                for n, entry in enumerate(it):
+                    if n >= MAX_BESIDE:
+                        break
+                    name = entry.name
+                    if name.startswith(".") or not is_dump_name(name, prefix):
+                        continue
+                    rank = rank_from_name(name, prefix)
+                    path = os.path.join(folder, name)
+                    if rank is not None and path not in paths and entry.is_file():
+                        out.append(RankFile(rank, Path(path)))
+        except OSError:
+            continue
+    return tuple(sorted(out, key=lambda f: (f.rank, str(f.path))))
 
 
 def _regular(path: str) -> bool:
@@ -190,6 +219,7 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
     out: list[Candidate] = []
     hidden: list[str] = []
     unreadable: list[tuple[str, str]] = []
+    picked: list[Candidate] = []  # given one by one or by a glob, not as a folder
     for spec in inputs:
         spec_s = os.fspath(spec)
         spec_prefix = prefix
@@ -215,10 +245,12 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
                     spec_prefix,
                 )
             )
+            if not Path(spec_s).is_dir() and out[-1].named:
+                picked.append(out[-1])
     if not out:
         where = ", ".join(os.fspath(s) for s in inputs)
         raise InputError(f"{where}: no files found")
-    return Found(tuple(out), tuple(unreadable), tuple(hidden))
+    return Found(tuple(out), tuple(unreadable), tuple(hidden), _beside(picked, prefix))
 
 
 def discover(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) -> list[RankFile]:

@@ -63,6 +63,8 @@ class Loaded:
     ignored: tuple[Ignored, ...] = ()
     duplicates: tuple[Duplicate, ...] = ()
     unreadable_dirs: tuple[tuple[str, str], ...] = ()
+    beside: tuple[RankFile, ...] = ()
+    """Files named like dumps beside the files given, that were not given (never read)."""
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -73,6 +75,16 @@ class Loaded:
     def suspect_ranks(self) -> list[int]:
         """Ranks whose dump had entries or values dropped."""
         return sorted({d.rank for d in self.dumps if d.suspect})
+
+    @property
+    def not_given(self) -> dict[int, str]:
+        """Ranks with no dump given whose file sits beside the given ones: rank -> path."""
+        dumped = {d.rank for d in self.dumps} | {s.rank for s in self.skipped}
+        out: dict[int, str] = {}
+        for f in self.beside:
+            if f.rank not in dumped:
+                out.setdefault(f.rank, str(f.path))
+        return out
 
     @property
     def unreadable_ranks(self) -> list[int]:
@@ -369,6 +381,7 @@ def _loaded(
         ignored=ignored,
         duplicates=tuple(duplicates),
         unreadable_dirs=found.unreadable_dirs,
+        beside=found.beside,
     )
 
 

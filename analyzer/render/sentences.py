@@ -16,6 +16,7 @@ from analyzer.kinds import FindingKind, WaitKind
 from analyzer.terms import (
     group_short,
     plural,
+    rank_runs,
     rank_span,
     run_texts,
     seq_word,
@@ -207,4 +208,12 @@ def missing_text(analysis: Analysis) -> str:
         + run_texts(r for r in missing if r not in noted)
     )
     more = f", … ({len(missing):,} ranks in all)" if len(items) > MISSING_ITEMS else ""
-    return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more
+    beside = analysis.loaded.not_given if analysis.loaded is not None else {}
+    unread = [r for r in missing if r in beside]
+    note = (
+        f"; not given: {plural(unread)} {rank_runs(unread, MISSING_ITEMS)} (their files sit "
+        "beside the files given)"
+        if unread
+        else ""
+    )
+    return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more + note

@@ -96,3 +96,30 @@ def test_gloo_empty_pg_config_groups_are_inferred() -> None:
 
 def test_fixtures_root_documented() -> None:
     assert FIXTURES.name == "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("given", "not_given"),
+    [
+        (["nccl_trace_rank_0"], [1, 2, 3]),
+        (["nccl_trace_rank_0", "nccl_trace_rank_1", "nccl_trace_rank_2"], [3]),
+    ],
+)
+def test_ranks_whose_files_were_not_given_are_never_blamed(
+    given: list[str], not_given: list[int]
+) -> None:
+    """A subset of a real job's files: the ranks whose files sit beside them are 'not given',
+    never 'crashed' (with ranks 0-2 given, rank 1 stalled, but rank 3's file would show that
+    it finished the op rank 1 still holds: without it nothing can be blamed for sure)."""
+    folder = SAMPLES / "stall_w4"
+    result = analyzer.analyze([folder / name for name in given], jobs=1)
+    d = result.diagnosis
+    assert d.verdict == "inconclusive" and not d.culprit_ranks, d.headline
+    assert result.loaded is not None and sorted(result.loaded.not_given) == not_given
+    assert "were not given" in d.headline and "analyze the whole folder" in d.headline
+    from analyzer.render.sentences import missing_text
+
+    assert "not given:" in missing_text(result)
+    whole = analyzer.analyze(folder, jobs=1)  # the folder itself: nothing is "not given"
+    assert whole.diagnosis.culprit_ranks == (1,) and whole.loaded is not None
+    assert not whole.loaded.not_given

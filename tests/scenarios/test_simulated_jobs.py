@@ -7,6 +7,7 @@ ranks the simulator says it injected, with the right kind, with and without timi
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,7 @@ def test_a_long_chain_keeps_the_waits_next_to_the_culprit(tmp_path: Path) -> Non
     assert list(d.culprit_ranks) == sorted(expected["culprits"]) == [15]
     steps = d.chains[15]
     assert len(steps) == 8 and steps[-1]["holder"] == 15
-    assert all(a.holder == b.waiter for a, b in zip(steps[1:], steps[2:]))  # the kept tail meets
+    assert all(a.holder == b.waiter for a, b in itertools.pairwise(steps[1:]))  # the tail meets
     assert steps[0].holder != steps[1].waiter and d.chain_waits[15] > 8
     (text,) = chain_sentences(d)
     assert f"... {d.chain_waits[15] - 8} more waits ..." in text
