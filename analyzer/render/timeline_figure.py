@@ -1,4 +1,5 @@
-"""The timeline figure: one lane per rank, a bar per recorded op."""
+"""The timeline figure: one lane per rank, a bar per recorded op (its lanes:
+:mod:`~analyzer.render.timeline_lanes`; its layout: :mod:`~analyzer.render.timeline_layout`)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,15 @@ from analyzer.render.figure_style import (
     BAR_BUDGET,
     COLORS,
     CULPRIT,
-    CULPRIT_BAND,
     HIGHLIGHT,
     LANE_BUDGET,
     ST_DONE,
     STACK_HOVERS,
     STATE_NAMES,
-    base_layout,
     clip,
     esc,
     ranks_text,
     stack_texts,
-    top_margin,
 )
 from analyzer.render.timeline_lanes import (
     Frame,
@@ -36,6 +34,7 @@ from analyzer.render.timeline_lanes import (
     lanes_of,
     rank_ref,
 )
+from analyzer.render.timeline_layout import lay_out, view_ranges
 from analyzer.terms import group_label, is_p2p_op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -321,23 +320,6 @@ def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
     return ghost_x
 
 
-def _ranges(
-    fr: Frame, window_s: float | None, ghost_x: list[float], x_min_all: float
-) -> tuple[list[float], list[float], float, float]:
-    """Default view (the last moments before the hang) and the whole buffer, and their spans."""
-    if window_s is not None and window_s > 0:
-        x_lo = -float(window_s)
-    else:
-        cand = fr.starts + ghost_x
-        x_lo = min(cand) if cand else -1.0
-    x_lo = max(x_lo, x_min_all) if x_min_all < 0 else x_lo
-    span = max(-x_lo, 1e-6)
-    win = [x_lo - 0.04 * span, max(0.06 * span, 1.5 * fr.pad)]
-    whole_span = max(-x_min_all, span)
-    whole = [x_min_all - 0.04 * whole_span, max(0.06 * whole_span, 1.5 * fr.pad)]
-    return win, whole, span, whole_span
-
-
 def timeline(
     analysis: Analysis,
     *,
@@ -374,7 +356,7 @@ def timeline(
         )
     fig = go.Figure()
     ghost_x = _add_traces(fig, fr, traces)
-    win, whole, span, whole_span = _ranges(fr, window_s, ghost_x, x_min_all)
+    win, whole, span, whole_span = view_ranges(fr, window_s, ghost_x, x_min_all)
     if clock == "rank":
         notes.append(
             "clock: each lane relative to its own rank's newest timestamp (removes host clock "
@@ -385,7 +367,7 @@ def timeline(
             "clock: seconds before the newest timestamp of the dump set; clocks of different "
             "hosts are not synchronized (use clock='rank' to align each rank on itself)"
         )
-    _lay_out(
+    lay_out(
         fig,
         fr,
         notes,
@@ -394,108 +376,3 @@ def timeline(
         whole_span,
     )
     return fig
-
-
-def _lay_out(
-    fig: go.Figure,
-    fr: Frame,
-    notes: list[str],
-    meta: dict[str, Any],
-    span: float,
-    whole_span: float,
-) -> None:
-    d = fr.analysis.diagnosis
-    lanes, n_lanes = fr.lanes, max(1, len(fr.lanes))
-    shapes = [
-        {
-            "type": "rect",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "yref": "y",
-            "y0": ln.y - 0.5,
-            "y1": ln.y + 0.5,
-            "fillcolor": CULPRIT_BAND,
-            "line": {"width": 0},
-            "layer": "below",
-        }
-        for ln in lanes
-        if ln.culprit
-    ]
-    shapes.append(
-        {
-            "type": "line",
-            "xref": "x",
-            "x0": 0,
-            "x1": 0,
-            "yref": "paper",
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": "#999", "width": 1, "dash": "dot"},
-        }
-    )
-    culprit_txt = ", ".join(str(r) for r in d.culprit_ranks)
-    title = "Timeline" + (
-        f": culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {culprit_txt}"
-        if culprit_txt
-        else ""
-    )
-    height = max(320, min(2400, 170 + 24 * n_lanes + 16 * len(notes)))
-    layout = base_layout(title, notes, height)
-    layout["meta"]["hangscope"].update({"lanes": len(lanes), **meta})
-    win, whole = meta["window"], meta["whole"]
-    fig.update_layout(
-        **layout,
-        barmode="overlay",
-        bargap=0.2,
-        showlegend=True,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 10, "r": 10, "t": top_margin(notes, 44), "b": 50},
-        shapes=shapes,
-        hovermode="closest",
-        xaxis={
-            "title": {
-                "text": "seconds before the end of the record"
-                if fr.clock == "job"
-                else "seconds before the rank's newest entry"
-            },
-            "range": win,
-            "zeroline": False,
-            "showgrid": True,
-            "gridcolor": "#eee",
-        },
-        yaxis={
-            "tickmode": "array",
-            "tickvals": [ln.y for ln in lanes],
-            "ticktext": [ln.label() for ln in lanes],
-            "range": [n_lanes - 0.5, -0.5],
-            "showgrid": False,
-            "automargin": True,
-            "fixedrange": True,
-        },
-        updatemenus=[
-            {
-                "type": "buttons",
-                "direction": "left",
-                "x": 0.0,
-                "xanchor": "left",
-                "y": 1.0,
-                "yanchor": "bottom",
-                "pad": {"b": 4},
-                "showactive": True,
-                "active": 0,
-                "buttons": [
-                    {
-                        "label": f"Hang window ({span:.3g} s)",
-                        "method": "relayout",
-                        "args": [{"xaxis.range": win}],
-                    },
-                    {
-                        "label": f"Whole buffer ({whole_span:.3g} s)",
-                        "method": "relayout",
-                        "args": [{"xaxis.range": whole}],
-                    },
-                ],
-            }
-        ],
-    )
