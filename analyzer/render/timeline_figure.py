@@ -23,16 +23,15 @@ from analyzer.render.figure_style import (
     ranks_text,
     stack_texts,
 )
+from analyzer.render.timeline_entries import entry_arrays, rank_ref
 from analyzer.render.timeline_lanes import (
     Frame,
     Key,
     Lane,
-    entry_arrays,
     entry_hover,
     focus_of,
     frame_of,
     lanes_of,
-    rank_ref,
 )
 from analyzer.render.timeline_layout import lay_out, view_ranges
 from analyzer.terms import group_label, is_p2p_op
