@@ -30,16 +30,17 @@ from analyzer.load import (
     resolve_ranks,
 )
 from analyzer.normalize import Tables
-from analyzer.store.parquet import (
+from analyzer.store.layout import (
     CONTEXTS,
     INPUTS,
     PARSED_VERSIONS,
+    STAGING,
     TABLES_ONLY_VERSION,
-    _read_meta,
-    _require_pyarrow,
-    store_inputs,
+    read_meta,
+    require_pyarrow,
 )
-from analyzer.store.parsed_dumps import read_dumps
+from analyzer.store.parquet import store_inputs
+from analyzer.store.parsed_dumps import read_dumps, write_parsed
 
 __all__ = ["HANG_SLACK_NS", "HANG_TIMEOUTS", "Exported", "Opened", "open_stores", "prepare_export"]
 
@@ -168,9 +169,9 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     group different members, or whose newest entries are too far apart in time for one
     hang (:data:`HANG_TIMEOUTS`).
     """
-    _require_pyarrow()
+    require_pyarrow()
     folders = [Path(p) for p in paths]
-    metas = [_read_meta(f) for f in folders]
+    metas = [read_meta(f) for f in folders]
     per_store, world_option = _one_job(folders, metas)
     dumps, new_duplicates = _union(per_store)
     notes = _notes(folders)
@@ -310,8 +311,6 @@ class Exported:
 
 
 def _written(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts) -> Path:
-    from analyzer.store.parquet import STAGING, write_parsed
-
     try:
         return write_parsed(loaded, out, contexts)
     except OSError as exc:

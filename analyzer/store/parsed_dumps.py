@@ -1,10 +1,15 @@
 """The parsed dumps one store holds (``dumps.parquet``, ``parsed.parquet`` and, from format 3,
-``members.json``), read back as the loader returned them, every value checked: a store is a
-file like any other, it may have been damaged or made up (:func:`read_dumps`)."""
+``members.json``): written as the loader returned them, with its notes and the contexts found
+beside them (:func:`write_parsed`), and read back, every value checked: a store is a file like
+any other, it may have been damaged or made up (:func:`read_dumps`)."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -12,11 +17,167 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analyzer import schema
 from analyzer.errors import InputError
-from analyzer.load import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STRING_FIELDS, ParsedDump
-from analyzer.store.parquet import DUMPS, INLINE_MEMBERS_VERSION, MEMBERS, PARSED, STORE_VERSION
+from analyzer.load import (
+    BOOL_FIELDS,
+    COLUMN_FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    STRING_FIELDS,
+    Contexts,
+    Loaded,
+    ParsedDump,
+    is_released,
+)
+from analyzer.store.layout import (
+    CONTEXTS,
+    DUMPS,
+    INLINE_MEMBERS_VERSION,
+    INPUTS,
+    MEMBERS,
+    PARSED,
+    STAGING,
+    STORE_VERSION,
+    require_pyarrow,
+)
 
-__all__ = ["READ_BLOCK", "read_dumps"]
+__all__ = ["READ_BLOCK", "ROW_GROUP_ENTRIES", "read_dumps", "write_parsed"]
+
+
+def write_parsed(
+    loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts | None = None
+) -> Path:
+    """The parsed dumps of ``loaded`` (with the loader's notes and ``contexts``) staged in
+    ``out`` (created if needed), for ``write_store(..., staged=...)`` to complete the
+    store with: call it before the dumps hand their entry columns over
+    (``normalize(..., release=True)``). Returns the staging folder (remove it if the store
+    is not completed)."""
+    require_pyarrow()
+    staging = Path(out) / STAGING
+    staging.mkdir(parents=True, exist_ok=True)
+    _write_parsed(loaded, staging)
+    (staging / INPUTS).write_text(json.dumps(_inputs_doc(loaded)) + "\n")
+    (staging / CONTEXTS).write_text(json.dumps(_contexts_doc(contexts or Contexts())) + "\n")
+    return staging
+
+
+class _MemberLists:
+    """The distinct member lists of the dumps' pg_config, numbered in order of first use
+    (dumps share one tuple per distinct list: looked up by identity first)."""
+
+    def __init__(self) -> None:
+        self.lists: list[tuple[int, ...]] = []
+        self._by_id: dict[int, tuple[tuple[int, ...], int]] = {}
+        self._by_value: dict[tuple[int, ...], int] = {}
+
+    def index_of(self, members: tuple[int, ...]) -> int:
+        known = self._by_id.get(id(members))
+        if known is not None and known[0] is members:
+            return known[1]
+        index = self._by_value.setdefault(members, len(self.lists))
+        if index == len(self.lists):
+            self.lists.append(members)
+        self._by_id[id(members)] = (members, index)
+        return index
+
+
+def _write_parsed(loaded: Loaded, folder: Path) -> None:
+    dumps = loaded.dumps
+    if any(is_released(d) for d in dumps):
+        raise InputError(
+            "these dumps handed their entries over to normalize (release=True): "
+            "write their parsed dumps before, or load them again"
+        )
+    rows: dict[str, list[Any]] = defaultdict(list)
+    lists = _MemberLists()
+    for i, d in enumerate(dumps):
+        rows["dump"].append(i)
+        rows["rank"].append(d.rank)
+        rows["path"].append(d.path)
+        rows["fmt"].append(d.fmt)
+        rows["version"].append(d.version)
+        rows["comm_lib_version"].append(d.comm_lib_version)
+        rows["n_entries"].append(d.n_entries)
+        rows["reader"].append(d.reader)
+        rows["suspect"].append(bool(d.suspect))
+        rows["fingerprint"].append(d.fingerprint)
+        rows["warnings"].append(json.dumps(list(d.warnings)))
+        rows["pg_config"].append(
+            json.dumps(
+                {
+                    name: [desc, None if members is None else lists.index_of(members)]
+                    for name, (desc, members) in d.pg_config.items()
+                }
+            )
+        )
+        rows["pg_status"].append(json.dumps({str(k): list(v) for k, v in d.pg_status.items()}))
+        rows["dropped_pg_ids"].append(json.dumps({str(k): v for k, v in d.dropped_pg_ids.items()}))
+        rows["vocab"].append(json.dumps({f: list(d.vocab[f]) for f in STRING_FIELDS}))
+        rows["stacks"].append(json.dumps([[list(frame) for frame in key] for key in d.stacks]))
+    schema.frame(DUMPS, rows).to_parquet(folder / "dumps.parquet", index=False)
+    (folder / MEMBERS).write_text(json.dumps({"members": [list(m) for m in lists.lists]}) + "\n")
+    _write_columns(dumps, folder / "parsed.parquet")
+
+
+#: Entries per row group of parsed.parquet (written a block of dumps at a time).
+ROW_GROUP_ENTRIES = 1 << 20
+#: The width of a column no dump has entries for, per kind.
+_EMPTY_DTYPE = {"ints": np.int64, "bools": np.bool_, "floats": np.float64, "strings": np.int32}
+
+
+def _write_columns(dumps: Sequence[ParsedDump], path: Path) -> None:
+    """The dumps' entry columns as parsed.parquet, each column in the narrowest width that
+    holds every dump's part, a block of dumps (about :data:`ROW_GROUP_ENTRIES` entries) per
+    row group: the dumps' columns are never copied whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind_of = {name: kind for kind, fields in COLUMN_FIELDS for name in fields}
+    kinds = {c.name: kind_of[c.name] for c in PARSED if c.name in kind_of}  # in PARSED's order
+    dtypes: dict[str, np.dtype[Any]] = {"dump": np.dtype(np.int32)}
+    for name, kind in kinds.items():
+        seen = {getattr(d, kind)[name].dtype for d in dumps if d.n_entries}
+        dtypes[name] = np.result_type(*seen) if seen else np.dtype(_EMPTY_DTYPE[kind])
+    schema = pa.schema([(c.name, pa.from_numpy_dtype(dtypes[c.name])) for c in PARSED])
+    with pq.ParquetWriter(path, schema) as writer:
+        start = 0
+        while True:
+            end, size = start, 0
+            while end < len(dumps) and (size < ROW_GROUP_ENTRIES or end == start):
+                size += dumps[end].n_entries
+                end += 1
+            block = [(i, d) for i, d in enumerate(dumps[start:end], start) if d.n_entries]
+            counts = np.array([d.n_entries for _, d in block], dtype=np.int64)
+            columns = {"dump": np.repeat(np.array([i for i, _ in block], dtype=np.int32), counts)}
+            for name, kind in kinds.items():
+                parts = [getattr(d, kind)[name] for _, d in block]
+                columns[name] = (
+                    np.concatenate(parts).astype(dtypes[name], copy=False)
+                    if parts
+                    else np.empty(0, dtype=dtypes[name])
+                )
+            writer.write_table(pa.table(columns, schema=schema), row_group_size=max(size, 1))
+            if end >= len(dumps):
+                break
+            start = end
+
+
+def _inputs_doc(loaded: Loaded) -> dict[str, Any]:
+    return {
+        "skipped": [[s.path, s.rank, s.reason] for s in loaded.skipped],
+        "ignored": [[i.path, i.reason] for i in loaded.ignored],
+        "duplicates": [[d.rank, d.kept, d.dropped, d.identical] for d in loaded.duplicates],
+        "unreadable_dirs": [list(u) for u in loaded.unreadable_dirs],
+        "files": [[f.rank, os.fspath(f.path)] for f in loaded.files],
+    }
+
+
+def _contexts_doc(contexts: Contexts) -> dict[str, Any]:
+    return {
+        "by_rank": [asdict(c) for _, c in sorted(contexts.by_rank.items())],
+        "skipped": [list(s) for s in contexts.skipped],
+    }
 
 
 def _ints(values: list[Any]) -> tuple[int, ...]:
