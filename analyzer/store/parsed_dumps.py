@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
@@ -264,7 +264,9 @@ def _parsed_column(table: Any, folder: Path, name: str) -> np.ndarray:
     return values
 
 
-def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
+def _opened(folder: Path, fmt: str) -> tuple[pd.DataFrame, Any]:
+    """dumps.parquet read, parsed.parquet opened (a ``pyarrow.parquet.ParquetFile``), both
+    refused unless they have the columns of ``fmt``."""
     import pyarrow.parquet as pq
 
     try:
@@ -278,18 +280,12 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
             f"{folder}: dumps.parquet or parsed.parquet has other columns than "
             f"{fmt} (written by another hangscope?)"
         )
-    lists = _member_lists(folder, fmt)
-    counts = meta["n_entries"].to_numpy(dtype=np.int64)
-    rows_total = parsed.metadata.num_rows
-    if int(counts.sum()) != rows_total or (len(counts) and int(counts.min()) < 0):
-        raise InputError(
-            f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
-            f"counts {int(counts.sum())}"
-        )
-    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    # Column by column (one whole column at a time in memory), cut into blocks of dumps.
-    first = list(range(0, len(counts), READ_BLOCK)) + [len(counts)]
-    edges = [int(starts[i]) for i in first]
+    return meta, parsed
+
+
+def _blocks(parsed: Any, folder: Path, edges: list[int]) -> dict[str, list[np.ndarray]]:
+    """The entry columns of parsed.parquet, column by column (one whole column at a time in
+    memory), each cut into blocks of dumps at ``edges``."""
     blocks: dict[str, list[np.ndarray]] = {}
     for name in (*INT_FIELDS, *BOOL_FIELDS, *FLOAT_FIELDS, *STRING_FIELDS):
         try:
@@ -300,63 +296,93 @@ def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
             ) from None
         blocks[name] = _column_blocks(name, _parsed_column(table, folder, name), edges)
         del table
+    return blocks
+
+
+_Columns = Callable[[int, tuple[str, ...]], dict[str, np.ndarray]]
+
+
+def _dumps(
+    meta: pd.DataFrame, lists: list[tuple[int, ...]] | None, cols: _Columns
+) -> list[ParsedDump]:
+    """The dumps of dumps.parquet's rows, ``cols(i, fields)`` the entry columns of the i-th;
+    a malformed value raises ValueError, KeyError or TypeError."""
+    out: list[ParsedDump] = []
+    rows: list[Any] = list(meta.itertuples(index=False))
+    # Dumps of one job repeat their pg_config (member lists as long as the world), stacks
+    # and vocabularies: each distinct text is decoded once, its values shared.
+    configs: dict[str, dict[str, tuple[str, tuple[int, ...] | None]]] = {}
+    stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
+    vocabs: dict[str, dict[str, list[str]]] = {}
+    for i, row in enumerate(rows):
+        if row.pg_config not in configs:
+            configs[row.pg_config] = {
+                str(name): (str(desc), _members_of(members, lists))
+                for name, (desc, members) in json.loads(row.pg_config).items()
+            }
+        if row.stacks not in stack_lists:
+            stack_lists[row.stacks] = [
+                tuple((str(n), str(fn), int(line)) for n, fn, line in key)
+                for key in json.loads(row.stacks)
+            ]
+        if row.vocab not in vocabs:
+            texts = json.loads(row.vocab)
+            vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
+        vocab = vocabs[row.vocab]
+        d = ParsedDump(
+            rank=int(row.rank),
+            path=str(row.path),
+            fmt=str(row.fmt),
+            version=str(row.version),
+            comm_lib_version=str(row.comm_lib_version),
+            n_entries=int(row.n_entries),
+            strings=cols(i, STRING_FIELDS),
+            vocab={f: list(vocab[f]) for f in STRING_FIELDS},
+            ints=cols(i, INT_FIELDS),
+            bools=cols(i, BOOL_FIELDS),
+            floats=cols(i, FLOAT_FIELDS),
+            stacks=list(stack_lists[row.stacks]),
+            pg_config=dict(configs[row.pg_config]),
+            pg_status={
+                int(k): (int(v[0]), int(v[1]), int(v[2]))
+                for k, v in json.loads(row.pg_status).items()
+            },
+            warnings=[str(w) for w in json.loads(row.warnings)],
+            suspect=bool(row.suspect),
+            fingerprint=str(row.fingerprint),
+            dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
+            reader=str(row.reader),
+        )
+        _check_codes(d)
+        out.append(d)
+    return out
+
+
+def read_dumps(folder: Path, fmt: str = STORE_VERSION) -> list[ParsedDump]:
+    """The parsed dumps of the store ``folder`` (of format ``fmt``), as the loader returned
+    them; :class:`InputError` for files that cannot be read or hold what no dump holds."""
+    meta, parsed = _opened(folder, fmt)
+    lists = _member_lists(folder, fmt)
+    counts = meta["n_entries"].to_numpy(dtype=np.int64)
+    rows_total = parsed.metadata.num_rows
+    if int(counts.sum()) != rows_total or (len(counts) and int(counts.min()) < 0):
+        raise InputError(
+            f"{folder}: parsed.parquet has {rows_total} rows, dumps.parquet "
+            f"counts {int(counts.sum())}"
+        )
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    first = list(range(0, len(counts), READ_BLOCK)) + [len(counts)]
+    edges = [int(starts[i]) for i in first]
+    blocks = _blocks(parsed, folder, edges)
 
     def cols(i: int, fields: tuple[str, ...]) -> dict[str, np.ndarray]:
         b = i // READ_BLOCK
         lo, hi = int(starts[i]) - edges[b], int(starts[i + 1]) - edges[b]
         return {f: blocks[f][b][lo:hi] for f in fields}
 
-    out: list[ParsedDump] = []
     try:
-        rows: list[Any] = list(meta.itertuples(index=False))
-        # Dumps of one job repeat their pg_config (member lists as long as the world), stacks
-        # and vocabularies: each distinct text is decoded once, its values shared.
-        configs: dict[str, dict[str, tuple[str, tuple[int, ...] | None]]] = {}
-        stack_lists: dict[str, list[tuple[tuple[str, str, int], ...]]] = {}
-        vocabs: dict[str, dict[str, list[str]]] = {}
-        for i, row in enumerate(rows):
-            if row.pg_config not in configs:
-                configs[row.pg_config] = {
-                    str(name): (str(desc), _members_of(members, lists))
-                    for name, (desc, members) in json.loads(row.pg_config).items()
-                }
-            if row.stacks not in stack_lists:
-                stack_lists[row.stacks] = [
-                    tuple((str(n), str(fn), int(line)) for n, fn, line in key)
-                    for key in json.loads(row.stacks)
-                ]
-            if row.vocab not in vocabs:
-                texts = json.loads(row.vocab)
-                vocabs[row.vocab] = {f: [str(v) for v in texts[f]] for f in STRING_FIELDS}
-            vocab = vocabs[row.vocab]
-            d = ParsedDump(
-                rank=int(row.rank),
-                path=str(row.path),
-                fmt=str(row.fmt),
-                version=str(row.version),
-                comm_lib_version=str(row.comm_lib_version),
-                n_entries=int(row.n_entries),
-                strings=cols(i, STRING_FIELDS),
-                vocab={f: list(vocab[f]) for f in STRING_FIELDS},
-                ints=cols(i, INT_FIELDS),
-                bools=cols(i, BOOL_FIELDS),
-                floats=cols(i, FLOAT_FIELDS),
-                stacks=list(stack_lists[row.stacks]),
-                pg_config=dict(configs[row.pg_config]),
-                pg_status={
-                    int(k): (int(v[0]), int(v[1]), int(v[2]))
-                    for k, v in json.loads(row.pg_status).items()
-                },
-                warnings=[str(w) for w in json.loads(row.warnings)],
-                suspect=bool(row.suspect),
-                fingerprint=str(row.fingerprint),
-                dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
-                reader=str(row.reader),
-            )
-            _check_codes(d)
-            out.append(d)
+        return _dumps(meta, lists, cols)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(
             f"{folder}: dumps.parquet is malformed ({type(exc).__name__}: {exc})"
         ) from None
-    return out
