@@ -7,12 +7,15 @@ jobs; stores mixed with dumps), 3 an internal error (one line; ``hangscope --deb
 prints the traceback), 4 the Dask cluster of ``--scheduler`` could not be used (unreachable
 scheduler, no worker, every batch failed on the workers).
 
-Modules: :mod:`~analyzer.cli.commands` (the commands and their options), :mod:`~analyzer.cli.exits`
-(exit codes, and the steps every command shares: load, analyze, report errors).
+Modules: :mod:`~analyzer.cli.commands` (the commands), :mod:`~analyzer.cli.options` (the options
+they share, ``--version`` and ``--debug``), :mod:`~analyzer.cli.entry_point` (the process:
+``main`` and ``run``), :mod:`~analyzer.cli.exits` (exit codes, and the steps every command
+shares: load, analyze, report errors).
 """
 
 from __future__ import annotations
 
-from analyzer.cli.commands import app, main, run
+from analyzer.cli.commands import app
+from analyzer.cli.entry_point import main, run
 
 __all__ = ["app", "main", "run"]

@@ -1,20 +1,17 @@
-"""The ``hangscope`` commands and their options (see :mod:`analyzer.cli`)."""
+"""The ``hangscope`` commands (see :mod:`analyzer.cli`; the options they share:
+:mod:`~analyzer.cli.options`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_FOUND,
-    EXIT_INTERNAL,
     EXIT_OK,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
@@ -22,12 +19,23 @@ from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
 from analyzer.cli.exits import write as _write
+from analyzer.cli.options import (
+    DEBUG,
+    Clock,
+    GraphFormat,
+    JobsOpt,
+    OutputFormat,
+    Paths,
+    PlotlyJs,
+    PrefixOpt,
+    QuietOpt,
+    SchedulerOpt,
+    StrictOpt,
+    VerboseOpt,
+    WorldOpt,
+    version_callback,
+)
 from analyzer.errors import AnalyzerError
-
-if TYPE_CHECKING:  # pragma: no cover - the commands import the library lazily
-    pass
-
-_DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 
 app = typer.Typer(
     name="hangscope",
@@ -38,77 +46,13 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(StrEnum):
-    text = "text"
-    json = "json"
-
-
-Paths = Annotated[
-    list[str],
-    typer.Argument(
-        help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
-        show_default=False,
-    ),
-]
-PrefixOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
-    ),
-]
-WorldOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
-    ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
-    ),
-]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
-StrictOpt = Annotated[
-    bool,
-    typer.Option(
-        "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)"
-    ),
-]
-SchedulerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scheduler",
-        help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
-        "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
-        show_default=False,
-    ),
-]
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hangscope")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "unknown"
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"hangscope {_version()}")
-        raise typer.Exit(code=EXIT_OK)
-
-
 @app.callback()
 def _main(
     version: Annotated[
         bool,
         typer.Option(
             "--version",
-            callback=_version_callback,
+            callback=version_callback,
             is_eager=True,
             help="Print the version and exit",
         ),
@@ -122,7 +66,7 @@ def _main(
 ) -> None:
     """Which rank stopped the job, and why: post-mortem analysis of PyTorch flight-recorder dumps."""
     if debug:
-        _DEBUG["on"] = True
+        DEBUG["on"] = True
 
 
 @app.command()
@@ -273,13 +217,6 @@ def export(
     )
 
 
-class GraphFormat(StrEnum):
-    text = "text"
-    json = "json"
-    graphml = "graphml"
-    dot = "dot"
-
-
 @app.command()
 def graph(
     paths: Paths,
@@ -313,16 +250,6 @@ def graph(
         text = graph_text(result)
     _write(text, output)
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
-
-
-class PlotlyJs(StrEnum):
-    inline = "inline"
-    cdn = "cdn"
-
-
-class Clock(StrEnum):
-    job = "job"
-    rank = "rank"
 
 
 @app.command()
@@ -391,7 +318,7 @@ def report(
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
         typer.echo(f"wrote {png}")
-    typer.echo(verdict_line(result))
+    typer.echo(verdict_line(result.diagnosis))
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
@@ -435,51 +362,3 @@ def capture(
         else:
             typer.echo(f"sent SIGUSR1 to {pid}")
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)
-
-
-def main() -> None:
-    """Console-script entry point. An unexpected exception is an internal error: exit 3 with
-    one line (never 1, which means "hang found"); ``--debug`` adds the traceback."""
-    from analyzer.escape import clean
-
-    try:
-        app(standalone_mode=True)
-    except AnalyzerError as exc:  # pragma: no cover - commands already convert these
-        typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
-        raise SystemExit(EXIT_BAD_INPUT) from None
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - any bug becomes exit 3 with one line
-        if _DEBUG["on"] or "--debug" in sys.argv[1:]:
-            import traceback
-
-            traceback.print_exc()
-        typer.echo(
-            f"hangscope: internal error: {type(exc).__name__}: {clean(str(exc))[:300]} "
-            "(please report it; run with --debug for the traceback)",
-            err=True,
-        )
-        raise SystemExit(EXIT_INTERNAL) from None
-
-
-def run() -> None:
-    """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
-    code, without taking apart what the analysis built (millions of objects freed one by
-    one at scale). Output is flushed first; nothing of hangscope's
-    needs to run at exit. A flush that fails (the reader of a pipe went away) ends it with
-    120, as Python's own exit would."""
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            code = exc.code or 0
-        else:  # a message: Python prints it and exits with 1
-            print(exc.code, file=sys.stderr)
-            code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120
-    os._exit(code)

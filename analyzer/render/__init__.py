@@ -26,7 +26,8 @@ shown under the figure title.
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
 from analyzer.render.progress_map import progress
-from analyzer.render.report import render_html, verdict_html, verdict_line, write_html
+from analyzer.render.report import render_html, verdict_html, write_html
+from analyzer.render.sentences import verdict_line
 from analyzer.render.static_image import StaticImageError, write_timeline_image
 from analyzer.render.text import render_text
 from analyzer.render.timeline_figure import timeline

@@ -27,7 +27,6 @@ __all__ = [
     "ST_MISMATCH",
     "base_layout",
     "clip",
-    "esc",
     "members_label",
     "pipeline_stage",
     "ranks_text",
@@ -62,11 +61,6 @@ ST_DONE, ST_FLIGHT, ST_MISMATCH = 0, 1, 2
 STATE_NAMES = {ST_DONE: "completed", ST_FLIGHT: "in flight", ST_MISMATCH: "mismatched"}
 
 _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
-
-
-def esc(value: object) -> str:
-    """Escape text from a dump for plotly labels (:func:`analyzer.render.sentences.for_plot`)."""
-    return for_plot(value)
 
 
 def clip(text: str, n: int = 120) -> str:
@@ -146,7 +140,7 @@ def stack_texts(
         shown = (user or rows)[:frames]
         hidden = len(rows) - len(shown)
         lines = [
-            esc(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110))
+            for_plot(clip(f"{_short_path(str(r.filename))}:{int(r.line)} in {r.name}", 110))
             for r in shown
         ]
         if hidden:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from analyzer.render.figure_style import CULPRIT, base_layout, clip, esc, ranks_text, top_margin
+from analyzer.render.figure_style import CULPRIT, base_layout, clip, ranks_text, top_margin
+from analyzer.render.sentences import for_plot
 from analyzer.terms import group_label
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,8 +83,8 @@ def _grid(p: pd.DataFrame, roles: list[str], world: int) -> _Grid:
             ux.append(j)
             uy.append(row.role)
             utext.append(
-                f"rank {j} · {esc(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))}<br>"
-                f"progress unknown ({esc(row.source)})"
+                f"rank {j} · {for_plot(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))}<br>"
+                f"progress unknown ({for_plot(row.source)})"
             )
             continue
         lag = int(row.frontier) - int(row.enqueued)
@@ -92,7 +93,7 @@ def _grid(p: pd.DataFrame, roles: list[str], world: int) -> _Grid:
             g.c_enq[i, j] = row.enqueued
             g.c_cmp[i, j] = row.completed
             g.c_front[i, j] = row.frontier
-            g.grp[i, j] = esc(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))
+            g.grp[i, j] = for_plot(clip(group_label(str(row.pg_name), str(row.pg_desc)), 70))
             g.z_cmp[i, j] = (
                 (int(row.frontier) - int(row.completed)) if row.completed >= 0 else np.nan
             )
@@ -184,7 +185,7 @@ def _furthest_behind(fig: go.Figure, g: _Grid, roles: list[str]) -> None:
             for j in np.flatnonzero(row == top)[:32]:
                 lx.append(int(j))
                 ly.append(role)
-                ltext.append(f"rank {int(j)}: {int(top)} behind in {esc(role)}")
+                ltext.append(f"rank {int(j)}: {int(top)} behind in {for_plot(role)}")
     if lx:
         fig.add_trace(
             go.Scatter(
@@ -259,7 +260,7 @@ def progress(analysis: Analysis) -> go.Figure:
     if d.culprit_ranks:
         notes.append(
             f"dotted red: culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} "
-            f"{esc(ranks_text(d.culprit_ranks))}"
+            f"{for_plot(ranks_text(d.culprit_ranks))}"
         )
     notes.extend(_dialect_notes(analysis))
     layout = base_layout(

@@ -35,11 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
 
 
-def esc(value: object) -> str:
-    """HTML-escape anything that came from a dump (text and attribute values)."""
-    return for_html(value)
-
-
 def _json_for_html(obj: Any) -> str:
     """JSON that can sit inside a <script> element (no ``</script>``, no ``<!--``)."""
     text = obj if isinstance(obj, str) else json.dumps(obj)
@@ -50,11 +45,6 @@ def _json_for_html(obj: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
-
-
-def verdict_line(analysis: Analysis) -> str:
-    """One line: verdict, culprits and kind (the CLI prints it; the text output's first line)."""
-    return wording.verdict_line(analysis.diagnosis)
 
 
 def verdict_html(
@@ -69,9 +59,9 @@ def verdict_html(
     for f in d.findings[:max_findings]:
         rows.append(
             "<tr>"
-            f"<td style='padding:3px 8px;vertical-align:top'>{'★ ' if f.culprit else ''}{esc(f.kind)}</td>"
-            f"<td style='padding:3px 8px;vertical-align:top'>{esc(rank_runs(f.ranks, 4))}</td>"
-            f"<td style='padding:3px 8px;text-align:left;overflow-wrap:anywhere'>{esc(f.summary)}</td></tr>"
+            f"<td style='padding:3px 8px;vertical-align:top'>{'★ ' if f.culprit else ''}{for_html(f.kind)}</td>"
+            f"<td style='padding:3px 8px;vertical-align:top'>{for_html(rank_runs(f.ranks, 4))}</td>"
+            f"<td style='padding:3px 8px;text-align:left;overflow-wrap:anywhere'>{for_html(f.summary)}</td></tr>"
         )
     more = len(d.findings) - max_findings
     table = (
@@ -93,12 +83,12 @@ def verdict_html(
     return (
         "<div class='hangscope-verdict' style='font-family:system-ui,sans-serif;max-width:1100px'>"
         f"<div style='background:{bg};color:white;padding:10px 14px;border-radius:6px'>"
-        f"<div style='font-size:18px;font-weight:700'>{esc(wording.verdict_head(d))}</div>"
-        f"<div style='font-size:13px'>{esc(wording.verdict_detail(d))}</div>"
-        f"<div style='font-size:13px;margin-top:6px;overflow-wrap:anywhere'>{esc(d.headline)}</div></div>"
+        f"<div style='font-size:18px;font-weight:700'>{for_html(wording.verdict_head(d))}</div>"
+        f"<div style='font-size:13px'>{for_html(wording.verdict_detail(d))}</div>"
+        f"<div style='font-size:13px;margin-top:6px;overflow-wrap:anywhere'>{for_html(d.headline)}</div></div>"
         f"<div style='font-size:12px;color:#5d6d7e;margin-top:4px'>{len(t.dumped_ranks)} of {t.world_size} "
         f"ranks dumped · {len(t.entries):,} entries"
-        + (f" · {esc(missing_text(analysis))}" if d.missing_dumps else "")
+        + (f" · {for_html(missing_text(analysis))}" if d.missing_dumps else "")
         + f"</div>{table}</div>"
     )
 
@@ -115,7 +105,7 @@ def _cdn_tag(nonce: str) -> tuple[str, str]:
     url = plotly_cdn_url()
     digest = base64.b64encode(hashlib.sha256(_plotly_js().encode("utf-8")).digest()).decode()
     tag = (
-        f'<script nonce="{nonce}" src="{esc(url)}" integrity="sha256-{digest}" '
+        f'<script nonce="{nonce}" src="{for_html(url)}" integrity="sha256-{digest}" '
         'crossorigin="anonymous" charset="utf-8"></script>'
     )
     origin = "/".join(url.split("/")[:3])
@@ -125,15 +115,17 @@ def _cdn_tag(nonce: str) -> tuple[str, str]:
 def banner_html(analysis: Analysis) -> str:
     """The verdict banner: the same verdict, kind, headline and chain sentences as the text."""
     d = analysis.diagnosis
-    chains = "".join(f"<li class='chain'>{esc(c)}</li>" for c in chain_sentences(d))
-    missing = f"<li class='missing'>{esc(missing_text(analysis))}</li>" if d.missing_dumps else ""
-    cycles = "".join(f"<li class='cycle'>{esc(cycle_line(c))}</li>" for c in d.deadlock_cycles)
+    chains = "".join(f"<li class='chain'>{for_html(c)}</li>" for c in chain_sentences(d))
+    missing = (
+        f"<li class='missing'>{for_html(missing_text(analysis))}</li>" if d.missing_dumps else ""
+    )
+    cycles = "".join(f"<li class='cycle'>{for_html(cycle_line(c))}</li>" for c in d.deadlock_cycles)
     return "".join(
         [
-            f"<header class='banner {esc(d.verdict.value)}' id='verdict'>",
-            f"<p class='verdict'>{esc(wording.verdict_head(d))}</p>",
-            f"<p class='kind'>{esc(wording.verdict_detail(d))}</p>",
-            f"<p class='headline'>{esc(d.headline)}</p>",
+            f"<header class='banner {for_html(d.verdict.value)}' id='verdict'>",
+            f"<p class='verdict'>{for_html(wording.verdict_head(d))}</p>",
+            f"<p class='kind'>{for_html(wording.verdict_detail(d))}</p>",
+            f"<p class='headline'>{for_html(d.headline)}</p>",
             f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
             "</header>",
         ]
@@ -283,10 +275,10 @@ def render_html(
         f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta name='referrer' content='no-referrer'>"
-        f"<title>{esc(page_title)}</title><style>{CSS}</style></head>"
-        f"<body data-ready='0' data-verdict='{esc(d.verdict.value)}'><main>"
+        f"<title>{for_html(page_title)}</title><style>{CSS}</style></head>"
+        f"<body data-ready='0' data-verdict='{for_html(d.verdict.value)}'><main>"
         + "".join(body)
-        + f"<footer>hangscope {esc(version)} · post-mortem report of PyTorch flight-recorder dumps</footer>"
+        + f"<footer>hangscope {for_html(version)} · post-mortem report of PyTorch flight-recorder dumps</footer>"
         + f'</main>{js_tag}<script nonce="{nonce}">{BOOT}</script></body></html>\n'
     )
 
@@ -300,4 +292,4 @@ def write_html(analysis: Analysis, path: Any, **kw: Any) -> str:
     return str(out)
 
 
-__all__ = ["banner_html", "esc", "render_html", "verdict_html", "verdict_line", "write_html"]
+__all__ = ["banner_html", "render_html", "verdict_html", "write_html"]

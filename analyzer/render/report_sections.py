@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from analyzer.diagnosis import unrecorded_text
 from analyzer.render.input_notes import input_notes
-from analyzer.render.sentences import for_html as esc
-from analyzer.render.sentences import full_dialect_text
+from analyzer.render.sentences import for_html, full_dialect_text
 from analyzer.terms import group_label, group_short, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,14 +25,14 @@ def findings_table(analysis: Analysis) -> str:
         return "<p class='note'>no findings</p>"
     rows = []
     for f in d.findings[:200]:
-        where = esc(group_label(f.group, f.group_desc)) if f.group or f.group_desc else ""
+        where = for_html(group_label(f.group, f.group_desc)) if f.group or f.group_desc else ""
         rows.append(
             f"<tr class='{'culprit' if f.culprit else ''}'>"
-            f"<td><span class='tag{' culprit' if f.culprit else ''}'>{esc(f.kind)}</span></td>"
+            f"<td><span class='tag{' culprit' if f.culprit else ''}'>{for_html(f.kind)}</span></td>"
             f"<td>{'culprit' if f.culprit else ''}</td>"
-            f"<td>{esc(rank_runs(f.ranks, 6))}</td><td>{where}</td>"
-            f"<td>{int(f.seq) if f.seq >= 0 else ''}</td><td>{esc(f.op)}</td>"
-            f"<td class='sum'>{esc(f.summary)}</td></tr>"
+            f"<td>{for_html(rank_runs(f.ranks, 6))}</td><td>{where}</td>"
+            f"<td>{int(f.seq) if f.seq >= 0 else ''}</td><td>{for_html(f.op)}</td>"
+            f"<td class='sum'>{for_html(f.summary)}</td></tr>"
         )
     more = (
         f"<p class='note'>{len(d.findings) - 200} more findings not listed (see the JSON output)</p>"
@@ -48,7 +47,7 @@ def findings_table(analysis: Analysis) -> str:
 
 def _stack_block(frames: Any) -> str:
     lines = [
-        f"{esc(fr.get('filename', ''))}:{int(fr.get('line', 0))} in {esc(fr.get('name', ''))}"
+        f"{for_html(fr.get('filename', ''))}:{int(fr.get('line', 0))} in {for_html(fr.get('name', ''))}"
         for fr in frames
     ]
     return (
@@ -63,11 +62,11 @@ def stacks_section(analysis: Analysis) -> str:
     for f in d.findings:
         if not f.culprit or shown >= 4:
             continue
-        ranks = esc(rank_runs(f.ranks, 6))
+        ranks = for_html(rank_runs(f.ranks, 6))
         if f.stack:
             parts.append(
-                f"<h3 class='note'>[{esc(f.kind)}] ranks {ranks}: stack that issued "
-                f"{esc(f.op)} in {esc(group_short(f.group, f.group_desc))} seq {int(f.seq)} "
+                f"<h3 class='note'>[{for_html(f.kind)}] ranks {ranks}: stack that issued "
+                f"{for_html(f.op)} in {for_html(group_short(f.group, f.group_desc))} seq {int(f.seq)} "
                 "(innermost frame first)</h3>" + _stack_block(f.stack)
             )
         last = f.evidence.get("last_recorded_stack")
@@ -75,8 +74,9 @@ def stacks_section(analysis: Analysis) -> str:
             op = f.evidence.get("last_recorded_op", {}) or {}
             parts.append(
                 f"<h3 class='note'>rank {ranks}: stack of its last recorded op "
-                f"({esc(op.get('op', ''))} in {esc(group_short(op.get('group', ''), op.get('group_desc', '')))} "
-                f"seq {esc(op.get('seq', ''))}), where it stopped issuing</h3>" + _stack_block(last)
+                f"({for_html(op.get('op', ''))} in {for_html(group_short(op.get('group', ''), op.get('group_desc', '')))} "
+                f"seq {for_html(op.get('seq', ''))}), where it stopped issuing</h3>"
+                + _stack_block(last)
             )
         shown += 1
     if not parts:
@@ -93,8 +93,8 @@ def _input_notes_html(analysis: Analysis) -> str:
     out = []
     if n.warnings:
         rows = "".join(
-            f"<tr><td>{int(w['rank'])}</td><td>{esc(str(w['warning']))}</td>"  # type: ignore[call-overload]
-            f"<td>{esc(str(w['path']))}</td></tr>"
+            f"<tr><td>{int(w['rank'])}</td><td>{for_html(str(w['warning']))}</td>"  # type: ignore[call-overload]
+            f"<td>{for_html(str(w['path']))}</td></tr>"
             for w in n.warnings[:500]
         )
         out.append(
@@ -106,20 +106,22 @@ def _input_notes_html(analysis: Analysis) -> str:
     if n.duplicates:
         out.append(
             "<h3>Duplicates</h3><ul>"
-            + "".join(f"<li>{esc(str(d['note']))}</li>" for d in n.duplicates[:500])
+            + "".join(f"<li>{for_html(str(d['note']))}</li>" for d in n.duplicates[:500])
             + "</ul>"
         )
     if n.unreadable_folders:
         out.append(
             "<h3>Unreadable folders</h3><ul>"
-            + "".join(f"<li>{esc(p)}: {esc(w)}</li>" for p, w in n.unreadable_folders[:500])
+            + "".join(
+                f"<li>{for_html(p)}: {for_html(w)}</li>" for p, w in n.unreadable_folders[:500]
+            )
             + "</ul>"
         )
     if n.ignored:
         out.append(
             f"<details><summary>ignored files ({len(n.ignored)}, not flight-recorder "
             "dumps)</summary><ul>"
-            + "".join(f"<li>{esc(p)}: {esc(w)}</li>" for p, w in n.ignored[:500])
+            + "".join(f"<li>{for_html(p)}: {for_html(w)}</li>" for p, w in n.ignored[:500])
             + "</ul></details>"
         )
     return "".join(out)
@@ -132,7 +134,7 @@ def skipped_section(analysis: Analysis) -> str:
             analysis
         )
     rows = "".join(
-        f"<tr><td>{esc(p)}</td><td>{int(r) if int(r) >= 0 else ''}</td><td>{esc(why)}</td></tr>"
+        f"<tr><td>{for_html(p)}</td><td>{int(r) if int(r) >= 0 else ''}</td><td>{for_html(why)}</td></tr>"
         for p, r, why in sk[["path", "rank", "reason"]].head(500).itertuples(index=False)
     )
     more = f"<p class='note'>{len(sk) - 500} more not listed</p>" if len(sk) > 500 else ""
@@ -153,7 +155,7 @@ def summary_section(analysis: Analysis) -> str:
 
     def uniq(series: Any) -> str:
         vals = sorted({str(v) for v in series if str(v)})
-        return esc(", ".join(vals)) if vals else "—"
+        return for_html(", ".join(vals)) if vals else "—"
 
     times = e["time_created_ns"] if len(e) else None
     span = ""
@@ -168,14 +170,14 @@ def summary_section(analysis: Analysis) -> str:
     items = [
         ("world size", str(int(t.world_size))),
         ("dumps read", f"{len(t.dumped_ranks)} rank(s)"),
-        ("missing dumps", esc(rank_runs(d.missing_dumps)) if d.missing_dumps else "none"),
+        ("missing dumps", for_html(rank_runs(d.missing_dumps)) if d.missing_dumps else "none"),
         ("entries", f"{len(e):,}"),
         ("groups", f"{len(t.groups):,}"),
         ("backends", uniq(rk["backend"])),
-        ("read as", esc(full_dialect_text(analysis).removeprefix("read as: ")) or "—"),
+        ("read as", for_html(full_dialect_text(analysis).removeprefix("read as: ")) or "—"),
         (
             "groups not recorded",
-            esc(unrecorded_text(d.unrecorded_groups).split(": ", 1)[1])
+            for_html(unrecorded_text(d.unrecorded_groups).split(": ", 1)[1])
             if d.unrecorded_groups
             else "none",
         ),
@@ -190,7 +192,7 @@ def summary_section(analysis: Analysis) -> str:
     files = rk[rk["path"] != ""][["rank", "path", "format", "entries"]]
     cap = 256
     rows = "".join(
-        f"<tr><td>{int(r)}</td><td>{esc(p)}</td><td>{esc(fm)}</td><td>{int(n):,}</td></tr>"
+        f"<tr><td>{int(r)}</td><td>{for_html(p)}</td><td>{for_html(fm)}</td><td>{int(n):,}</td></tr>"
         for r, p, fm, n in files.head(cap).itertuples(index=False)
     )
     more = (

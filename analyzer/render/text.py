@@ -21,12 +21,7 @@ from analyzer.render.sentences import (
 if TYPE_CHECKING:
     from analyzer.analysis import Analysis
 
-__all__ = ["kind_title", "render_text", "where_now_lines"]
-
-
-def kind_title(analysis: Analysis) -> str:
-    """The title of the leading kind (:func:`analyzer.render.sentences.kind_title`)."""
-    return wording.kind_title(analysis.diagnosis)
+__all__ = ["render_text", "where_now_lines"]
 
 
 def _wrap(text: str, indent: str, width: int) -> str:

@@ -1,4 +1,5 @@
-"""The timeline figure: one lane per rank, a bar per recorded op."""
+"""The timeline figure: one lane per rank, a bar per recorded op (its lanes:
+:mod:`~analyzer.render.timeline_lanes`; its layout: :mod:`~analyzer.render.timeline_layout`)."""
 
 from __future__ import annotations
 
@@ -12,30 +13,27 @@ from analyzer.render.figure_style import (
     BAR_BUDGET,
     COLORS,
     CULPRIT,
-    CULPRIT_BAND,
     HIGHLIGHT,
     LANE_BUDGET,
     ST_DONE,
     STACK_HOVERS,
     STATE_NAMES,
-    base_layout,
     clip,
-    esc,
     ranks_text,
     stack_texts,
-    top_margin,
 )
+from analyzer.render.sentences import for_plot
+from analyzer.render.timeline_entries import entry_arrays, rank_ref
 from analyzer.render.timeline_lanes import (
     Frame,
     Key,
     Lane,
-    entry_arrays,
     entry_hover,
     focus_of,
     frame_of,
     lanes_of,
-    rank_ref,
 )
+from analyzer.render.timeline_layout import lay_out, view_ranges
 from analyzer.terms import group_label, is_p2p_op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +70,7 @@ def _merge_history(
             t["x"].append(max(b - a, 0.0))
             t["y"].append(ln.y)
             t["text"].append(
-                f"<b>{esc('rank ' + str(ln.rep))}</b>: {len(part)} older op(s) merged<br>"
+                f"<b>{for_plot('rank ' + str(ln.rep))}</b>: {len(part)} older op(s) merged<br>"
                 f"from {a:+.3f} s to {b:+.3f} s · "
                 f"{int((st[part] == ST_DONE).sum())} completed"
             )
@@ -224,9 +222,9 @@ def _never_joined(fr: Frame) -> tuple[dict[str, list[Any]], dict[str, list[Any]]
             marks["x"].append(x)
             marks["y"].append(ln.y)
             marks["text"].append(
-                f"<b>never joined</b>: rank {int(c)} {esc(what)} {esc(op)} in "
-                f"{esc(clip(group_label(g, desc), 80))} {'p2p ' if is_p2p_op(op) else ''}seq {s}<br>"
-                f"awaited by ranks {esc(ranks_text(waiters))}<br>peers enqueued it at {x:+.6f} s"
+                f"<b>never joined</b>: rank {int(c)} {for_plot(what)} {for_plot(op)} in "
+                f"{for_plot(clip(group_label(g, desc), 80))} {'p2p ' if is_p2p_op(op) else ''}seq {s}<br>"
+                f"awaited by ranks {for_plot(ranks_text(waiters))}<br>peers enqueued it at {x:+.6f} s"
             )
             ghost_x.append(x)
         x_first = items[0][0]
@@ -235,7 +233,7 @@ def _never_joined(fr: Frame) -> tuple[dict[str, list[Any]], dict[str, list[Any]]
         bars["y"].append(ln.y)
         bars["text"].append(
             f"<b>rank {int(c)}: never joined</b> {len(items)} op(s) its peers wait in; first: "
-            f"{esc(items[0][4])} in {esc(clip(group_label(items[0][1], items[0][2]), 80))} "
+            f"{for_plot(items[0][4])} in {for_plot(clip(group_label(items[0][1], items[0][2]), 80))} "
             f"seq {items[0][3]}"
         )
     return bars, marks, ghost_x
@@ -312,30 +310,13 @@ def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
                 name="no dump",
                 marker={"symbol": "square-x-open", "size": 12, "color": COLORS["no dump"]},
                 hovertext=[
-                    f"rank{'s' if len(ln.ranks) > 1 else ''} {esc(ranks_text(ln.ranks))}: no dump"
+                    f"rank{'s' if len(ln.ranks) > 1 else ''} {for_plot(ranks_text(ln.ranks))}: no dump"
                     for ln in nd
                 ],
                 hoverinfo="text",
             )
         )
     return ghost_x
-
-
-def _ranges(
-    fr: Frame, window_s: float | None, ghost_x: list[float], x_min_all: float
-) -> tuple[list[float], list[float], float, float]:
-    """Default view (the last moments before the hang) and the whole buffer, and their spans."""
-    if window_s is not None and window_s > 0:
-        x_lo = -float(window_s)
-    else:
-        cand = fr.starts + ghost_x
-        x_lo = min(cand) if cand else -1.0
-    x_lo = max(x_lo, x_min_all) if x_min_all < 0 else x_lo
-    span = max(-x_lo, 1e-6)
-    win = [x_lo - 0.04 * span, max(0.06 * span, 1.5 * fr.pad)]
-    whole_span = max(-x_min_all, span)
-    whole = [x_min_all - 0.04 * whole_span, max(0.06 * whole_span, 1.5 * fr.pad)]
-    return win, whole, span, whole_span
 
 
 def timeline(
@@ -374,7 +355,7 @@ def timeline(
         )
     fig = go.Figure()
     ghost_x = _add_traces(fig, fr, traces)
-    win, whole, span, whole_span = _ranges(fr, window_s, ghost_x, x_min_all)
+    win, whole, span, whole_span = view_ranges(fr, window_s, ghost_x, x_min_all)
     if clock == "rank":
         notes.append(
             "clock: each lane relative to its own rank's newest timestamp (removes host clock "
@@ -385,7 +366,7 @@ def timeline(
             "clock: seconds before the newest timestamp of the dump set; clocks of different "
             "hosts are not synchronized (use clock='rank' to align each rank on itself)"
         )
-    _lay_out(
+    lay_out(
         fig,
         fr,
         notes,
@@ -394,108 +375,3 @@ def timeline(
         whole_span,
     )
     return fig
-
-
-def _lay_out(
-    fig: go.Figure,
-    fr: Frame,
-    notes: list[str],
-    meta: dict[str, Any],
-    span: float,
-    whole_span: float,
-) -> None:
-    d = fr.analysis.diagnosis
-    lanes, n_lanes = fr.lanes, max(1, len(fr.lanes))
-    shapes = [
-        {
-            "type": "rect",
-            "xref": "paper",
-            "x0": 0,
-            "x1": 1,
-            "yref": "y",
-            "y0": ln.y - 0.5,
-            "y1": ln.y + 0.5,
-            "fillcolor": CULPRIT_BAND,
-            "line": {"width": 0},
-            "layer": "below",
-        }
-        for ln in lanes
-        if ln.culprit
-    ]
-    shapes.append(
-        {
-            "type": "line",
-            "xref": "x",
-            "x0": 0,
-            "x1": 0,
-            "yref": "paper",
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": "#999", "width": 1, "dash": "dot"},
-        }
-    )
-    culprit_txt = ", ".join(str(r) for r in d.culprit_ranks)
-    title = "Timeline" + (
-        f": culprit rank{'s' if len(d.culprit_ranks) > 1 else ''} {culprit_txt}"
-        if culprit_txt
-        else ""
-    )
-    height = max(320, min(2400, 170 + 24 * n_lanes + 16 * len(notes)))
-    layout = base_layout(title, notes, height)
-    layout["meta"]["hangscope"].update({"lanes": len(lanes), **meta})
-    win, whole = meta["window"], meta["whole"]
-    fig.update_layout(
-        **layout,
-        barmode="overlay",
-        bargap=0.2,
-        showlegend=True,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        margin={"l": 10, "r": 10, "t": top_margin(notes, 44), "b": 50},
-        shapes=shapes,
-        hovermode="closest",
-        xaxis={
-            "title": {
-                "text": "seconds before the end of the record"
-                if fr.clock == "job"
-                else "seconds before the rank's newest entry"
-            },
-            "range": win,
-            "zeroline": False,
-            "showgrid": True,
-            "gridcolor": "#eee",
-        },
-        yaxis={
-            "tickmode": "array",
-            "tickvals": [ln.y for ln in lanes],
-            "ticktext": [ln.label() for ln in lanes],
-            "range": [n_lanes - 0.5, -0.5],
-            "showgrid": False,
-            "automargin": True,
-            "fixedrange": True,
-        },
-        updatemenus=[
-            {
-                "type": "buttons",
-                "direction": "left",
-                "x": 0.0,
-                "xanchor": "left",
-                "y": 1.0,
-                "yanchor": "bottom",
-                "pad": {"b": 4},
-                "showactive": True,
-                "active": 0,
-                "buttons": [
-                    {
-                        "label": f"Hang window ({span:.3g} s)",
-                        "method": "relayout",
-                        "args": [{"xaxis.range": win}],
-                    },
-                    {
-                        "label": f"Whole buffer ({whole_span:.3g} s)",
-                        "method": "relayout",
-                        "args": [{"xaxis.range": whole}],
-                    },
-                ],
-            }
-        ],
-    )

@@ -1,5 +1,6 @@
-"""The timeline's data: entry columns as arrays, and the lanes (ranks, or sets of ranks that
-behave alike) the timeline draws, with their hover texts."""
+"""The lanes the timeline draws (ranks, or sets of ranks that behave alike), with the hover
+texts of their bars, and what every part of the figure shares (:class:`Frame`); the entry
+columns they are drawn from: :mod:`~analyzer.render.timeline_entries`."""
 
 from __future__ import annotations
 
@@ -13,137 +14,20 @@ import numpy as np
 
 from analyzer.render.figure_style import (
     CULPRIT,
-    ST_DONE,
     ST_FLIGHT,
-    ST_MISMATCH,
     STATE_NAMES,
     clip,
-    esc,
     members_label,
     pipeline_stage,
 )
+from analyzer.render.sentences import for_plot
+from analyzer.render.timeline_entries import Entries
 from analyzer.terms import group_label, is_p2p_op
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
 
-__all__ = [
-    "Entries",
-    "Frame",
-    "Key",
-    "Lane",
-    "entry_arrays",
-    "entry_hover",
-    "focus_of",
-    "frame_of",
-    "lanes_of",
-    "rank_ref",
-]
-
-
-@dataclass
-class Entries:
-    """The entry columns the timeline needs, sorted by (rank, enqueue time), as arrays."""
-
-    rank: np.ndarray
-    created: np.ndarray
-    end: np.ndarray
-    completed_known: np.ndarray
-    state: np.ndarray
-    key: np.ndarray  # per-entry signature code
-    idx: np.ndarray  # row positions in analysis.tables.entries
-    starts: dict[int, tuple[int, int]] = field(default_factory=dict)
-
-    def of(self, rank: int) -> slice:
-        lo, hi = self.starts.get(rank, (0, 0))
-        return slice(lo, hi)
-
-
-def entry_arrays(analysis: Analysis) -> Entries:
-    e = analysis.tables.entries
-    gloo = analysis.matching.dialects.completion_unobserved
-    rank = e["rank"].to_numpy(np.int64)
-    created = e["time_created_ns"].to_numpy(np.int64)
-    comp = e["time_completed_ns"].to_numpy(np.int64)
-    state_s = e["state"].astype(str).to_numpy() if len(e) else np.array([], dtype=object)
-    done = e["retired"].to_numpy(bool) if gloo else (state_s == "completed")
-    if gloo:
-        done = done | (state_s == "completed")
-    state = np.where(done, ST_DONE, ST_FLIGHT).astype(np.int8)
-    mm = analysis.matching.mismatches
-    if len(mm) and len(e):
-        bad = set(zip(mm["pg_name"].astype(str), mm["seq"].astype(int), mm["rank"].astype(int)))
-        names = e["pg_name"].astype(str).to_numpy()
-        seqs = e["seq"].to_numpy(np.int64)
-        p2p = e["is_p2p"].to_numpy(bool)
-        cand = np.flatnonzero(~p2p & np.isin(rank, [r for _, _, r in bad]))
-        for i in cand:
-            if (names[i], int(seqs[i]), int(rank[i])) in bad:
-                state[i] = ST_MISMATCH
-    # Ops the wait analysis says a rank is blocked in are in flight, even where the recorder
-    # retired them (gloo retires an op that timed out).
-    w = analysis.waits
-    if len(w) and len(e):
-        blocked = {
-            (int(r), str(g), int(q), is_p2p_op(o))
-            for r, g, q, o in w[["waiter", "pg_name", "seq", "op"]].itertuples(index=False)
-        }
-        names = e["pg_name"].astype(str).to_numpy()
-        p2p = e["is_p2p"].to_numpy(bool)
-        seqs = np.where(p2p, e["p2p_seq"].to_numpy(np.int64), e["seq"].to_numpy(np.int64))
-        cand = np.flatnonzero(np.isin(rank, list({b[0] for b in blocked})) & (state == ST_DONE))
-        cand = cand[np.isin(seqs[cand], list({b[2] for b in blocked}))]
-        for i in cand:
-            if (int(rank[i]), names[i], int(seqs[i]), bool(p2p[i])) in blocked:
-                state[i] = ST_FLIGHT
-    order = (
-        np.lexsort((e["record_id"].to_numpy(np.int64), created, rank))
-        if len(e)
-        else np.empty(0, np.int64)
-    )
-    rank, created, comp, state = rank[order], created[order], comp[order], state[order]
-    # Signature per entry: group role (desc, else name), seq (p2p seq for send/recv), op, state.
-    desc_codes = (
-        e["pg_desc"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
-    )
-    op_codes = e["op"].cat.codes.to_numpy(np.int64)[order] if len(e) else np.empty(0, np.int64)
-    is_p2p = e["is_p2p"].to_numpy(bool)[order] if len(e) else np.empty(0, bool)
-    seq = (
-        np.where(is_p2p, e["p2p_seq"].to_numpy(np.int64)[order], e["seq"].to_numpy(np.int64)[order])
-        if len(e)
-        else np.empty(0, np.int64)
-    )
-    key = (((desc_codes * 4096 + op_codes) * 4 + state) << 32) ^ (seq & 0xFFFFFFFF)
-    # Bar ends: completion when known; the next enqueue of the rank when the op is done but
-    # its completion time was not recorded (gloo); the end of the record when never done.
-    nxt = np.empty_like(created)
-    if len(created):
-        nxt[:-1] = created[1:]
-        nxt[-1] = created[-1]
-        last_of_rank = np.ones(len(rank), bool)
-        last_of_rank[:-1] = rank[1:] != rank[:-1]
-        nxt[last_of_rank] = created[last_of_rank]
-    known = comp > 0
-    end = np.where(known, comp, np.where(state == ST_FLIGHT, -1, np.maximum(nxt, created)))
-    starts: dict[int, tuple[int, int]] = {}
-    if len(rank):
-        cut = np.flatnonzero(np.diff(rank)) + 1
-        lo = np.concatenate([[0], cut])
-        hi = np.concatenate([cut, [len(rank)]])
-        starts = {int(rank[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
-    return Entries(
-        rank=rank,
-        created=created,
-        end=end,
-        completed_known=known,
-        state=state,
-        key=key,
-        idx=order,
-        starts=starts,
-    )
-
-
-# --------------------------------------------------------------------------- timeline
+__all__ = ["Frame", "Key", "Lane", "entry_hover", "focus_of", "frame_of", "lanes_of"]
 
 
 @dataclass
@@ -290,10 +174,10 @@ def entry_hover(
         )
         gpu = f" · GPU {dur[i]:.3f} ms" if not math.isnan(dur[i]) else ""
         parts = [
-            f"<b>{esc(who)}</b> · {esc(clip(group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
-            f"{seq_txt} · <b>{esc(clip(cols['op'][i], 60))}</b> · {esc(STATE_NAMES[s])} ({esc(cols['state'][i])})",
-            f"sizes {esc(clip(cols['input_sizes'][i], 60))} → {esc(clip(cols['output_sizes'][i], 60))}",
-            f"dtypes {esc(clip(cols['input_dtypes'][i], 50))} → {esc(clip(cols['output_dtypes'][i], 50))}",
+            f"<b>{for_plot(who)}</b> · {for_plot(clip(group_label(cols['pg_name'][i], cols['pg_desc'][i]), 80))}",
+            f"{seq_txt} · <b>{for_plot(clip(cols['op'][i], 60))}</b> · {for_plot(STATE_NAMES[s])} ({for_plot(cols['state'][i])})",
+            f"sizes {for_plot(clip(cols['input_sizes'][i], 60))} → {for_plot(clip(cols['output_sizes'][i], 60))}",
+            f"dtypes {for_plot(clip(cols['input_dtypes'][i], 50))} → {for_plot(clip(cols['output_dtypes'][i], 50))}",
             f"enqueued {x0[i]:+.6f} s · {took}{gpu}",
         ]
         st = stacks.get(int(sid[i])) if with_stack[i] else None
@@ -301,13 +185,6 @@ def entry_hover(
             parts.append("stack:<br>" + st)
         out.append("<br>".join(parts))
     return out
-
-
-def rank_ref(ea: Entries, rank: int) -> int:
-    sl = ea.of(rank)
-    if sl.stop <= sl.start:
-        return 0
-    return int(max(ea.created[sl].max(), ea.end[sl].max()))
 
 
 Key = tuple[str, int, bool]

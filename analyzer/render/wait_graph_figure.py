@@ -12,11 +12,11 @@ from analyzer.render.figure_style import (
     MAX_GRAPH_NODES,
     base_layout,
     clip,
-    esc,
     members_label,
     ranks_text,
     top_margin,
 )
+from analyzer.render.sentences import for_plot
 from analyzer.terms import group_label, is_p2p_op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -183,15 +183,15 @@ def _edges(nd: _Nodes) -> dict[tuple[int, int], dict[str, Any]]:
 def _edge_hover(ra: list[int], rb: list[int], rec: dict[str, Any]) -> str:
     labels = sorted(rec["labels"].items(), key=lambda kv: -kv[1])
     lines = [
-        f"{esc(clip(group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
-        f"{esc(op)} [{esc(k)}]" + (f" ×{c}" if c > 1 else "")
+        f"{for_plot(clip(group_label(gn, gd), 70))} {'p2p ' if is_p2p_op(op) else ''}seq {s} · "
+        f"{for_plot(op)} [{for_plot(k)}]" + (f" ×{c}" if c > 1 else "")
         for (gn, gd, s, op, k), c in labels[:6]
     ]
     if len(labels) > 6:
         lines.append(f"… {len(labels) - 6} more")
     return (
-        f"<b>rank{'s' if len(ra) > 1 else ''} {esc(ranks_text(ra, 4))} wait on "
-        f"rank{'s' if len(rb) > 1 else ''} {esc(ranks_text(rb, 4))}</b>"
+        f"<b>rank{'s' if len(ra) > 1 else ''} {for_plot(ranks_text(ra, 4))} wait on "
+        f"rank{'s' if len(rb) > 1 else ''} {for_plot(ranks_text(rb, 4))}</b>"
         + (" (culprit chain)" if rec["chain"] else "")
         + "<br>"
         + "<br>".join(lines)
@@ -291,10 +291,10 @@ def _node_hover(nd: _Nodes, c: tuple[Any, ...], role: str) -> str:
     wait_on = sorted({int(h) for r in rs for h in g.successors(r)})
     waited = sorted({int(w) for r in rs for w in g.predecessors(r)})
     return (
-        f"<b>rank{'s' if len(rs) > 1 else ''} {esc(ranks_text(rs))}</b> · {esc(role)}<br>"
+        f"<b>rank{'s' if len(rs) > 1 else ''} {for_plot(ranks_text(rs))}</b> · {for_plot(role)}<br>"
         f"distance to culprit: {nd.dist[rs[0]]}<br>"
-        f"waits on: {esc(ranks_text(wait_on, 6)) if wait_on else 'nobody'}<br>"
-        f"waited on by: {esc(ranks_text(waited, 6)) if waited else 'nobody'}"
+        f"waits on: {for_plot(ranks_text(wait_on, 6)) if wait_on else 'nobody'}<br>"
+        f"waited on by: {for_plot(ranks_text(waited, 6)) if waited else 'nobody'}"
         + ("" if all(nd.dumped.get(r, True) for r in rs) else "<br>wrote no dump")
     )
 
@@ -318,7 +318,7 @@ def _add_nodes(fig: go.Figure, nd: _Nodes) -> None:
                 x=[nd.pos[c][0] for c in cs],
                 y=[nd.pos[c][1] for c in cs],
                 mode="markers+text",
-                text=[esc(t) for t in labels],
+                text=[for_plot(t) for t in labels],
                 textposition="bottom center" if role != "culprit" else "middle right",
                 textfont={"size": 11, "color": color if role == "culprit" else "#333"},
                 marker={

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from analyzer.load import where_now
-from analyzer.render.sentences import for_html as esc
+from analyzer.render.sentences import for_html
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -17,7 +17,7 @@ __all__ = ["WHERE_COLUMNS", "where_each_rank_is_now", "where_now_section"]
 
 
 def _frames(frames: list[dict[str, Any]]) -> str:
-    lines = [f"{esc(f['filename'])}:{int(f['line'])} in {esc(f['name'])}" for f in frames]
+    lines = [f"{for_html(f['filename'])}:{int(f['line'])} in {for_html(f['name'])}" for f in frames]
     return (
         "<pre>" + "\n".join(lines) + "</pre>"
         if lines
@@ -30,7 +30,7 @@ def where_now_section(analysis: Analysis, *, max_threads: int = 16) -> str:
     parts = []
     for w in where_now(analysis.diagnosis.culprit_ranks, analysis.contexts):
         who = " · ".join(
-            esc(x)
+            for_html(x)
             for x in (
                 f"host {w['host']}" if w["host"] else "",
                 f"pid {w['pid']}" if w["pid"] is not None else "",
@@ -42,11 +42,11 @@ def where_now_section(analysis: Analysis, *, max_threads: int = 16) -> str:
             if x
         )
         others = "".join(
-            f"<h3 class='note'>thread {esc(t['name'])}</h3>{_frames(t['frames'])}"
+            f"<h3 class='note'>thread {for_html(t['name'])}</h3>{_frames(t['frames'])}"
             for t in w["other_threads"][:max_threads]
         )
         parts.append(
-            f"<h3>rank {int(w['rank'])}: thread {esc(w['thread'] or 'main')} (innermost frame first)</h3>"
+            f"<h3>rank {int(w['rank'])}: thread {for_html(w['thread'] or 'main')} (innermost frame first)</h3>"
             f"<p class='note'>{who}</p>{_frames(w['frames'])}"
             + (
                 f"<details><summary>its other {len(w['other_threads'])} thread(s)</summary>{others}</details>"

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from analyzer.config import DEFAULT_CONFIG
 from analyzer.context_file import RankContext, ThreadStack
 from analyzer.errors import InputError, OutputError
 from analyzer.load import (
+    MAX_BESIDE,
     Contexts,
     Duplicate,
     Ignored,
@@ -30,16 +32,17 @@ from analyzer.load import (
     resolve_ranks,
 )
 from analyzer.normalize import Tables
-from analyzer.store.parquet import (
+from analyzer.store.layout import (
     CONTEXTS,
     INPUTS,
     PARSED_VERSIONS,
+    STAGING,
     TABLES_ONLY_VERSION,
-    _read_meta,
-    _require_pyarrow,
-    store_inputs,
+    read_meta,
+    require_pyarrow,
 )
-from analyzer.store.parsed_dumps import read_dumps
+from analyzer.store.parquet import store_inputs
+from analyzer.store.parsed_dumps import read_dumps, write_parsed
 
 __all__ = ["HANG_SLACK_NS", "HANG_TIMEOUTS", "Exported", "Opened", "open_stores", "prepare_export"]
 
@@ -168,9 +171,9 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     group different members, or whose newest entries are too far apart in time for one
     hang (:data:`HANG_TIMEOUTS`).
     """
-    _require_pyarrow()
+    require_pyarrow()
     folders = [Path(p) for p in paths]
-    metas = [_read_meta(f) for f in folders]
+    metas = [read_meta(f) for f in folders]
     per_store, world_option = _one_job(folders, metas)
     dumps, new_duplicates = _union(per_store)
     notes = _notes(folders)
@@ -189,6 +192,7 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
         ignored=tuple(notes.ignored),
         duplicates=tuple(duplicates),
         unreadable_dirs=tuple(notes.unreadable),
+        beside=tuple(sorted(set(notes.beside), key=lambda f: (f.rank, str(f.path)))),
     )
     return Opened(
         loaded=loaded,
@@ -257,6 +261,7 @@ class _Notes:
     duplicates: list[Duplicate] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     files: list[RankFile] = field(default_factory=list)
+    beside: list[RankFile] = field(default_factory=list)
     contexts: dict[int, RankContext] = field(default_factory=dict)
     ctx_skipped: list[tuple[str, str]] = field(default_factory=list)
 
@@ -283,6 +288,11 @@ def _notes(folders: list[Path]) -> _Notes:
             ]
             unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
             files += [RankFile(int(r), Path(p)) for r, p in doc.get("files", [])]
+            notes.beside += [
+                RankFile(int(r), Path(p))
+                for r, p in doc.get("beside", [])[:MAX_BESIDE]
+                if 0 <= int(r) < DEFAULT_CONFIG.max_rank
+            ]
             contexts = _contexts_of(_read_json(folder, CONTEXTS))
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(
@@ -310,8 +320,6 @@ class Exported:
 
 
 def _written(loaded: Loaded, out: str | os.PathLike[str], contexts: Contexts) -> Path:
-    from analyzer.store.parquet import STAGING, write_parsed
-
     try:
         return write_parsed(loaded, out, contexts)
     except OSError as exc:

@@ -302,7 +302,7 @@ def test_evidence_and_chain_steps_are_frozen_records_read_as_their_json(
     import pytest
 
     from analyzer.diagnosis.evidence import RootEvidence
-    from analyzer.waits import Wait
+    from analyzer.waits.records import Wait
 
     d = analyzer.analyze(make_job(_stall_job())).diagnosis
     ev = d.findings[0].evidence

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from analyzer.store.parquet import _PARSED_TABLES, _TABLES
+from analyzer.store.layout import PARSED_TABLES, TABLES
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "store.md").read_text()
@@ -16,12 +16,12 @@ def _documented(table: str) -> list[tuple[str, str]]:
 
 
 def test_every_table_and_column_is_documented_with_its_dtype() -> None:
-    for table, cols in {**_TABLES, **_PARSED_TABLES}.items():
+    for table, cols in {**TABLES, **PARSED_TABLES}.items():
         assert _documented(table) == [(c.name, c.dtype) for c in cols], table
 
 
 def test_the_layout_names_every_file() -> None:
-    for table in {**_TABLES, **_PARSED_TABLES}:
+    for table in {**TABLES, **PARSED_TABLES}:
         assert f"DIR/{table}.parquet" in DOC
     for name in (
         "hangscope-store.json",

@@ -20,8 +20,9 @@ import pytest
 from analyzer.analysis import Analysis, analyze
 from analyzer.load.discover import rank_from_name
 from analyzer.render.json_doc import to_json
+from analyzer.store.layout import MARKER
 from analyzer.store.merge import open_stores, prepare_export
-from analyzer.store.parquet import MARKER, write_store
+from analyzer.store.parquet import write_store
 from tests.conftest import FIXTURES, SAMPLES, entry
 from tools.simulate import simulate_job
 
@@ -429,7 +430,7 @@ def test_released_dumps_are_not_written_to_a_store(tmp_path: Path) -> None:
     from analyzer.errors import InputError
     from analyzer.load.loader import load_dumps
     from analyzer.normalize.tables import normalize
-    from analyzer.store.parquet import write_parsed
+    from analyzer.store.parsed_dumps import write_parsed
 
     loaded = load_dumps([SAMPLES / "stall_w4"], jobs=1)
     normalize(loaded, release=True)

@@ -1,0 +1,115 @@
+"""What the ``hangscope`` commands share of their options: the paths argument and the
+loading options, the output formats and clocks, the ``--version`` callback and the state of
+``--debug`` (also set by ``$HANGSCOPE_DEBUG``)."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from analyzer.cli.exits import EXIT_OK
+
+__all__ = [
+    "DEBUG",
+    "Clock",
+    "GraphFormat",
+    "JobsOpt",
+    "OutputFormat",
+    "Paths",
+    "PlotlyJs",
+    "PrefixOpt",
+    "QuietOpt",
+    "SchedulerOpt",
+    "StrictOpt",
+    "VerboseOpt",
+    "WorldOpt",
+    "version_callback",
+]
+
+#: ``--debug`` given (or ``$HANGSCOPE_DEBUG`` set): an internal error prints its traceback.
+DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class GraphFormat(StrEnum):
+    text = "text"
+    json = "json"
+    graphml = "graphml"
+    dot = "dot"
+
+
+class PlotlyJs(StrEnum):
+    inline = "inline"
+    cdn = "cdn"
+
+
+class Clock(StrEnum):
+    job = "job"
+    rank = "rank"
+
+
+Paths = Annotated[
+    list[str],
+    typer.Argument(
+        help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
+        show_default=False,
+    ),
+]
+PrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+    ),
+]
+WorldOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Exit 2 when two different dumps claim one rank (default: keep the newer)"
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
+        "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
+        show_default=False,
+    ),
+]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hangscope")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+def version_callback(value: bool) -> None:
+    """``--version``: print the version and exit."""
+    if value:
+        typer.echo(f"hangscope {_version()}")
+        raise typer.Exit(code=EXIT_OK)

@@ -1,0 +1,155 @@
+"""What a store folder holds: its files, the formats it is written in, the columns of its
+tables, and its marker read back. Layout::
+
+    DIR/hangscope-store.json   format marker, schema version, world size, ranks held
+    DIR/entries.parquet        analyzer.schema.ENTRIES
+    DIR/groups.parquet         analyzer.schema.GROUPS (ranks as a list column)
+    DIR/ranks.parquet          analyzer.schema.RANKS
+    DIR/status.parquet         analyzer.schema.STATUS
+    DIR/stacks.parquet         analyzer.schema.STACKS
+    DIR/skipped.parquet        analyzer.schema.SKIPPED
+    DIR/dumps.parquet          DUMPS: one row per parsed dump (its own vocabularies, pg_config...)
+    DIR/parsed.parquet         PARSED: the parsed dumps' columns, as the reader returned them
+    DIR/members.json           the distinct member lists of the dumps' pg_config, once each
+    DIR/inputs.json            the loader's notes: skipped, ignored and duplicate files
+    DIR/contexts.json          captured context files (analyzer.capture), by rank
+
+The first six are the normalized tables, for other tools (:mod:`~analyzer.store.parquet`). The
+parsed dumps (``dumps`` and ``parsed``, :mod:`~analyzer.store.parsed_dumps`) are what hangscope
+re-opens: a store holds exactly the dumps it was given (one node's shard, say), and several
+stores of one job are merged by normalizing the union of their dumps, which gives the tables
+the whole job's files give (:func:`analyzer.store.merge.open_stores`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from analyzer import schema
+from analyzer.errors import InputError
+from analyzer.load import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STORE_MARKER, STRING_FIELDS
+from analyzer.schema import Col
+
+__all__ = [
+    "CONTEXTS",
+    "DUMPS",
+    "INLINE_MEMBERS_VERSION",
+    "INPUTS",
+    "MARKER",
+    "MEMBERS",
+    "PARSED",
+    "PARSED_FILES",
+    "PARSED_TABLES",
+    "PARSED_VERSIONS",
+    "STAGING",
+    "STORE_VERSION",
+    "TABLES",
+    "TABLES_ONLY_VERSION",
+    "read_meta",
+    "require_pyarrow",
+]
+
+MARKER = STORE_MARKER
+STORE_VERSION = "hangscope.store/3"
+#: Parsed dumps with each pg_config's member lists inline (one copy per dump: the default
+#: group's lists the world, so a store of N ranks held N x N ranks): still read.
+INLINE_MEMBERS_VERSION = "hangscope.store/2"
+#: The formats that hold parsed dumps (mergeable, re-normalized when opened).
+PARSED_VERSIONS = (STORE_VERSION, INLINE_MEMBERS_VERSION)
+#: Stores of the first format hold the normalized tables only: re-opened alone, as they are.
+TABLES_ONLY_VERSION = "hangscope.store/1"
+INPUTS = "inputs.json"
+CONTEXTS = "contexts.json"
+#: The distinct member lists of every dump's pg_config, once each (format 3).
+MEMBERS = "members.json"
+#: The normalized tables, by file name (``NAME.parquet``).
+TABLES = {
+    "entries": schema.ENTRIES,
+    "groups": schema.GROUPS,
+    "ranks": schema.RANKS,
+    "status": schema.STATUS,
+    "stacks": schema.STACKS,
+    "skipped": schema.SKIPPED,
+}
+
+DUMPS: tuple[Col, ...] = (
+    Col("dump", "int32", "index of the dump in this store (the key of parsed.dump)"),
+    Col("rank", "int32", "global rank"),
+    Col("path", "string", "dump file (or archive member) as the loader named it"),
+    Col("fmt", "string", "pickle or json"),
+    Col("version", "string", "dump format version"),
+    Col("comm_lib_version", "string", "NCCL (or other) library version"),
+    Col("n_entries", "int64", "entries of the dump (its rows in parsed.parquet, in order)"),
+    Col("reader", "string", "native or python"),
+    Col("suspect", "bool", "entries or values were dropped while parsing"),
+    Col("fingerprint", "string", "hash of the dump's bytes, when the loader took one"),
+    Col("warnings", "string", "JSON list: what the parse dropped"),
+    Col(
+        "pg_config", "string", "JSON object: group name -> [desc, index into members.json or null]"
+    ),
+    Col("pg_status", "string", "JSON object: pg_id -> [last enqueued, started, completed]"),
+    Col("dropped_pg_ids", "string", "JSON object: pg_id -> group name of dropped entries"),
+    Col("vocab", "string", "JSON object: string column -> the dump's distinct values"),
+    Col("stacks", "string", "JSON list: the dump's distinct stacks, frames [name, file, line]"),
+)
+_PARSED_DOC = {
+    "pg_id": "backend-local group id",
+    "record_id": "the buffer's own entry counter",
+    "seq": "collective_seq_id",
+    "p2p_seq": "p2p_seq_id",
+    "op_id": "op_id",
+    "time_created_ns": "enqueue time",
+    "time_started_ns": "start observed (0 if not)",
+    "time_completed_ns": "completion observed (0 if not)",
+    "timeout_ms": "per-op timeout",
+    "stack": "index into the dump's dumps.stacks (-1: no frames)",
+    "peer_local": "group-local rank of the other side of a send/recv (-1: none)",
+    "self_local": "group-local rank of the recording rank in the profiling name (-1: none)",
+    "is_p2p": "send/recv",
+    "retired": "left the watchdog's list",
+    "coalesced": "a coalesced entry",
+    "duration_ms": "GPU duration with timing on (NaN if not)",
+}
+PARSED: tuple[Col, ...] = (
+    (Col("dump", "int32", "dumps.dump of the entry"),)
+    + tuple(Col(f, "integer", _PARSED_DOC[f]) for f in INT_FIELDS)
+    + tuple(Col(f, "bool", _PARSED_DOC[f]) for f in BOOL_FIELDS)
+    + tuple(Col(f, "float64", _PARSED_DOC[f]) for f in FLOAT_FIELDS)
+    + tuple(Col(f, "integer", f"code into the dump's dumps.vocab of {f}") for f in STRING_FIELDS)
+)
+#: The parsed dumps' tables, by file name (``NAME.parquet``).
+PARSED_TABLES = {"dumps": DUMPS, "parsed": PARSED}
+
+#: Where :func:`~analyzer.store.parsed_dumps.write_parsed` puts the parsed dumps inside the
+#: store's folder until :func:`~analyzer.store.parquet.write_store` moves them in: a folder
+#: the export stopped in keeps what it held.
+STAGING = ".parsed.partial"
+#: The files of the parsed dumps (and the loader's notes, and the contexts).
+PARSED_FILES = ("dumps.parquet", "parsed.parquet", MEMBERS, INPUTS, CONTEXTS)
+
+
+def require_pyarrow() -> None:
+    """Refuse (:class:`InputError`) when pyarrow, which reads and writes the Parquet files, is
+    missing."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        raise InputError("the Parquet store needs pyarrow: pip install pyarrow") from None
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """The store's marker (:data:`MARKER`), refused (:class:`InputError`) unless it names a
+    format this version reads."""
+    try:
+        meta = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{folder}: not a hangscope store ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") not in (
+        *PARSED_VERSIONS,
+        TABLES_ONLY_VERSION,
+    ):
+        got = meta.get("format") if isinstance(meta, dict) else None
+        raise InputError(f"{folder}: store format {got!r}, expected {STORE_VERSION!r}")
+    return meta
