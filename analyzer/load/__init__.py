@@ -32,6 +32,7 @@ from analyzer.load.parsed_dump import (
     STRING_FIELDS,
     ParsedDump,
 )
+from analyzer.load.pool import ParseNote
 
 __all__ = [
     "BOOL_FIELDS",
@@ -48,6 +49,7 @@ __all__ = [
     "Ignored",
     "Loaded",
     "Loading",
+    "ParseNote",
     "ParsedDump",
     "Progress",
     "RankFile",

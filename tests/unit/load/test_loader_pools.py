@@ -154,7 +154,7 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     pipe; the loader reads and removes each, and the folder goes with the pool. Through the
     pipe (no folder) the dumps are the same."""
     import analyzer.load.batches as parsebatch
-    import analyzer.load.loader
+    import analyzer.load.pool
 
     job = _job(tmp_path)
     made: list[str] = []
@@ -166,13 +166,13 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
 
     spilled: list[object] = []
     real_unspill = parsebatch.unspill
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", folder)
     monkeypatch.setattr(parsebatch, "unspill", lambda got: spilled.append(got) or real_unspill(got))
     monkeypatch.setattr(parsebatch, "SPILL_WAITING", 10_000)  # however far the reader lags
     through_files = load_dumps([job], jobs=2)
     assert made and not Path(made[0]).exists()  # removed with the pool
     assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", lambda: None)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", lambda: None)
     _same(through_files, load_dumps([job], jobs=2))
     _same(through_files, load_dumps([job], jobs=1))
 
@@ -240,7 +240,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     import multiprocessing
     import sys
 
-    import analyzer.load.loader
+    import analyzer.load.pool
     from analyzer import cli
 
     job = _job(tmp_path)
@@ -254,7 +254,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     def boom(*a: object, **k: object) -> object:
         raise RuntimeError("something broke")
 
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", folder)
     monkeypatch.setattr("analyzer.analysis.analyze", boom)
     monkeypatch.setattr(sys, "argv", ["hangscope", "analyze", str(job), "--jobs", "2"])
     before = set(multiprocessing.active_children())
