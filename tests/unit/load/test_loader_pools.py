@@ -200,6 +200,35 @@ def test_a_batch_goes_through_the_pipe_when_it_cannot_be_spilled(tmp_path: Path)
     assert unspill(batch) is batch
 
 
+def test_batches_take_at_most_their_share_of_dev_shm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's 64 MB /dev/shm is shared: the run's waiting batches hold at most
+    SPILL_SHARE of what is free plus what they hold; past it, the pipe."""
+    import os
+
+    import analyzer.load.batches as batches
+    from analyzer.load.loader import _parse
+
+    files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:2]
+    batch = batches.ParseBatch(
+        [_parse((r, str(p), True, False, None)) for r, p in enumerate(files)]
+    )
+    need = batches._batch_bytes(batch)
+
+    class Small:
+        f_frsize = 1
+        f_bavail = 3 * need  # a quarter of it is less than the batch
+
+    monkeypatch.setattr(batches.os, "statvfs", lambda _: Small)
+    assert batches.spill(batch, str(tmp_path)) is batch
+    Small.f_bavail = 5 * need
+    path = batches.spill(batch, str(tmp_path))
+    assert isinstance(path, str)
+    Small.f_bavail = 5 * need - os.stat(path).st_size  # the batch waiting counts as the run's
+    assert batches.spill(batch, str(tmp_path)) is batch
+
+
 def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened() -> None:
     from analyzer.load.batches import ParseBatch, read_in_thread
 
