@@ -242,3 +242,59 @@ def test_full_stdout_is_exit_6_even_after_the_report_was_written(tmp_path: Path)
             "hangscope: error: stdout: cannot write (No space left on device)"
         ]
     assert (tmp_path / "r.html").read_text().rstrip().endswith("</html>")
+
+
+def _analyze_json(*args: str, timeout: float = 120) -> tuple[int, dict[str, object], str]:
+    got = subprocess.run(
+        _hangscope("analyze", *args, "-q", "-f", "json"),
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    doc = json.loads(got.stdout) if got.stdout.strip() else {}
+    return got.returncode, doc, got.stderr
+
+
+def _stall_copy(tmp_path: Path) -> Path:
+    job = tmp_path / "job"
+    shutil.copytree(STALL, job)
+    (job / "EXPECTED.json").unlink()
+    return job
+
+
+@pytest.mark.parametrize("odd", ["dangling symlink", "FIFO"])
+def test_a_rank_file_that_is_no_regular_file_is_skipped_with_its_reason(
+    tmp_path: Path, odd: str
+) -> None:
+    job = _stall_copy(tmp_path)
+    (job / "nccl_trace_rank_0").unlink()
+    if odd == "FIFO":
+        os.mkfifo(job / "nccl_trace_rank_0")
+        why = "a FIFO, not a regular file"
+    else:
+        (job / "nccl_trace_rank_0").symlink_to(tmp_path / "gone")
+        why = "a symbolic link to a missing file"
+    code, doc, err = _analyze_json(str(job), timeout=60)
+    assert code == 1, err
+    assert doc["unreadable_ranks"] == [0]
+    (skipped,) = doc["skipped_files"]  # type: ignore[misc]
+    assert skipped["rank"] == 0 and why in skipped["reason"]
+    garbage = _stall_copy(tmp_path / "garbage")
+    (garbage / "nccl_trace_rank_0").write_bytes(b"garbage")
+    _, same, _ = _analyze_json(str(garbage))
+    # as any unreadable file of the rank: unknown, blamed only as the evidence allows
+    assert doc["culprit_ranks"] == same["culprit_ranks"]
+    assert doc["headline"] == same["headline"]
+
+
+def test_a_dump_swapped_for_a_fifo_after_discovery_never_blocks(tmp_path: Path) -> None:
+    """The file is opened with O_NONBLOCK and its type checked on the descriptor."""
+    fifo = tmp_path / "nccl_trace_rank_0"
+    os.mkfifo(fifo)
+    code = (
+        "from analyzer.load.unpack import payloads; "
+        f"print([getattr(p, 'reason', p) for p in payloads({str(fifo)!r}, lenient=True)])"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True,
+        timeout=30,
+    )  # fmt: skip
+    assert "a FIFO, not a regular file" in got.stdout, got.stderr
