@@ -18,6 +18,7 @@ from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import output_failed as _output_failed
 from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
@@ -36,6 +37,7 @@ from analyzer.cli.options import (
     WorldOpt,
     version_callback,
 )
+from analyzer.cli.process import exit_code_of
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -192,7 +194,7 @@ def export(
     from analyzer.store import ranges, write_store
 
     made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
-    try:
+    try:  # built beside output and swapped in whole: a failure leaves output as it was
         if made is None:  # a store of the first format: its tables, as they are
             result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
             folder, t = write_store(result.tables, output), result.tables
@@ -207,7 +209,9 @@ def export(
                 staged=made.parsed_in,
             )
     except OSError as exc:
-        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise _output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
+    except KeyboardInterrupt as exc:  # a signal while writing (write_store removed its files)
+        raise typer.Exit(code=exit_code_of(exc)) from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
