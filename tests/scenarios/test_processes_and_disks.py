@@ -372,7 +372,7 @@ def test_concurrent_exports_leave_the_store_of_the_last_one(tmp_path: Path, job6
             env=_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-        )  # fmt: skip
+        )
         for job in (job64, STALL)
     ]
     ended: list[int] = []
