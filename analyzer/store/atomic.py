@@ -18,7 +18,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import hashlib
 import os
 import secrets
 import shutil
@@ -31,7 +30,6 @@ from analyzer.store.layout import MARKER, STAGING
 __all__ = [
     "BUILD_TAG",
     "begin_store",
-    "digest_of",
     "fsync_file",
     "is_build",
     "swap_in",
@@ -72,20 +70,6 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
 def write_text(path: Path, text: str) -> None:
     """``text`` (UTF-8) as the file ``path``, whole or not at all (see the module's doc)."""
     write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def digest_of(path: Path) -> str:
-    """What ties a file to the store it was written for: its size, its first 4 KB and its
-    last 64 KB (a Parquet file's footer: its schema, row groups and their offsets) hashed.
-    Cheap at any size; a file copied from another store, or cut short, has another."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        h.update(size.to_bytes(8, "little"))
-        h.update(f.read(4096))
-        f.seek(max(4096, size - 65536))
-        h.update(f.read())
-    return h.hexdigest()
 
 
 def _is_store_or_empty(folder: Path) -> bool:

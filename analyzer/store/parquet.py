@@ -20,7 +20,7 @@ from analyzer import schema
 from analyzer.errors import InputError
 from analyzer.load import Contexts, Loaded, is_store
 from analyzer.normalize import Tables
-from analyzer.store.atomic import begin_store, digest_of, fsync_file, is_build, swap_in
+from analyzer.store.atomic import begin_store, fsync_file, is_build, swap_in
 from analyzer.store.layout import (
     MARKER,
     PARSED_FILES,
@@ -29,8 +29,10 @@ from analyzer.store.layout import (
     STORE_VERSION,
     TABLES,
     TABLES_ONLY_VERSION,
+    digest_of,
     read_meta,
     require_pyarrow,
+    stray_dumps,
 )
 from analyzer.store.parsed_dumps import write_parsed
 
@@ -160,6 +162,7 @@ def read_store(path: str | os.PathLike[str], *, world_size: int | None = None) -
     require_pyarrow()
     folder = Path(path)
     meta = read_meta(folder)
+    stray_dumps(folder)
     if world_size is not None and world_size != int(meta["world_size"]):
         raise InputError(
             f"{folder}: --world-size {world_size} cannot be applied to a store of "

@@ -408,3 +408,75 @@ def test_an_export_over_a_folder_of_other_files_is_refused(tmp_path: Path) -> No
     )  # fmt: skip
     assert got.returncode == 2 and "is no hangscope store" in got.stderr, got.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def _export(src: Path, out: Path) -> Path:
+    subprocess.run(
+        _hangscope("export", str(src), "-q", "-o", str(out)),
+        cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return out
+
+
+def _marker(store: Path, **change: object) -> None:
+    path = store / "hangscope-store.json"
+    meta = json.loads(path.read_text())
+    for key, value in change.items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": "hangscope.store/1", "world_size": 10**12},
+        {"world_size": 10**12},
+        {"world_option": 10**12},
+        {"world_size": "4"},
+    ],
+)
+def test_a_marker_claiming_an_impossible_world_is_refused(tmp_path: Path, change: dict) -> None:
+    store = _export(STALL, tmp_path / "store")
+    _marker(store, **change)
+    code, _, err = _analyze_json(str(store), timeout=60)
+    assert code == 2, err
+    assert "no job has that many ranks" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_part_copied_from_another_store_is_refused(tmp_path: Path, job64: Path) -> None:
+    store = _export(STALL, tmp_path / "store")
+    other = _export(job64, tmp_path / "other")
+    shutil.copy(other / "members.json", store / "members.json")
+    code, _, err = _analyze_json(str(store))
+    assert code == 2, err
+    assert "members.json: not the file written with this store" in err
+
+
+def test_a_store_without_digests_is_still_checked_field_by_field(tmp_path: Path) -> None:
+    """Stores written before the digests: their fields are checked as a dump's are."""
+    store = _export(STALL, tmp_path / "store")
+    _marker(store, digests=None)
+    members = json.loads((store / "members.json").read_text())
+    members["members"][0][-1] = 10**12
+    (store / "members.json").write_text(json.dumps(members))
+    code, _, err = _analyze_json(str(store))
+    assert code == 2 and "beyond any job's" in err, err
+    store = _export(STALL, tmp_path / "store2")
+    _marker(store, digests=None)
+    inputs = json.loads((store / "inputs.json").read_text())
+    inputs["skipped"] = [["nccl_trace_rank_x", 10**12, "cannot read"]]
+    (store / "inputs.json").write_text(json.dumps(inputs))
+    code, _, err = _analyze_json(str(store))
+    assert code == 2 and "beyond any job's" in err, err
+
+
+def test_a_store_beside_dumps_says_the_dumps_are_not_read(tmp_path: Path) -> None:
+    store = _export(STALL, tmp_path / "store")
+    shutil.copy(HEALTHY / "nccl_trace_rank_0", store / "nccl_trace_rank_0")
+    code, _, err = _analyze_json(str(store))
+    assert code == 1, err
+    assert "hangscope: warning:" in err and "nccl_trace_rank_0" in err
+    assert "those files are not read" in err
