@@ -154,6 +154,23 @@ def read_context(
     )
 
 
+def _json_files(top: Path) -> list[Path]:
+    """The ``.json`` files under ``top``; folders that cannot be listed (unreadable, deeper
+    than PATH_MAX) are passed over: discovery lists them as unreadable."""
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(top):
+        dirs.sort()
+        out.extend(Path(folder, n) for n in sorted(files) if n.endswith(".json"))
+    return out
+
+
+def _regular_json(f: Path, known: set[Path]) -> bool:
+    try:
+        return f.is_file() and f.resolve() not in known and not f.name.startswith(".")
+    except OSError:  # a name too long, a loop: no context file
+        return False
+
+
 def _candidates(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[Path]) -> list[Path]:
     known = {Path(f).resolve() for f in dump_files}
     out: dict[Path, None] = {}
@@ -161,16 +178,17 @@ def _candidates(inputs: Sequence[str | os.PathLike[str]], dump_files: Iterable[P
     for spec in inputs:
         p = Path(os.fspath(spec))
         if p.is_dir():
-            for f in sorted(p.rglob("*.json")):
+            for f in _json_files(p):
                 out.setdefault(f, None)
         elif p.is_file() and p.suffix == ".json":
             out.setdefault(p, None)
     for d in sorted(dirs_flat):
-        for f in sorted(d.glob("*.json")):
-            out.setdefault(f, None)
-    return [
-        f for f in out if f.is_file() and f.resolve() not in known and not f.name.startswith(".")
-    ]
+        try:
+            for f in sorted(d.glob("*.json")):
+                out.setdefault(f, None)
+        except OSError:
+            continue
+    return [f for f in out if _regular_json(f, known)]
 
 
 def find_contexts(

@@ -480,3 +480,23 @@ def test_a_store_beside_dumps_says_the_dumps_are_not_read(tmp_path: Path) -> Non
     assert code == 1, err
     assert "hangscope: warning:" in err and "nccl_trace_rank_0" in err
     assert "those files are not read" in err
+
+
+def test_a_folder_deeper_than_path_max_is_listed_and_the_analysis_goes_on(
+    tmp_path: Path,
+) -> None:
+    job = _stall_copy(tmp_path)
+    fd = os.open(job, os.O_RDONLY)
+    try:
+        for _ in range(25):  # 25 x 200 characters: beyond PATH_MAX (4,096)
+            os.mkdir("d" * 200, dir_fd=fd)
+            deeper = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+    finally:
+        os.close(fd)
+    code, doc, err = _analyze_json(str(job))
+    assert code == 1, err
+    (folder,) = doc["unreadable_folders"]  # type: ignore[misc]
+    assert "File name too long" in str(folder)
+    assert doc["dumped_ranks"] == 4
