@@ -219,6 +219,25 @@ def _expand(spec: str, unreadable: list[tuple[str, str]]) -> list[Path]:
     raise InputError(f"{spec}: no such file or directory")
 
 
+class _RealPaths:
+    """``os.path.realpath`` of many files of few folders: a file that is no symbolic link
+    is its folder's real path and its name (each folder resolved once: resolving 100,000
+    files one by one took seconds)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, str] = {}
+
+    def __call__(self, path: Path) -> str:
+        text = os.fspath(path)
+        if os.path.islink(text):
+            return os.path.realpath(text)
+        folder, name = os.path.split(text)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder or os.curdir)
+        return os.path.join(real, name)
+
+
 def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) -> Found:
     """Every regular file named by ``inputs``, in order, each path once.
 
@@ -233,6 +252,7 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
     hidden: list[str] = []
     unreadable: list[tuple[str, str]] = []
     picked: list[Candidate] = []  # given one by one or by a glob, not as a folder
+    real = _RealPaths()
     for spec in inputs:
         spec_s = os.fspath(spec)
         spec_prefix = prefix
@@ -243,7 +263,7 @@ def find(inputs: Sequence[str | os.PathLike[str]], prefix: str | None = None) ->
         ):
             spec_prefix = spec_s
         for path in _expand(spec_s, unreadable):
-            key = os.path.realpath(path)
+            key = real(path)
             if key in seen:
                 continue
             seen.add(key)

@@ -500,3 +500,17 @@ def test_a_folder_deeper_than_path_max_is_listed_and_the_analysis_goes_on(
     (folder,) = doc["unreadable_folders"]  # type: ignore[misc]
     assert "File name too long" in str(folder)
     assert doc["dumped_ranks"] == 4
+
+
+def test_many_files_named_like_dumps_are_not_ranks_and_cost_little(tmp_path: Path) -> None:
+    """20,000 one-byte files named nccl_trace_rank_8... (bench/hostile_processes.py runs
+    100,000): skipped as no dumps, never ranks; time and memory grow with the files only."""
+    job = _stall_copy(tmp_path)
+    for i in range(20_000):
+        (job / f"nccl_trace_rank_{8 + i}").write_bytes(b"x")
+    start = time.monotonic()
+    code, doc, err = _analyze_json(str(job), timeout=300)
+    assert code == 1, err
+    assert time.monotonic() - start < 120
+    assert doc["world_size"] == 4 and doc["unreadable_ranks"] == [] and doc["culprit_ranks"]
+    assert len(doc["skipped_files"]) == 20_000  # type: ignore[arg-type]
