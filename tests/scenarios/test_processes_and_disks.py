@@ -514,3 +514,22 @@ def test_many_files_named_like_dumps_are_not_ranks_and_cost_little(tmp_path: Pat
     assert time.monotonic() - start < 120
     assert doc["world_size"] == 4 and doc["unreadable_ranks"] == [] and doc["culprit_ranks"]
     assert len(doc["skipped_files"]) == 20_000  # type: ignore[arg-type]
+
+
+def test_sigterm_mid_export_leaves_no_store_and_no_build_folder(
+    tmp_path: Path, job256: Path
+) -> None:
+    out = tmp_path / "store"
+    proc = subprocess.Popen(
+        _hangscope("export", str(job256), "-j", "2", "-q", "-o", str(out)),
+        cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_children(proc.pid)) < 2 and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    if proc.poll() is not None:
+        pytest.skip("the export ended before it could be interrupted")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert list(tmp_path.iterdir()) == []
