@@ -108,8 +108,10 @@ class _Forgiving(io.RawIOBase):
 
     def write(self, b: object) -> int:
         data = memoryview(b)  # type: ignore[arg-type]
+        done = 0
         with contextlib.suppress(OSError):
-            os.write(self._fd, data)
+            while done < len(data):  # a pipe may take part of it at a time
+                done += os.write(self._fd, data[done:])
         return len(data)
 
 
