@@ -5,7 +5,8 @@ streams that are closed or full.
   :class:`Signalled` goes up through every ``finally`` (the parser processes are ended, the
   batch folder and any file being written are removed) and the process exits with 128 plus
   the signal's number (143, 129, 130). A second signal while unwinding ends the process at
-  once with the same code (the parser processes end with it: :mod:`analyzer.load`).
+  once with the same code (the parser processes end with it: :mod:`analyzer.load`), and so
+  does a run still going :data:`GRACE_S` seconds after the signal.
 - **Streams.** A standard stream that was closed when the process started is opened on
   ``/dev/null``, so that no file the run opens takes its number (and receives what is
   printed). What the run writes to stdout and cannot (closed, a full device, a pipe whose
@@ -21,6 +22,8 @@ import io
 import os
 import signal
 import sys
+import threading
+import time
 import warnings
 from types import FrameType
 
@@ -49,10 +52,24 @@ class Signalled(KeyboardInterrupt):
         self.signum = signum
 
 
+#: Seconds the run has to unwind after a signal before it is ended anyway: the exception
+#: raised by the handler is lost when the signal lands in a finalizer (``__del__``, a weakref
+#: callback), where Python ignores exceptions.
+GRACE_S = 5.0
+
+
+def _end_after_grace(code: int) -> None:
+    time.sleep(GRACE_S)
+    os._exit(code)
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _RECEIVED:  # a second signal while unwinding: end now
         os._exit(128 + _RECEIVED[0])
     _RECEIVED.append(signum)
+    threading.Thread(
+        target=_end_after_grace, args=(128 + signum,), name="hangscope-grace", daemon=True
+    ).start()
     raise Signalled(signum)
 
 

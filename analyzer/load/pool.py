@@ -108,7 +108,17 @@ def abandon(pool: ProcessPoolExecutor) -> None:
     for process in processes.values():
         with contextlib.suppress(OSError, ValueError, AttributeError):
             process.terminate()
-    pool.shutdown(wait=True, cancel_futures=True)
+    for process in processes.values():
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            process.join(timeout=5)
+    # A process ended in the middle of sending a batch through the pipe leaves the pool's
+    # thread reading the rest for good: this process holds the pipe's other end too.
+    # Closed, the read ends (the pool reads as broken and its thread ends); and the pool is
+    # not waited for, whatever its thread does.
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    with contextlib.suppress(OSError, AttributeError):
+        writer.close()  # type: ignore[union-attr]
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def parse_in_pool(
