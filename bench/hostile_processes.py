@@ -151,7 +151,11 @@ class Runner:
         left = [f"{len(alive)} parser process(es) alive" for alive in [_tagged(tag)] if alive]
         for pid in _tagged(tag):
             os.kill(pid, signal.SIGKILL)
-        new = {n for n in _spill_folders() - before if not _running(n)}  # not another run's
+        mine = f"{SPILL}{proc.pid}-"  # the folders of this run (not another one's)
+        new = {n for n in _spill_folders() - before if n.startswith(mine) or not _running(n)}
+        others = {n for n in new if not n.startswith(mine)}
+        if others and shell is None:  # left by other runs of this machine meanwhile
+            new -= others
         if new:
             left.append(f"{len(new)} batch folder(s) in /dev/shm")
             for n in new:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import secrets
 import shutil
 import tempfile
 import threading
@@ -105,18 +106,24 @@ SPILL_WAITING = 8
 _SPILL_PREFIX = "hangscope-batches-"
 
 
-def spill_folder(shm: str = "/dev/shm") -> str | None:
+def spill_folder(shm: str = "/dev/shm", *, create: bool = True) -> str | None:
     """A private folder in memory (``/dev/shm``) for batches on their way to the loader, or
     None where there is none (the batches then go through the pool's pipe). Its name carries
     this process's id: the folders of this user's processes that are gone (killed before
-    they could remove theirs) are removed first."""
+    they could remove theirs) are removed first. ``create=False``: its name only, for the
+    caller to make once the parser processes that remove it if this process is killed are
+    there (:mod:`analyzer.load.pool`)."""
     if not (os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)):
         return None
     _remove_orphans(shm)
+    name = os.path.join(shm, f"{_SPILL_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
+    if not create:
+        return name
     try:
-        return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-", dir=shm)
+        os.mkdir(name, 0o700)
     except OSError:
         return None
+    return name
 
 
 def _remove_orphans(shm: str) -> None:

@@ -132,7 +132,9 @@ def parse_in_pool(
     file by file; the pool and the batch folder let go by ``stack`` (abandoned when
     ``aborting[0]`` is set by then). None, with a :class:`ParseNote`, where no pool can be
     made: a container without a writable ``/dev/shm`` has no semaphores for one."""
-    folder = spill_folder()
+    # Named now, made once the parser processes are there: they remove it if this process
+    # is killed (made before them, a kill in between would leave it behind).
+    folder = spill_folder(create=False)
     if folder is not None:  # removed after the pool is let go (callbacks run last first)
         stack.callback(shutil.rmtree, folder, ignore_errors=True)
     try:
@@ -140,6 +142,11 @@ def parse_in_pool(
         stack.callback(_let_go, pool, aborting)
         # Every chunk is submitted now; each comes back as one ParseBatch.
         batches = pool.map(partial(parse_batch, folder=folder), chunks)
+        if folder is not None:
+            try:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            except OSError:  # no room: the batches take the pipe (spill finds no folder)
+                folder = None
     except OSError as exc:
         warnings.warn(
             ParseNote(

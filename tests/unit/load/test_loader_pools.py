@@ -159,7 +159,7 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     job = _job(tmp_path)
     made: list[str] = []
 
-    def folder() -> str | None:
+    def folder(**_: object) -> str | None:
         made.append(str(tmp_path / "spill"))
         (tmp_path / "spill").mkdir()
         return made[-1]
@@ -172,7 +172,7 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     through_files = load_dumps([job], jobs=2)
     assert made and not Path(made[0]).exists()  # removed with the pool
     assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
-    monkeypatch.setattr(analyzer.load.pool, "spill_folder", lambda: None)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", lambda **_: None)
     _same(through_files, load_dumps([job], jobs=2))
     _same(through_files, load_dumps([job], jobs=1))
 
@@ -275,7 +275,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     job = _job(tmp_path)
     made: list[Path] = []
 
-    def folder() -> str:
+    def folder(**_: object) -> str:
         made.append(tmp_path / "spill")
         made[-1].mkdir()
         return str(made[-1])
