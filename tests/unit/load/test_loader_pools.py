@@ -173,7 +173,8 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     assert made and not Path(made[0]).exists()  # removed with the pool
     assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
     monkeypatch.setattr(analyzer.load.pool, "spill_folder", lambda **_: None)
-    _same(through_files, load_dumps([job], jobs=2))
+    with pytest.warns(analyzer.load.pool.ParseNote, match="come through a pipe"):
+        _same(through_files, load_dumps([job], jobs=2))
     _same(through_files, load_dumps([job], jobs=1))
 
 
