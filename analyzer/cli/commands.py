@@ -23,6 +23,7 @@ from analyzer.cli.options import (
     DEBUG,
     Clock,
     GraphFormat,
+    IncidentOpt,
     JobsOpt,
     OutputFormat,
     Paths,
@@ -79,6 +80,7 @@ def analyze(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -90,7 +92,7 @@ def analyze(
 
     Example: hangscope analyze ./dumps --format json
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import (
         render_text,
         to_json,  # after: the files parse while it imports
@@ -117,13 +119,14 @@ def entries(
     ] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Show the per-rank entry table, optionally filtered by rank and group."""
-    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler, incident)
     e = result.tables.entries
     if rank:
         e = e[e["rank"].isin(rank)]
@@ -227,6 +230,7 @@ def graph(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -237,7 +241,7 @@ def graph(
 
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
 
     if fmt is GraphFormat.json:
@@ -288,6 +292,7 @@ def report(
         ),
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -298,7 +303,7 @@ def report(
 
     Example: hangscope report ./dumps -o report.html --png timeline.png
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
     _write(

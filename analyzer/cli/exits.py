@@ -103,6 +103,7 @@ def analyze_inputs(
     quiet: bool,
     strict: bool = False,
     scheduler: str | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     from analyzer.load import is_store, start_loading
 
@@ -127,6 +128,7 @@ def analyze_inputs(
                 progress=ProgressPrinter(not quiet),
                 scheduler=address,
                 loading=loading,
+                incident=incident,
             )
         finally:  # analyze lets the parsers go; this covers a failure before it took them over
             if loading is not None:

@@ -13,6 +13,7 @@ from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_store
 from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
+from analyzer.load.incidents import Incident
 from analyzer.load.loader import (
     Ignored,
     Loaded,
@@ -46,6 +47,7 @@ __all__ = [
     "Contexts",
     "Duplicate",
     "Ignored",
+    "Incident",
     "Loaded",
     "Loading",
     "ParsedDump",

@@ -2,8 +2,8 @@
 
 Each file is recognised by its content: dumps (plain, compressed or in archives) are parsed,
 files that are no dump at all are *ignored* (counted, listed with ``-v``), dumps that cannot
-be read are *skipped* with their reason. Several dumps of one rank are then resolved
-(:mod:`analyzer.load.duplicates`).
+be read are *skipped* with their reason. Then one incident is chosen where the folders hold
+several (:mod:`.incidents`), and several dumps of one rank are resolved (:mod:`.duplicates`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
+from analyzer.load.incidents import Incident, set_aside, split_incidents
 from analyzer.load.members import SameMembers, own_world
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
@@ -65,6 +66,8 @@ class Loaded:
     unreadable_dirs: tuple[tuple[str, str], ...] = ()
     beside: tuple[RankFile, ...] = ()
     """Files named like dumps beside the files given, that were not given (never read)."""
+    incidents: tuple[Incident, ...] = ()
+    """The incidents of the folders when several (newest first; one was loaded)."""
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -239,13 +242,13 @@ class Loading:
         """Let the parser processes go (the files not parsed yet never are)."""
         self._stack.close()
 
-    def finish(self, progress: Progress | None = None) -> Loaded:
-        """Every file's result, then the ranks resolved (see :func:`load_dumps`)."""
+    def finish(self, progress: Progress | None = None, incident: str | None = None) -> Loaded:
+        """Every file's result, then one incident's ranks resolved (:func:`load_dumps`)."""
         try:
             results = self._gather(progress)
         finally:
             self.close()
-        return _loaded(results, self._files, self._found, self._inputs)
+        return _loaded(results, self._files, self._found, self._inputs, incident)
 
     def _gather(self, progress: Progress | None) -> list[_Result]:
         results: list[_Result] = []
@@ -339,8 +342,10 @@ def load_dumps(
     progress: Progress | None = None,
     scheduler: str | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
+    incident: str | None = None,
 ) -> Loaded:
     """Discover and parse the dumps named by ``inputs``, within the caps of ``config``.
+    Of several incidents (restarts), the newest or ``incident`` (:mod:`.incidents`).
 
     Bad files are listed in ``skipped`` and the others are still read. Raises
     :class:`InputError` when no file could be read at all. ``scheduler``: the address of a
@@ -350,7 +355,7 @@ def load_dumps(
     with start_loading(
         inputs, prefix=prefix, jobs=jobs, scheduler=scheduler, config=config
     ) as loading:
-        return loading.finish(progress)
+        return loading.finish(progress, incident)
 
 
 def _loaded(
@@ -358,11 +363,17 @@ def _loaded(
     files: tuple[RankFile, ...],
     found: Found,
     inputs: Sequence[str | os.PathLike[str]],
+    incident: str | None = None,
 ) -> Loaded:
-    all_dumps = [r for r in results if isinstance(r, ParsedDump)]
+    every_dump = [r for r in results if isinstance(r, ParsedDump)]
+    all_dumps, incidents, others = split_incidents(every_dump, incident)
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
+    if others:  # the other incidents' files: listed, never merged with the one analyzed
+        paths = [d.path for d in every_dump] + [s.path for s in skipped]
+        ignored += tuple(Ignored(p, why) for p, why in set_aside(paths, incidents, others))
+        skipped = tuple(s for s in skipped if str(Path(s.path).parent) not in others)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
         if not skipped:
@@ -382,6 +393,7 @@ def _loaded(
         duplicates=tuple(duplicates),
         unreadable_dirs=found.unreadable_dirs,
         beside=found.beside,
+        incidents=incidents,
     )
 
 
