@@ -343,10 +343,20 @@ def capture(
             "analyzer.capture.hook asks every rank to write its dumps and context",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Signal a process even where it cannot be checked that it handles SIGUSR1 "
+            "(no /proc); one that does not handle it dies",
+        ),
+    ] = False,
 ) -> None:
     """Ask a running job to capture its dumps now (the ranks must have analyzer.capture.hook installed)."""
     import os
     import signal
+
+    from analyzer.cli.sigcaught import catches
 
     if not signal_:
         raise _fail("say how to reach the job: hangscope capture --signal PID...")
@@ -354,6 +364,24 @@ def capture(
     for pid in pids:
         if pid <= 0:
             typer.echo(f"hangscope: error: {pid}: not a process id", err=True)
+            failed += 1
+            continue
+        caught = catches(pid, signal.SIGUSR1)
+        if caught is False or (caught is None and not force and os.path.isdir("/proc")):
+            why = (
+                "it does not handle SIGUSR1 (no analyzer.capture.hook in it), which would end it"
+                if caught is False
+                else "no such process, or its /proc/PID/status cannot be read"
+            )
+            typer.echo(f"hangscope: error: {pid}: not signalled: {why}", err=True)
+            failed += 1
+            continue
+        if caught is None and not force:
+            typer.echo(
+                f"hangscope: error: {pid}: not signalled: cannot check that it handles "
+                "SIGUSR1 here (no /proc); --force sends it anyway",
+                err=True,
+            )
             failed += 1
             continue
         try:
