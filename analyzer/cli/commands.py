@@ -18,6 +18,7 @@ from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
     DEBUG,
@@ -213,7 +214,7 @@ def export(
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
-    typer.echo(
+    _say(
         f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
         f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
         f"{t.stacks['stack_id'].nunique():,} distinct stacks"
@@ -312,7 +313,7 @@ def report(
         ),
         output,
     )
-    typer.echo(f"wrote {output}")
+    _say(f"wrote {output}")
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
@@ -322,8 +323,8 @@ def report(
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
-        typer.echo(f"wrote {png}")
-    typer.echo(verdict_line(result.diagnosis))
+        _say(f"wrote {png}")
+    _say(verdict_line(result.diagnosis))
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
@@ -393,5 +394,5 @@ def capture(
             typer.echo(f"hangscope: error: {pid}: not permitted to signal it", err=True)
             failed += 1
         else:
-            typer.echo(f"sent SIGUSR1 to {pid}")
+            _say(f"sent SIGUSR1 to {pid}")
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)

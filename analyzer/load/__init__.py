@@ -33,6 +33,7 @@ from analyzer.load.parsed_dump import (
     STRING_FIELDS,
     ParsedDump,
 )
+from analyzer.load.pool import ParseNote
 
 __all__ = [
     "BOOL_FIELDS",
@@ -50,6 +51,7 @@ __all__ = [
     "Incident",
     "Loaded",
     "Loading",
+    "ParseNote",
     "ParsedDump",
     "Progress",
     "RankFile",

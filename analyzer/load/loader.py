@@ -8,13 +8,9 @@ several (:mod:`.incidents`), and several dumps of one rank are resolved (:mod:`.
 
 from __future__ import annotations
 
-import gc
 import os
-import shutil
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +19,7 @@ from pathlib import Path
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
-from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
+from analyzer.load.batches import ParseBatch, spill
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
 from analyzer.load.incidents import Incident, set_aside, split_incidents
@@ -31,6 +27,7 @@ from analyzer.load.members import SameMembers, own_world
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
+from analyzer.load.pool import parse_in_pool
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -224,6 +221,7 @@ class Loading:
         inputs: Sequence[str | os.PathLike[str]],
         parsed: Iterator[list[_Result]],
         stack: ExitStack,
+        aborting: list[bool] | None = None,
     ) -> None:
         self._items = items
         self._files = files
@@ -231,23 +229,29 @@ class Loading:
         self._inputs = inputs
         self._parsed = parsed
         self._stack = stack
+        self._aborting = aborting if aborting is not None else [False]
 
     def __enter__(self) -> Loading:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(abort=kind is not None)
 
-    def close(self) -> None:
-        """Let the parser processes go (the files not parsed yet never are)."""
+    def close(self, abort: bool = False) -> None:
+        """Let the parser processes go (the files not parsed yet never are). ``abort``: the
+        load is abandoned (an error, a signal): the processes are ended without waiting
+        for the files they are parsing."""
+        self._aborting[0] = self._aborting[0] or abort
         self._stack.close()
 
     def finish(self, progress: Progress | None = None, incident: str | None = None) -> Loaded:
         """Every file's result, then one incident's ranks resolved (:func:`load_dumps`)."""
         try:
             results = self._gather(progress)
-        finally:
-            self.close()
+        except BaseException:
+            self.close(abort=True)
+            raise
+        self.close()
         return _loaded(results, self._files, self._found, self._inputs, incident)
 
     def _gather(self, progress: Progress | None) -> list[_Result]:
@@ -299,6 +303,7 @@ def start_loading(
     jobs = min(jobs, len(items))
     parsed: Iterator[list[_Result]]
     stack = ExitStack()
+    aborting = [False]
     try:
         if scheduler:
             from analyzer.load.dask_workers import parse_on_cluster
@@ -310,28 +315,19 @@ def start_loading(
             parsed = map(parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
-            ctx = None
-            if sys.platform.startswith("linux"):
-                import multiprocessing
-
-                ctx = multiprocessing.get_context("fork")
-            folder = spill_folder()
-            if folder is not None:  # removed after the pool is let go (callbacks run last first)
-                stack.callback(shutil.rmtree, folder, ignore_errors=True)
-            # The parsers make no garbage cycles: a collection would only walk what they keep.
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=gc.disable)
-            # Let go unfinished: the chunks not started yet are dropped, not parsed first.
-            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            # Every chunk is submitted now; each comes back as one ParseBatch.
-            batches = pool.map(
-                partial(_parse_batch, config=config, folder=folder),
+            pooled = parse_in_pool(
                 [items[i : i + chunk] for i in range(0, len(items), chunk)],
+                jobs,
+                partial(_parse_batch, config=config),
+                stack,
+                aborting,
             )
-            parsed = (results for batch in read_in_thread(batches) for results in batch.results)
+            parsed = map(parse, items) if pooled is None else pooled  # None: no pool here
     except BaseException:
+        aborting[0] = True
         stack.close()
         raise
-    return Loading(items, files, found, inputs, parsed, stack)
+    return Loading(items, files, found, inputs, parsed, stack, aborting)
 
 
 def load_dumps(
