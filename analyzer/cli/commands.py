@@ -33,6 +33,7 @@ from analyzer.cli.options import (
     StrictOpt,
     VerboseOpt,
     WorldOpt,
+    hangscope_version,
     version_callback,
 )
 from analyzer.errors import AnalyzerError
@@ -73,7 +74,10 @@ def _main(
 def analyze(
     paths: Paths,
     fmt: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="text or json")
+        OutputFormat,
+        typer.Option(
+            "--format", "-f", help="text, json, or markdown (a summary to paste into a ticket)"
+        ),
     ] = OutputFormat.text,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
@@ -91,16 +95,18 @@ def analyze(
     Example: hangscope analyze ./dumps --format json
     """
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
-    from analyzer.render import (
+    from analyzer.render import (  # after: the files parse while it imports
+        render_markdown,
         render_text,
-        to_json,  # after: the files parse while it imports
+        to_json,
     )
 
-    text = (
-        json.dumps(to_json(result), indent=1) + "\n"
-        if fmt is OutputFormat.json
-        else render_text(result, verbose=verbose)
-    )
+    if fmt is OutputFormat.json:
+        text = json.dumps(to_json(result), indent=1) + "\n"
+    elif fmt is OutputFormat.markdown:
+        text = render_markdown(result, source=" ".join(paths), version=hangscope_version())
+    else:
+        text = render_text(result, verbose=verbose)
     _write(text, output)
     raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
@@ -303,7 +309,12 @@ def report(
 
     _write(
         render_html(
-            result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes, window_s=window
+            result,
+            plotlyjs=plotlyjs.value,
+            clock=clock.value,
+            max_lanes=max_lanes,
+            window_s=window,
+            source=" ".join(paths),
         ),
         output,
     )

@@ -7,6 +7,7 @@ For every sample in ``sample_dumps/`` and every fixture dump set in ``../shared/
   (``NAME.txt``),
 * ``hangscope analyze DIR -q -j 1 -f json`` (``NAME.json``),
 * ``hangscope graph DIR -q -j 1`` (``NAME.graph.txt``),
+* ``hangscope analyze DIR -q -j 1 -f markdown`` (``NAME.md``, the ticket summary),
 
 run through the CLI in-process, from the repository root with the directory given relative to
 it (so file paths in the outputs are relative and no machine path gets in). NAME is the
@@ -46,6 +47,7 @@ OUTPUTS = {
     ".txt": ["analyze", "-q"],
     ".json": ["analyze", "-q", "-f", "json"],
     ".graph.txt": ["graph", "-q"],
+    ".md": ["analyze", "-q", "-f", "markdown"],
 }
 
 

@@ -1,0 +1,66 @@
+"""What an on-call engineer meets through the command: the ticket summary (``--format
+markdown``), exit codes that compose, outputs checked before the work."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from analyzer.cli.commands import app
+from tests.conftest import SAMPLES, entry
+
+runner = CliRunner()
+
+
+def _stall_job(make_job: Callable[..., Path]) -> Path:
+    job = {r: [entry(1, state="completed", retired=True), entry(2)] for r in (0, 2, 3)}
+    job[1] = [entry(1, state="completed", retired=True)]
+    return make_job(job)
+
+
+# --- the ticket summary ---------------------------------------------------------------------------
+
+
+def test_markdown_summary_has_what_a_ticket_needs() -> None:
+    src = str(SAMPLES / "chain_tp_dp_w8")
+    res = runner.invoke(app, ["analyze", src, "-q", "-f", "markdown"])
+    assert res.exit_code == 1, res.stdout
+    md = res.stdout
+    assert md.startswith("### HANG: culprit rank 3 (a rank stalled outside communication)\n")
+    assert "- **Culprit:** rank 3" in md
+    assert "- **Kind:** a rank stalled outside communication (`not_joined`)" in md
+    assert "- **Why:** rank 3 never enqueued all_reduce" in md
+    assert "- **Chain to rank 3:** `rank 0 → 2 → 3`" in md
+    assert re.search(r"- \*\*Read:\*\* 8 of 8 ranks; 53 entries \(gloo\); missing: none", md)
+    assert f"input `{src}`" in md and "hangscope 0.1.0" in md
+    # The culprit's own last op and stack, and the awaited op labelled with who issued it.
+    assert "**Rank 3 last issued** all_reduce DATA_PARALLEL_GROUP seq 2 at:" in md
+    assert "record_gloo.py:216 in _chain_tp_dp_w8" in md
+    assert "as issued by rank 2 at:" in md
+    assert md.count("```") % 2 == 0
+
+
+def test_markdown_escapes_dump_text(make_job: Callable[..., Path]) -> None:
+    pg = ("0", "*evil*<b>[x](y)")
+    job = {
+        r: [entry(1, state="completed", retired=True, pg=pg), entry(2, pg=pg)] for r in (0, 2, 3)
+    }
+    job[1] = [entry(1, state="completed", retired=True, pg=pg)]
+    res = runner.invoke(app, ["analyze", str(make_job(job)), "-q", "-f", "markdown"])
+    assert res.exit_code == 1, res.stdout
+    assert "*evil*" not in res.stdout.replace("\\*evil\\*", "")
+    assert "<b>" not in res.stdout and "\\<b\\>" in res.stdout
+
+
+def test_report_carries_the_markdown_block(tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    res = runner.invoke(
+        app,
+        ["report", str(SAMPLES / "stall_w4"), "-q", "--plotlyjs", "cdn", "-o", str(page)],
+    )
+    html = page.read_text(encoding="utf-8")
+    assert res.exit_code in (0, 1)
+    assert "id='ticket-md'" in html and "### HANG: culprit rank 1" in html
