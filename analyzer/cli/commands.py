@@ -11,8 +11,8 @@ import typer
 
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
-    EXIT_FOUND,
     EXIT_OK,
+    verdict_code,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
@@ -108,7 +108,7 @@ def analyze(
     else:
         text = render_text(result, verbose=verbose)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+    raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()
@@ -255,7 +255,6 @@ def graph(
     else:
         text = graph_text(result)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
 @app.command()
@@ -293,6 +292,13 @@ def report(
             help="Seconds before the hang shown by default (default: the last ops of every rank)",
         ),
     ] = None,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit as analyze does (1 hang, 5 inconclusive) instead of 0 once written",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -330,7 +336,8 @@ def report(
             raise _fail(f"{png}: {exc}") from None
         typer.echo(f"wrote {png}")
     typer.echo(verdict_line(result.diagnosis))
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+    if exit_code:
+        raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()

@@ -27,6 +27,12 @@ EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_CLUSTER = 4
+EXIT_INCONCLUSIVE = 5
+
+
+def verdict_code(verdict: str) -> int:
+    """The exit code of a verdict: 1 hang, 5 inconclusive, 0 no hang."""
+    return {"hang": EXIT_FOUND, "inconclusive": EXIT_INCONCLUSIVE}.get(verdict, EXIT_OK)
 
 
 def fail(message: str) -> typer.Exit:
@@ -240,6 +246,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_CLUSTER",
     "EXIT_FOUND",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_OK",
     "ProgressPrinter",
@@ -248,6 +255,7 @@ __all__ = [
     "export_tables",
     "fail",
     "inputs_check",
+    "verdict_code",
     "warn",
     "write",
 ]

@@ -414,7 +414,7 @@ def test_report_banner_says_what_the_text_says(ds: DumpSet, tmp_path: Path) -> N
     _present(ds)
     page = tmp_path / "report.html"
     code, _, stderr = run_cli(
-        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page)]
+        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
     )
     assert not stderr, stderr
     # The text output as pinned (test_outputs_match_golden checks it is the current one).

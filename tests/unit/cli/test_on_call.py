@@ -64,3 +64,31 @@ def test_report_carries_the_markdown_block(tmp_path: Path) -> None:
     html = page.read_text(encoding="utf-8")
     assert res.exit_code in (0, 1)
     assert "id='ticket-md'" in html and "### HANG: culprit rank 1" in html
+
+
+# --- exit codes that compose ----------------------------------------------------------------------
+
+
+def test_analyze_exit_code_is_the_verdict() -> None:
+    for sample, code in (("stall_w4", 1), ("healthy_w4", 0), ("p2p_unrecorded_w2", 5)):
+        res = runner.invoke(app, ["analyze", str(SAMPLES / sample), "-q", "-j", "1"])
+        assert res.exit_code == code, (sample, res.stdout)
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "p2p_unrecorded_w2"), "-q", "-j", "1"])
+    assert res.stdout.startswith("INCONCLUSIVE")
+
+
+def test_writing_commands_exit_0_once_written(tmp_path: Path) -> None:
+    stall = str(SAMPLES / "stall_w4")
+    dot = tmp_path / "w.dot"
+    assert runner.invoke(app, ["graph", stall, "-q", "-f", "dot", "-o", str(dot)]).exit_code == 0
+    assert dot.read_text().startswith("digraph")
+    assert runner.invoke(app, ["entries", stall, "-q", "-n", "1"]).exit_code == 0
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(tmp_path / "s")]).exit_code == 0
+    page = tmp_path / "r.html"
+    args = ["report", stall, "-q", "--plotlyjs", "cdn", "-o", str(page)]
+    assert runner.invoke(app, args).exit_code == 0 and page.exists()
+    # --exit-code: the verdict's code, as analyze gives it
+    assert runner.invoke(app, [*args, "--exit-code"]).exit_code == 1
+    inconclusive = str(SAMPLES / "p2p_unrecorded_w2")
+    args = ["report", inconclusive, "-q", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
+    assert runner.invoke(app, args).exit_code == 5
