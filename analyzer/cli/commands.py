@@ -36,6 +36,8 @@ from analyzer.cli.options import (
     hangscope_version,
     version_callback,
 )
+from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
+from analyzer.cli.outputs import refuse as _refuse_output
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -94,6 +96,7 @@ def analyze(
 
     Example: hangscope analyze ./dumps --format json
     """
+    check_file_output(output)
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render import (  # after: the files parse while it imports
         render_markdown,
@@ -180,6 +183,13 @@ def entries(
 def export(
     paths: Paths,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a folder that holds other files, or over a store of another job",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -194,15 +204,26 @@ def export(
 
     Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
     """
+    import shutil
+
     from analyzer.store import ranges, write_store
 
+    check_store_output(output, force)
     made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
+    t = (
+        _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler).tables
+        if made is None  # a store of the first format: its tables, as they are
+        else made.tables
+    )
+    refused = check_same_job(output, t, force)
+    if refused is not None:
+        if made is not None and made.parsed_in is not None:  # take back what was staged
+            shutil.rmtree(made.parsed_in, ignore_errors=True)
+        raise _refuse_output(refused)
     try:
-        if made is None:  # a store of the first format: its tables, as they are
-            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
-            folder, t = write_store(result.tables, output), result.tables
+        if made is None:
+            folder = write_store(t, output)
         else:
-            t = made.tables
             folder = write_store(
                 t,
                 output,
@@ -243,6 +264,7 @@ def graph(
 
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
+    check_file_output(output)
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
 
@@ -310,6 +332,8 @@ def report(
 
     Example: hangscope report ./dumps -o report.html --png timeline.png
     """
+    check_file_output(output)
+    check_file_output(png, "--png")
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
     from analyzer.render import render_html, verdict_line
 

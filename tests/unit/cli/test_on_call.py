@@ -92,3 +92,86 @@ def test_writing_commands_exit_0_once_written(tmp_path: Path) -> None:
     inconclusive = str(SAMPLES / "p2p_unrecorded_w2")
     args = ["report", inconclusive, "-q", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
     assert runner.invoke(app, args).exit_code == 5
+
+
+# --- outputs are checked before the work ----------------------------------------------------------
+
+SLOW_ARGS = {
+    "analyze": ["analyze", "-f", "json"],
+    "graph": ["graph", "-f", "dot"],
+    "report": ["report", "--plotlyjs", "cdn"],
+}
+
+
+def test_a_missing_output_folder_is_created_by_every_command(tmp_path: Path) -> None:
+    stall = str(SAMPLES / "stall_w4")
+    for name, args in SLOW_ARGS.items():
+        out = tmp_path / "new" / name / "out.x"
+        res = runner.invoke(app, [args[0], stall, *args[1:], "-q", "-o", str(out)])
+        assert res.exit_code in (0, 1), (name, res.stderr)
+        assert out.is_file(), name
+    store = tmp_path / "new" / "deeper" / "store"
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(store)]).exit_code == 0
+
+
+def test_a_bad_output_is_refused_before_any_dump_is_read(tmp_path: Path) -> None:
+    """Given an input that does not exist, the output is what is reported: it is checked
+    first."""
+    (tmp_path / "afile").write_text("x")
+    nowhere = str(tmp_path / "no-such-dumps")
+    for name, args in SLOW_ARGS.items():
+        for out, says in (
+            (tmp_path / "afile" / "out.x", "is a file, not a folder"),
+            (tmp_path, "is a folder; give a file name"),
+        ):
+            res = runner.invoke(app, [args[0], nowhere, *args[1:], "-q", "-o", str(out)])
+            assert res.exit_code == 6, (name, out, res.stderr)
+            assert res.stderr.startswith("hangscope: error: -o ") and says in res.stderr
+            assert len(res.stderr.splitlines()) == 1
+    res = runner.invoke(app, ["export", nowhere, "-q", "-o", str(tmp_path / "afile")])
+    assert res.exit_code == 6 and "is a file" in res.stderr
+    png = ["report", nowhere, "-q", "-o", str(tmp_path / "r.html"), "--png", str(tmp_path)]
+    res = runner.invoke(app, png)
+    assert res.exit_code == 6 and res.stderr.startswith("hangscope: error: --png ")
+
+
+def test_an_unwritable_output_folder_is_refused(tmp_path: Path) -> None:
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root writes anywhere
+            return
+        res = runner.invoke(
+            app, ["analyze", str(tmp_path / "none"), "-o", str(locked / "a.txt"), "-q"]
+        )
+        assert res.exit_code == 6 and "not writable" in res.stderr
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_refuses_a_folder_that_is_not_its_store(tmp_path: Path) -> None:
+    stall, chain = str(SAMPLES / "stall_w4"), str(SAMPLES / "chain_tp_dp_w8")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    res = runner.invoke(app, ["export", stall, "-q", "-o", str(notes)])
+    assert res.exit_code == 6 and "no hangscope store" in res.stderr and "--force" in res.stderr
+    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    # The dump folder itself is such a folder.
+    res = runner.invoke(app, ["export", stall, "-q", "-o", stall])
+    assert res.exit_code == 6
+    # A store of the same job is rewritten; of another job, refused, and left as it was.
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["export", chain, "-q", "-o", str(store)]).exit_code == 0
+    assert runner.invoke(app, ["export", chain, "-q", "-o", str(store)]).exit_code == 0
+    before = sorted(p.name for p in store.iterdir())
+    res = runner.invoke(app, ["export", stall, "-q", "-o", str(store)])
+    assert res.exit_code == 6 and "store of another job" in res.stderr
+    assert sorted(p.name for p in store.iterdir()) == before
+    assert '"world_size": 8' in (store / "hangscope-store.json").read_text()
+    # --force writes anyway.
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(store), "--force"]).exit_code == 0
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(notes), "--force"]).exit_code == 0
