@@ -62,6 +62,7 @@ def render_text(
     lines: list[str] = []
     lines.append(wording.verdict_line(d))
     lines.append(_wrap(d.headline, "  ", width))
+    lines.extend(_wrap(line, "  ", width) for line in wording.confidence_lines(d))
     lines.extend(where_now_lines(analysis))
     lines.extend(_wrap(sentence, "  ", width) for sentence in chain_sentences(d))
     lead = next((f for f in d.findings if f.culprit and f.stack), None)
