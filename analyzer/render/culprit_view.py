@@ -72,18 +72,11 @@ class CulpritView:
     """The finding's stack is the culprit's own op (a desync), not the awaited one."""
 
 
-def _confidence(d: Diagnosis, rank: int) -> tuple[str, str]:
-    for c in getattr(d, "culprits", ()) or ():
-        if int(getattr(c, "rank", -1)) == rank:
-            conf = getattr(c, "confidence", "")
-            return str(getattr(conf, "value", conf) or ""), str(getattr(c, "because", "") or "")
-    return "", ""
-
-
 def culprit_views(d: Diagnosis) -> list[CulpritView]:
-    """One view per culprit, in the diagnosis's order."""
+    """One view per culprit (or suspect of an inconclusive verdict), in the diagnosis's order."""
+    sure = {int(c.rank): c for c in d.culprits}
     out = []
-    for rank in d.culprit_ranks:
+    for rank in sure or d.culprit_ranks:  # an inconclusive verdict's suspects too
         f = next((x for x in d.findings if x.culprit and rank in x.ranks), None)
         ev = f.evidence if f is not None else {}
         last = ev.get("last_recorded_op") if f is not None else None
@@ -98,7 +91,8 @@ def culprit_views(d: Diagnosis) -> list[CulpritView]:
             ] or list(ev["waited_in"])[:1]
             awaited_by = tuple(sorted({int(w) for x in same for w in x["waiters"]}))
         own = f is not None and waited is None and bool(f.stack)
-        conf, because = _confidence(d, rank)
+        c = sure.get(int(rank))
+        conf, because = (str(c.confidence), c.because) if c is not None else ("", "")
         last_is_own = isinstance(last, dict) and int(last.get("rank", rank)) == rank
         out.append(
             CulpritView(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from analyzer.escape import clean
 from analyzer.load import where_now
 from analyzer.render.culprit_view import chain_arrow, culprit_views, short_stack
-from analyzer.render.sentences import kind_title, verdict_head
+from analyzer.render.sentences import kind_title, verdict_head, verdict_line
 from analyzer.terms import group_short, plural, rank_runs, seq_word
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,22 +55,22 @@ def _hop_detail(s: Wait) -> str:
 
 
 def _culprit_lines(analysis: Analysis) -> list[str]:
+    """``Culprit: rank 3 — likely: <the fact that decides it>``, ranks of one confidence and
+    reason on one line."""
     views = culprit_views(analysis.diagnosis)
-    if len({v.confidence for v in views}) == 1 and not any(v.because for v in views):
-        conf = f" — **{views[0].confidence}**" if views and views[0].confidence else ""
-        ranks = [v.rank for v in views]
-        return [
-            f"- **{'Culprit' if len(ranks) == 1 else 'Culprits'}:** {plural(ranks)} "
-            f"{rank_runs(ranks, 16)}{conf}"
-        ]
+    word = "Culprit" if analysis.diagnosis.verdict.value == "hang" else "Suspect"
+    groups: dict[tuple[str, str], list[int]] = {}
+    for v in views:
+        groups.setdefault((v.confidence, v.because), []).append(v.rank)
     out = []
-    for v in views[:MAX_CULPRITS]:
-        conf = f" — **{v.confidence}**" if v.confidence else ""
-        because = f": {md(v.because)}" if v.because else ""
-        out.append(f"- **Culprit:** rank {v.rank}{conf}{because}")
-    if len(views) > MAX_CULPRITS:
-        rest = [v.rank for v in views[MAX_CULPRITS:]]
-        out.append(f"- **Culprits, more:** ranks {rank_runs(rest, 16)} ({len(rest)} in all)")
+    for (confidence, because), ranks in list(groups.items())[:MAX_CULPRITS]:
+        how = f" — **{confidence}**" if confidence else ""
+        why = f": {md(because)}" if because else ""
+        label = word if len(ranks) == 1 else f"{word}s"
+        out.append(f"- **{label}:** {plural(ranks)} {rank_runs(ranks, 16)}{how}{why}")
+    if len(groups) > MAX_CULPRITS:
+        rest = [r for _, rs in list(groups.items())[MAX_CULPRITS:] for r in rs]
+        out.append(f"- **More {word.lower()}s:** ranks {rank_runs(rest, 16)}")
     return out
 
 
@@ -146,14 +146,11 @@ def render_markdown(analysis: Analysis, *, source: str = "", version: str = "") 
     """The ticket summary of ``analysis``; ``source`` is the input as given (a folder, files),
     ``version`` hangscope's."""
     d = analysis.diagnosis
-    hang = d.verdict.value == "hang"
-    title = verdict_head(d) + (f" ({kind_title(d)})" if hang else "")
-    lines = [f"### {md(title)}", ""]
-    if hang:
+    blamed = d.verdict.value == "hang" or bool(d.culprits)
+    lines = [f"### {md(verdict_line(d) if blamed else verdict_head(d))}", ""]
+    if blamed:
         lines += _culprit_lines(analysis)
         lines.append(f"- **Kind:** {md(kind_title(d))} (`{d.kind}`)")
-    else:
-        lines.append(f"- **Verdict:** {d.verdict.value.replace('_', ' ')}")
     lines.append(f"- **Why:** {md(_first_sentence(d.headline))}")
     lines += _chain_lines(analysis)
     for cycle in d.deadlock_cycles:

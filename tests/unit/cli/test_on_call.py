@@ -30,7 +30,7 @@ def test_markdown_summary_has_what_a_ticket_needs() -> None:
     assert res.exit_code == 1, res.stdout
     md = res.stdout
     assert md.startswith("### HANG: culprit rank 3 (a rank stalled outside communication)\n")
-    assert "- **Culprit:** rank 3" in md
+    assert "- **Culprit:** rank 3 — **certain**: its own dump shows it never enqueued" in md
     assert "- **Kind:** a rank stalled outside communication (`not_joined`)" in md
     assert "- **Why:** rank 3 never enqueued all_reduce" in md
     assert "- **Chain to rank 3:** `rank 0 → 2 → 3`" in md
