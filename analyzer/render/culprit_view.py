@@ -8,19 +8,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from analyzer.terms import group_short, seq_word
+from analyzer.kinds import FindingKind
+from analyzer.terms import group_short, is_p2p_op, plural, rank_runs, seq_word
 
 if TYPE_CHECKING:  # pragma: no cover
+    from analyzer.analysis import Analysis
     from analyzer.diagnosis import Diagnosis, Finding
+    from analyzer.normalize import Tables
     from analyzer.waits import Wait
 
 __all__ = [
     "CulpritView",
+    "CycleSide",
     "chain_arrow",
     "chain_hops",
     "culprit_views",
+    "cycle_sides",
+    "issued_stack",
     "op_words",
     "short_stack",
+    "stack_lines",
 ]
 
 #: Frames a short stack keeps (the caller's side, torch.distributed's own frames dropped).
@@ -129,3 +136,92 @@ def chain_arrow(steps: Sequence[Wait], total: int = 0) -> str:
     """``rank 0 → 2 → 3`` (``rank 120 → 56 → … 3 more … → 0 → 1`` where waits were left out)."""
     hops = chain_hops(steps, total)
     return "rank " + " → ".join(str(h) for h in hops) if hops else ""
+
+
+def issued_stack(
+    tables: Tables, ranks: Sequence[int], group: str, seq: int, op: str
+) -> tuple[dict[str, Any], ...]:
+    """The stack with which the first of ``ranks`` that recorded one issued ``op`` of
+    ``group`` at ``seq`` (the p2p sequence number for a send/recv); none when not recorded."""
+    e = tables.entries
+    col = "p2p_seq" if is_p2p_op(op) else "seq"
+    rows = e[(e["pg_name"] == group) & (e[col] == seq) & e["rank"].isin(list(ranks))]
+    rows = rows[rows["stack_id"] >= 0]
+    if rows.empty:
+        return ()
+    st = tables.stacks
+    frames = st[st["stack_id"] == int(rows["stack_id"].iloc[0])].sort_values("depth")
+    return tuple(
+        {"name": str(n), "filename": str(f), "line": int(ln)}
+        for n, f, ln in frames[["name", "filename", "line"]].itertuples(index=False)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSide:
+    """One side of a deadlock: ``waiters`` are blocked in ``op`` of a group at ``seq``, which
+    ``holders`` have not joined."""
+
+    waiters: tuple[int, ...]
+    holders: tuple[int, ...]
+    group: str
+    group_desc: str
+    seq: int
+    op: str
+
+    def words(self) -> str:
+        return (
+            f"{self.op} {group_short(self.group, self.group_desc)} {seq_word(self.op)} {self.seq}"
+        )
+
+
+def cycle_sides(d: Diagnosis) -> list[CycleSide]:
+    """The sides of each deadlock finding: its waits grouped by the op they are blocked in."""
+    sides: dict[tuple[str, str, int, str], tuple[set[int], set[int]]] = {}
+    for f in d.findings:
+        if f.kind != FindingKind.DEADLOCK or not f.culprit:
+            continue
+        for e in f.evidence.get("edges") or ():
+            key = (str(e["pg_name"]), str(e["pg_desc"]), int(e["seq"]), str(e["op"]))
+            w, h = sides.setdefault(key, (set(), set()))
+            w.add(int(e["waiter"]))
+            h.add(int(e["holder"]))
+    return [CycleSide(tuple(sorted(w)), tuple(sorted(h)), *key) for key, (w, h) in sides.items()]
+
+
+def stack_lines(analysis: Analysis, *, frames: int = 8) -> list[str]:
+    """Whose stack is it: for the first culprits, the op it last issued (or the op it issued
+    that the finding is about) and the awaited op with the ranks that issued it; for a
+    deadlock, each side and the op it is blocked in. Each with its stack, indented."""
+    d = analysis.diagnosis
+    out: list[str] = []
+
+    def block(head: str, stack: Sequence[dict[str, Any]]) -> None:
+        out.append(f"  {head}" + (" at:" if stack else " (no stack recorded)"))
+        out.extend(f"    {x}" for x in short_stack(stack, frames))
+
+    sides = cycle_sides(d)
+    if sides:
+        for s in sides:
+            block(
+                f"{plural(s.waiters)} {rank_runs(s.waiters)} blocked in {s.words()} (waiting on "
+                f"{plural(s.holders)} {rank_runs(s.holders)}), issued",
+                issued_stack(analysis.tables, s.waiters, s.group, s.seq, s.op),
+            )
+        return out
+    for v in culprit_views(d)[:2]:
+        f = v.finding
+        if v.own_stack and f is not None:
+            op = f"{f.op} {group_short(f.group, f.group_desc)} {seq_word(f.op)} {f.seq}"
+            block(f"rank {v.rank} issued {op}", f.stack)
+            continue
+        if v.awaited_stack:
+            out.append(
+                f"  awaited op ({v.awaited_op}), as issued by {plural(v.awaited_by)} "
+                f"{rank_runs(v.awaited_by)} at:"
+            )
+            keep = 4 if v.last_stack else frames  # the culprit's own stack follows
+            out.extend(f"    {x}" for x in short_stack(v.awaited_stack, keep))
+        if v.last_op and v.last_stack:  # without a stack, the headline already names it
+            block(f"rank {v.rank} last issued {v.last_op}", v.last_stack)
+    return out

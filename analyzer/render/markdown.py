@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 from analyzer.escape import clean
 from analyzer.load import where_now
-from analyzer.render.culprit_view import chain_arrow, culprit_views, short_stack
+from analyzer.render.culprit_view import (
+    chain_arrow,
+    culprit_views,
+    cycle_sides,
+    issued_stack,
+    short_stack,
+)
 from analyzer.render.sentences import kind_title, verdict_head, verdict_line
 from analyzer.terms import group_short, plural, rank_runs, seq_word
 
@@ -94,6 +100,16 @@ def _where_blocks(analysis: Analysis) -> list[str]:
     d = analysis.diagnosis
     now = {int(w["rank"]): w for w in where_now(d.culprit_ranks, analysis.contexts)}
     out: list[str] = []
+    for side in cycle_sides(d):
+        stack = issued_stack(analysis.tables, side.waiters, side.group, side.seq, side.op)
+        out += [
+            "",
+            f"**{plural(side.waiters).capitalize()} {rank_runs(side.waiters)}** blocked in "
+            f"{md(side.words())} (waiting on {plural(side.holders)} {rank_runs(side.holders)})"
+            + (", issued at:" if stack else ""),
+        ]
+        if stack:
+            out += ["", *_code_block(short_stack(stack))]
     for v in culprit_views(d)[:2]:
         if v.rank in now:
             w = now[v.rank]

@@ -175,3 +175,36 @@ def test_export_refuses_a_folder_that_is_not_its_store(tmp_path: Path) -> None:
     # --force writes anyway.
     assert runner.invoke(app, ["export", stall, "-q", "-o", str(store), "--force"]).exit_code == 0
     assert runner.invoke(app, ["export", stall, "-q", "-o", str(notes), "--force"]).exit_code == 0
+
+
+# --- whose stack it is ----------------------------------------------------------------------------
+
+
+def test_stacks_say_whose_they_are() -> None:
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "chain_tp_dp_w8"), "-q", "-j", "1"])
+    text = res.stdout
+    assert "  issued at:" not in text
+    awaited = text.index(
+        "  awaited op (all_reduce TENSOR_MODEL_PARALLEL_GROUP seq 3), as issued by rank 2 at:"
+    )
+    own = text.index("  rank 3 last issued all_reduce DATA_PARALLEL_GROUP seq 2 at:")
+    assert awaited < own
+    assert "record_gloo.py:215 in _chain_tp_dp_w8" in text[awaited:own]
+    assert "record_gloo.py:216 in _chain_tp_dp_w8" in text[own:]
+
+
+def test_a_deadlock_names_both_sides_and_their_stacks() -> None:
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "deadlock_w4"), "-q", "-j", "1"])
+    text = res.stdout
+    a = text.index(
+        "  ranks 0-2 blocked in all_reduce default_pg seq 7 (waiting on rank 3), issued at:"
+    )
+    b = text.index(
+        "  rank 3 blocked in all_reduce group_b seq 2 (waiting on ranks 0-2), issued at:"
+    )
+    assert "record_gloo.py:243" in text[a:b] and "record_gloo.py:240" in text[b:]
+
+
+def test_the_graph_cycle_line_shows_only_waits_that_exist() -> None:
+    res = runner.invoke(app, ["graph", str(SAMPLES / "deadlock_w4"), "-q", "-j", "1"])
+    assert res.stdout.splitlines()[-1] == "cycle: 0, 1, 2 -> 3; 3 -> 0, 1, 2"
