@@ -11,8 +11,8 @@ import typer
 
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
-    EXIT_FOUND,
     EXIT_OK,
+    verdict_code,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
@@ -35,8 +35,11 @@ from analyzer.cli.options import (
     StrictOpt,
     VerboseOpt,
     WorldOpt,
+    hangscope_version,
     version_callback,
 )
+from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
+from analyzer.cli.outputs import refuse as _refuse_output
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -75,7 +78,10 @@ def _main(
 def analyze(
     paths: Paths,
     fmt: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="text or json")
+        OutputFormat,
+        typer.Option(
+            "--format", "-f", help="text, json, or markdown (a summary to paste into a ticket)"
+        ),
     ] = OutputFormat.text,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
@@ -93,19 +99,22 @@ def analyze(
 
     Example: hangscope analyze ./dumps --format json
     """
+    check_file_output(output)
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
-    from analyzer.render import (
+    from analyzer.render import (  # after: the files parse while it imports
+        render_markdown,
         render_text,
-        to_json,  # after: the files parse while it imports
+        to_json,
     )
 
-    text = (
-        json.dumps(to_json(result), indent=1) + "\n"
-        if fmt is OutputFormat.json
-        else render_text(result, verbose=verbose)
-    )
+    if fmt is OutputFormat.json:
+        text = json.dumps(to_json(result), indent=1) + "\n"
+    elif fmt is OutputFormat.markdown:
+        text = render_markdown(result, source=" ".join(paths), version=hangscope_version())
+    else:
+        text = render_text(result, verbose=verbose)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+    raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()
@@ -178,6 +187,13 @@ def entries(
 def export(
     paths: Paths,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a folder that holds other files, or over a store of another job",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -192,15 +208,26 @@ def export(
 
     Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
     """
+    import shutil
+
     from analyzer.store import ranges, write_store
 
+    check_store_output(output, force)
     made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
+    t = (
+        _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler).tables
+        if made is None  # a store of the first format: its tables, as they are
+        else made.tables
+    )
+    refused = check_same_job(output, t, force)
+    if refused is not None:
+        if made is not None and made.parsed_in is not None:  # take back what was staged
+            shutil.rmtree(made.parsed_in, ignore_errors=True)
+        raise _refuse_output(refused)
     try:
-        if made is None:  # a store of the first format: its tables, as they are
-            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
-            folder, t = write_store(result.tables, output), result.tables
+        if made is None:
+            folder = write_store(t, output)
         else:
-            t = made.tables
             folder = write_store(
                 t,
                 output,
@@ -242,6 +269,7 @@ def graph(
 
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
+    check_file_output(output)
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
 
@@ -254,7 +282,6 @@ def graph(
     else:
         text = graph_text(result)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
 @app.command()
@@ -292,6 +319,13 @@ def report(
             help="Seconds before the hang shown by default (default: the last ops of every rank)",
         ),
     ] = None,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit as analyze does (1 hang, 5 inconclusive) instead of 0 once written",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
     world_size: WorldOpt = None,
@@ -304,12 +338,19 @@ def report(
 
     Example: hangscope report ./dumps -o report.html --png timeline.png
     """
+    check_file_output(output)
+    check_file_output(png, "--png")
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
     _write(
         render_html(
-            result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes, window_s=window
+            result,
+            plotlyjs=plotlyjs.value,
+            clock=clock.value,
+            max_lanes=max_lanes,
+            window_s=window,
+            source=" ".join(paths),
         ),
         output,
     )
@@ -325,7 +366,8 @@ def report(
             raise _fail(f"{png}: {exc}") from None
         _say(f"wrote {png}")
     _say(verdict_line(result.diagnosis))
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+    if exit_code:
+        raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()

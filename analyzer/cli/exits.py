@@ -28,8 +28,15 @@ EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_CLUSTER = 4
+#: The verdict is inconclusive: the dumps do not single anyone out.
+EXIT_INCONCLUSIVE = 5
 #: The output could not be written: stdout closed or full, ``-o`` unwritable (a full disk).
 EXIT_OUTPUT = 6
+
+
+def verdict_code(verdict: str) -> int:
+    """The exit code of a verdict: 1 hang, 5 inconclusive, 0 no hang."""
+    return {"hang": EXIT_FOUND, "inconclusive": EXIT_INCONCLUSIVE}.get(verdict, EXIT_OK)
 
 
 def fail(message: str) -> typer.Exit:
@@ -271,6 +278,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_CLUSTER",
     "EXIT_FOUND",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_OUTPUT",
@@ -282,6 +290,7 @@ __all__ = [
     "inputs_check",
     "output_failed",
     "say",
+    "verdict_code",
     "warn",
     "write",
 ]
