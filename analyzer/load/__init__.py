@@ -32,12 +32,14 @@ from analyzer.load.parsed_dump import (
     STRING_FIELDS,
     ParsedDump,
 )
+from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
 
 __all__ = [
     "BOOL_FIELDS",
     "COLUMN_FIELDS",
     "FLOAT_FIELDS",
     "INT_FIELDS",
+    "LABEL_PREFIX",
     "MAX_BESIDE",
     "STORE_MARKER",
     "STRING_FIELDS",
@@ -53,10 +55,12 @@ __all__ = [
     "RankFile",
     "SameMembers",
     "Skipped",
+    "TorchCommsRead",
     "alive_without_dump",
     "backends_of",
     "clear_memos",
     "column_bytes",
+    "comm_key",
     "default_jobs",
     "drop_column",
     "find_contexts",

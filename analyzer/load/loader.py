@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from analyzer.load.members import SameMembers, own_world
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
+from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -65,6 +66,8 @@ class Loaded:
     unreadable_dirs: tuple[tuple[str, str], ...] = ()
     beside: tuple[RankFile, ...] = ()
     """Files named like dumps beside the files given, that were not given (never read)."""
+    torchcomms: TorchCommsRead = field(default_factory=TorchCommsRead)
+    """The dumps read as TorchComms' recorder (:mod:`analyzer.load.torchcomms`), and why."""
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -364,6 +367,7 @@ def _loaded(
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
     dumps, duplicates = resolve_ranks(all_dumps)
+    torchcomms = read_torchcomms(dumps)
     if not dumps:
         if not skipped:
             where = ", ".join(clean(os.fspath(s)) for s in inputs)
@@ -382,6 +386,7 @@ def _loaded(
         duplicates=tuple(duplicates),
         unreadable_dirs=found.unreadable_dirs,
         beside=found.beside,
+        torchcomms=torchcomms,
     )
 
 
