@@ -24,6 +24,7 @@ from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
+from analyzer.load.debug_server import prefer_files, snapshot_only
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
 from analyzer.load.members import SameMembers, own_world
@@ -366,9 +367,18 @@ def _loaded(
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
+    torchcomms = read_torchcomms(all_dumps)
+    all_dumps, pages = prefer_files(all_dumps)
+    ignored += tuple(Ignored(path, why) for path, why in pages)
     dumps, duplicates = resolve_ranks(all_dumps)
-    torchcomms = read_torchcomms(dumps)
     if not dumps:
+        if not skipped and snapshot_only(i.path for i in ignored):
+            where = ", ".join(clean(os.fspath(s)) for s in inputs)
+            raise InputError(
+                f"{where}: the debug server's snapshots (stacks_, *fr_trace_<ts>.txt) hold no "
+                "rank's dump: give its per_rank/ folder, or the /torchcomms_fr_trace_json "
+                "(or /fr_trace_json) page saved from the browser"
+            )
         if not skipped:
             where = ", ".join(clean(os.fspath(s)) for s in inputs)
             raise InputError(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzer.load import entry_columns as col
+from analyzer.load.debug_server import TORCHCOMMS_MEMBER
 from analyzer.load.parsed_dump import ParsedDump
 
 __all__ = [
@@ -114,6 +115,8 @@ def signs_of(d: ParsedDump) -> tuple[str, ...]:
     if not descs or not all(desc in backends or desc in _BACKENDS for desc in descs):
         return ()
     signs = ["empty pg_status", "every pg_config desc is a backend name"]
+    if d.path.endswith(".json") and f":{TORCHCOMMS_MEMBER}rank_" in d.path:
+        signs.append("a section of the debug server's TorchComms page")
     if not d.n_entries:
         return tuple(signs)
     ops = _column(d, "op")
@@ -235,6 +238,13 @@ def read_torchcomms(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
     if cross:
         signs.append("one collective carries different ids on different ranks")
     notes: list[str] = []
+    active = [d.rank for d in chosen if d.n_entries and not np.asarray(d.bools["retired"]).any()]
+    if active:
+        notes.append(
+            f"rank(s) {', '.join(map(str, sorted(set(active))))}: only entries in flight "
+            "(onlyActive, as the debug server's page shows them): positions count from the "
+            "first entry in flight"
+        )
     for d in chosen:
         for n in _rewrite(d):
             if n not in notes:
