@@ -34,12 +34,14 @@ from analyzer.load.parsed_dump import (
     ParsedDump,
 )
 from analyzer.load.pool import ParseNote
+from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
 
 __all__ = [
     "BOOL_FIELDS",
     "COLUMN_FIELDS",
     "FLOAT_FIELDS",
     "INT_FIELDS",
+    "LABEL_PREFIX",
     "MAX_BESIDE",
     "STORE_MARKER",
     "STRING_FIELDS",
@@ -57,10 +59,12 @@ __all__ = [
     "RankFile",
     "SameMembers",
     "Skipped",
+    "TorchCommsRead",
     "alive_without_dump",
     "backends_of",
     "clear_memos",
     "column_bytes",
+    "comm_key",
     "default_jobs",
     "drop_column",
     "find_contexts",

@@ -12,22 +12,25 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.errors import DumpFormatError, InputError
+from analyzer.errors import DumpFormatError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, spill
+from analyzer.load.debug_server import prefer_files
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
 from analyzer.load.incidents import Incident, set_aside, split_incidents
 from analyzer.load.members import SameMembers, own_world
+from analyzer.load.no_dump import no_dump_error
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
 from analyzer.load.pool import parse_in_pool
+from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -65,6 +68,8 @@ class Loaded:
     """Files named like dumps beside the files given, that were not given (never read)."""
     incidents: tuple[Incident, ...] = ()
     """The incidents of the folders when several (newest first; one was loaded)."""
+    torchcomms: TorchCommsRead = field(default_factory=TorchCommsRead)
+    """The dumps read as TorchComms' recorder (:mod:`analyzer.load.torchcomms`), and why."""
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -362,25 +367,22 @@ def _loaded(
     incident: str | None = None,
 ) -> Loaded:
     every_dump = [r for r in results if isinstance(r, ParsedDump)]
-    all_dumps, incidents, others = split_incidents(every_dump, incident)
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
+    every_dump, pages = prefer_files(every_dump)
+    ignored += tuple(Ignored(path, why) for path, why in pages)
+    all_dumps, incidents, others = split_incidents(every_dump, incident)
     if others:  # the other incidents' files: listed, never merged with the one analyzed
         paths = [d.path for d in every_dump] + [s.path for s in skipped]
         ignored += tuple(Ignored(p, why) for p, why in set_aside(paths, incidents, others))
         skipped = tuple(s for s in skipped if str(Path(s.path).parent) not in others)
+    torchcomms = read_torchcomms(all_dumps)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
-        if not skipped:
-            where = ", ".join(clean(os.fspath(s)) for s in inputs)
-            raise InputError(
-                f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "
-                f"(pickle or JSON with its keys, or such a dump compressed or archived)"
-            )
-        reasons = "; ".join(f"{clean(Path(s.path).name)}: {s.reason}" for s in skipped[:3])
-        more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
-        raise InputError(f"no readable dump among {len(skipped)} file(s): {reasons}{more}")
+        raise no_dump_error(
+            inputs, [(s.path, s.reason) for s in skipped], [i.path for i in ignored]
+        )
     return Loaded(
         dumps=tuple(dumps),
         skipped=skipped,
@@ -390,6 +392,7 @@ def _loaded(
         unreadable_dirs=found.unreadable_dirs,
         beside=found.beside,
         incidents=incidents,
+        torchcomms=torchcomms,
     )
 
 

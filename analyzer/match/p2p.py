@@ -130,7 +130,7 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
             "input_dtypes": _payload(e, "dtypes", rows, use_out, index),
         },
     )
-    done = e["state"].cat.codes.to_numpy()[rows] == code_of(e["state"], "completed")
+    done = _finished(e, rows, rank, dialects)
     peer_dumped = np.isin(peer, np.array(tables.dumped_ranks, dtype=np.int64))
     # peer_state as codes into _PEER_STATES, the pair columns as codes into their values.
     state = np.where(done, 0, np.where(peer_dumped, 1, 2)).astype(np.int8)
@@ -153,6 +153,20 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     if len(p) > 1 and not _sorted_pairs(*keys):
         p = p.sort_values(["rank", "record_id"])
     return p.reset_index(drop=True)
+
+
+def _finished(
+    e: pd.DataFrame, rows: np.ndarray, rank: np.ndarray, dialects: Dialects
+) -> np.ndarray:
+    """Which of the send/recv ``rows`` finished: ``completed``, or retired where retiring
+    means the call returned (TorchComms on CPU)."""
+    done = e["state"].cat.codes.to_numpy()[rows] == code_of(e["state"], "completed")
+    returned = dialects.retired_done_ranks
+    if returned:
+        done |= e["retired"].to_numpy(bool)[rows] & np.isin(
+            rank, np.array(sorted(returned), dtype=np.int64)
+        )
+    return done
 
 
 #: Values of ``peer_state`` by code (1: not decided yet, set by the pairing).
