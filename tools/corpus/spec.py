@@ -128,7 +128,7 @@ class CaseSpec:
 
 def _topology(rng: random.Random) -> tuple[int, int, int, bool]:
     """(tp, pp, dp, hsdp): 4 ranks mostly, 8 sometimes, 16 rarely."""
-    world = rng.choices([4, 6, 8, 16], weights=[60, 8, 29, 3])[0]
+    world = rng.choices([4, 6, 8, 16], weights=[80, 6, 12, 2])[0]
     shapes = [
         (tp, pp, world // (tp * pp))
         for tp in (1, 2, 4)
