@@ -18,6 +18,7 @@ from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import output_failed as _output_failed
 from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
@@ -40,6 +41,7 @@ from analyzer.cli.options import (
 )
 from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
 from analyzer.cli.outputs import refuse as _refuse_output
+from analyzer.cli.process import exit_code_of
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -224,7 +226,7 @@ def export(
         if made is not None and made.parsed_in is not None:  # take back what was staged
             shutil.rmtree(made.parsed_in, ignore_errors=True)
         raise _refuse_output(refused)
-    try:
+    try:  # built beside output and swapped in whole: a failure leaves output as it was
         if made is None:
             folder = write_store(t, output)
         else:
@@ -237,7 +239,9 @@ def export(
                 staged=made.parsed_in,
             )
     except OSError as exc:
-        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise _output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
+    except KeyboardInterrupt as exc:  # a signal while writing (write_store removed its files)
+        raise typer.Exit(code=exit_code_of(exc)) from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
