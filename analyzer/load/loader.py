@@ -367,8 +367,8 @@ def _loaded(
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
-    torchcomms = read_torchcomms(all_dumps)
     all_dumps, pages = prefer_files(all_dumps)
+    torchcomms = read_torchcomms(all_dumps)
     ignored += tuple(Ignored(path, why) for path, why in pages)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
