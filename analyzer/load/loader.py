@@ -24,14 +24,15 @@ from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import DumpFormatError, InputError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
-from analyzer.load.debug_server import prefer_files, snapshot_only
+from analyzer.load.debug_server import snapshot_only
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
 from analyzer.load.members import SameMembers, own_world
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
-from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
+from analyzer.load.snapshot_tables import NO_TABLES, read_as_written
+from analyzer.load.torchcomms import TorchCommsRead
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -367,20 +368,15 @@ def _loaded(
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
-    all_dumps, pages = prefer_files(all_dumps)
-    torchcomms = read_torchcomms(all_dumps)
+    only_snapshots = not all_dumps and not skipped and snapshot_only(i.path for i in ignored)
+    all_dumps, pages, torchcomms = read_as_written(all_dumps, inputs, only_snapshots)
     ignored += tuple(Ignored(path, why) for path, why in pages)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
-        if not skipped and snapshot_only(i.path for i in ignored):
-            where = ", ".join(clean(os.fspath(s)) for s in inputs)
-            raise InputError(
-                f"{where}: the debug server's snapshots (stacks_, *fr_trace_<ts>.txt) hold no "
-                "rank's dump: give its per_rank/ folder, or the /torchcomms_fr_trace_json "
-                "(or /fr_trace_json) page saved from the browser"
-            )
+        where = ", ".join(clean(os.fspath(s)) for s in inputs)
+        if only_snapshots:
+            raise InputError(f"{where}: {NO_TABLES}")
         if not skipped:
-            where = ", ".join(clean(os.fspath(s)) for s in inputs)
             raise InputError(
                 f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "
                 f"(pickle or JSON with its keys, or such a dump compressed or archived)"
