@@ -310,6 +310,30 @@ def _crash_size_w4(c: Ctx) -> None:
     c.dist.all_reduce(c.t())
 
 
+def _crash_tp_w8(c: Ctx) -> None:
+    # Rank 7, the last rank, exits hard between a data-parallel all_reduce and the next
+    # tensor-parallel one: nothing any other rank writes names it (gloo 2.13 writes no
+    # pg_config), and its tensor-parallel peer 6 fails in an all_reduce nobody else is in.
+    tp, dp = _make_tp_dp(c)
+    c.dist.barrier()
+    for step in range(3):
+        c.dist.all_reduce(c.t(), group=tp)
+        c.dist.all_reduce(c.t(), group=dp)
+        if step == 1 and c.rank == 7:
+            c.crash()
+
+
+def _monitored_barrier_stall_w4(c: Ctx) -> None:
+    # monitored_barrier runs as gloo send/recv, which the recorder does not record: rank 2
+    # stalls before it, rank 0 times out waiting for rank 2's message, and no recorded op is
+    # pending anywhere.
+    _warmup(c)
+    if c.rank == 2:
+        c.stall()
+    c.dist.monitored_barrier(timeout=c.timeout)
+    c.dist.all_reduce(c.t())
+
+
 # --------------------------------------------------------------------------------------
 # The op mix: collectives whose recorded sides and sizes differ per rank by design
 # --------------------------------------------------------------------------------------
@@ -625,6 +649,39 @@ SCENARIOS: dict[str, Scenario] = {
             "others dumped; ranks 0, 1 and 2 enqueue the all_reduce after that and time out in "
             "it. Every member joined; rank 3's entry is the one that never timed out.",
             freeze=(3,),
+        ),
+        Scenario(
+            "crash_tp_w8",
+            8,
+            _crash_tp_w8,
+            [7],
+            "missing_dump",
+            "Same topology as chain_tp_dp_w8; rank 7, the last rank, exits hard after its 2nd "
+            "data-parallel all_reduce and before its 3rd tensor-parallel one and writes no "
+            "dump. Its tensor-parallel peer 6 fails in that all_reduce; ranks 1, 3 and 5 wait "
+            "for rank 7 in the data-parallel all_reduce and ranks 0, 2 and 4 on their "
+            "tensor-parallel peers. With gloo 2.13 (no pg_config) no file names rank 7.",
+            no_dump=(7,),
+        ),
+        Scenario(
+            "monitored_barrier_stall_w4",
+            4,
+            _monitored_barrier_stall_w4,
+            [2],
+            "unrecorded_ops",
+            "Rank 2 stalls before a monitored_barrier, which gloo runs as send/recv that the "
+            "recorder does not record; rank 0 times out waiting for rank 2, ranks 1 and 3 wait "
+            "for rank 0's answer. No recorded op is pending anywhere.",
+            analyzer={
+                "verdict": "inconclusive",
+                "culprits": [],
+                "kind": "unrecorded_ops",
+                "why": (
+                    "The stuck barrier is in no buffer: the dumps were written because an op "
+                    "timed out, yet every recorded op completed. An honest analysis says it "
+                    "cannot tell, never 'no hang'."
+                ),
+            },
         ),
     ]
 }

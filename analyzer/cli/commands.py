@@ -11,18 +11,20 @@ import typer
 
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
-    EXIT_FOUND,
     EXIT_OK,
+    verdict_code,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
     DEBUG,
     Clock,
     GraphFormat,
+    IncidentOpt,
     JobsOpt,
     OutputFormat,
     Paths,
@@ -33,8 +35,11 @@ from analyzer.cli.options import (
     StrictOpt,
     VerboseOpt,
     WorldOpt,
+    hangscope_version,
     version_callback,
 )
+from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
+from analyzer.cli.outputs import refuse as _refuse_output
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -73,12 +78,16 @@ def _main(
 def analyze(
     paths: Paths,
     fmt: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="text or json")
+        OutputFormat,
+        typer.Option(
+            "--format", "-f", help="text, json, or markdown (a summary to paste into a ticket)"
+        ),
     ] = OutputFormat.text,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -90,19 +99,22 @@ def analyze(
 
     Example: hangscope analyze ./dumps --format json
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
-    from analyzer.render import (
+    check_file_output(output)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
+    from analyzer.render import (  # after: the files parse while it imports
+        render_markdown,
         render_text,
-        to_json,  # after: the files parse while it imports
+        to_json,
     )
 
-    text = (
-        json.dumps(to_json(result), indent=1) + "\n"
-        if fmt is OutputFormat.json
-        else render_text(result, verbose=verbose)
-    )
+    if fmt is OutputFormat.json:
+        text = json.dumps(to_json(result), indent=1) + "\n"
+    elif fmt is OutputFormat.markdown:
+        text = render_markdown(result, source=" ".join(paths), version=hangscope_version())
+    else:
+        text = render_text(result, verbose=verbose)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+    raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()
@@ -117,13 +129,14 @@ def entries(
     ] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Show the per-rank entry table, optionally filtered by rank and group."""
-    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler, incident)
     e = result.tables.entries
     if rank:
         e = e[e["rank"].isin(rank)]
@@ -174,6 +187,13 @@ def entries(
 def export(
     paths: Paths,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a folder that holds other files, or over a store of another job",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
@@ -188,15 +208,26 @@ def export(
 
     Example: hangscope export ./dumps -o incident/ && hangscope analyze incident/
     """
+    import shutil
+
     from analyzer.store import ranges, write_store
 
+    check_store_output(output, force)
     made = _export_tables(paths, prefix, world_size, jobs, quiet, strict, scheduler, output)
+    t = (
+        _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler).tables
+        if made is None  # a store of the first format: its tables, as they are
+        else made.tables
+    )
+    refused = check_same_job(output, t, force)
+    if refused is not None:
+        if made is not None and made.parsed_in is not None:  # take back what was staged
+            shutil.rmtree(made.parsed_in, ignore_errors=True)
+        raise _refuse_output(refused)
     try:
-        if made is None:  # a store of the first format: its tables, as they are
-            result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
-            folder, t = write_store(result.tables, output), result.tables
+        if made is None:
+            folder = write_store(t, output)
         else:
-            t = made.tables
             folder = write_store(
                 t,
                 output,
@@ -210,7 +241,7 @@ def export(
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
-    typer.echo(
+    _say(
         f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
         f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
         f"{t.stacks['stack_id'].nunique():,} distinct stacks"
@@ -227,6 +258,7 @@ def graph(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -237,7 +269,8 @@ def graph(
 
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    check_file_output(output)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
 
     if fmt is GraphFormat.json:
@@ -249,7 +282,6 @@ def graph(
     else:
         text = graph_text(result)
     _write(text, output)
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
 
 
 @app.command()
@@ -287,7 +319,15 @@ def report(
             help="Seconds before the hang shown by default (default: the last ops of every rank)",
         ),
     ] = None,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit as analyze does (1 hang, 5 inconclusive) instead of 0 once written",
+        ),
+    ] = False,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -298,16 +338,23 @@ def report(
 
     Example: hangscope report ./dumps -o report.html --png timeline.png
     """
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    check_file_output(output)
+    check_file_output(png, "--png")
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
     _write(
         render_html(
-            result, plotlyjs=plotlyjs.value, clock=clock.value, max_lanes=max_lanes, window_s=window
+            result,
+            plotlyjs=plotlyjs.value,
+            clock=clock.value,
+            max_lanes=max_lanes,
+            window_s=window,
+            source=" ".join(paths),
         ),
         output,
     )
-    typer.echo(f"wrote {output}")
+    _say(f"wrote {output}")
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
@@ -317,9 +364,10 @@ def report(
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
-        typer.echo(f"wrote {png}")
-    typer.echo(verdict_line(result.diagnosis))
-    raise typer.Exit(code=EXIT_FOUND if result.diagnosis.verdict.value == "hang" else EXIT_OK)
+        _say(f"wrote {png}")
+    _say(verdict_line(result.diagnosis))
+    if exit_code:
+        raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 @app.command()
@@ -338,10 +386,20 @@ def capture(
             "analyzer.capture.hook asks every rank to write its dumps and context",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Signal a process even where it cannot be checked that it handles SIGUSR1 "
+            "(no /proc); one that does not handle it dies",
+        ),
+    ] = False,
 ) -> None:
     """Ask a running job to capture its dumps now (the ranks must have analyzer.capture.hook installed)."""
     import os
     import signal
+
+    from analyzer.cli.sigcaught import catches
 
     if not signal_:
         raise _fail("say how to reach the job: hangscope capture --signal PID...")
@@ -349,6 +407,24 @@ def capture(
     for pid in pids:
         if pid <= 0:
             typer.echo(f"hangscope: error: {pid}: not a process id", err=True)
+            failed += 1
+            continue
+        caught = catches(pid, signal.SIGUSR1)
+        if caught is False or (caught is None and not force and os.path.isdir("/proc")):
+            why = (
+                "it does not handle SIGUSR1 (no analyzer.capture.hook in it), which would end it"
+                if caught is False
+                else "no such process, or its /proc/PID/status cannot be read"
+            )
+            typer.echo(f"hangscope: error: {pid}: not signalled: {why}", err=True)
+            failed += 1
+            continue
+        if caught is None and not force:
+            typer.echo(
+                f"hangscope: error: {pid}: not signalled: cannot check that it handles "
+                "SIGUSR1 here (no /proc); --force sends it anyway",
+                err=True,
+            )
             failed += 1
             continue
         try:
@@ -360,5 +436,5 @@ def capture(
             typer.echo(f"hangscope: error: {pid}: not permitted to signal it", err=True)
             failed += 1
         else:
-            typer.echo(f"sent SIGUSR1 to {pid}")
+            _say(f"sent SIGUSR1 to {pid}")
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)

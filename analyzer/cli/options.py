@@ -26,6 +26,7 @@ __all__ = [
     "StrictOpt",
     "VerboseOpt",
     "WorldOpt",
+    "hangscope_version",
     "version_callback",
 ]
 
@@ -36,6 +37,7 @@ DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 class OutputFormat(StrEnum):
     text = "text"
     json = "json"
+    markdown = "markdown"
 
 
 class GraphFormat(StrEnum):
@@ -66,6 +68,15 @@ PrefixOpt = Annotated[
     str | None,
     typer.Option(
         "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+    ),
+]
+IncidentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--incident",
+        metavar="NAME",
+        help="Where the folder holds several incidents (restarts): the one to analyze, by the "
+        "name the output lists (default: the newest)",
     ),
 ]
 WorldOpt = Annotated[
@@ -99,7 +110,7 @@ SchedulerOpt = Annotated[
 ]
 
 
-def _version() -> str:
+def hangscope_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -111,5 +122,5 @@ def _version() -> str:
 def version_callback(value: bool) -> None:
     """``--version``: print the version and exit."""
     if value:
-        typer.echo(f"hangscope {_version()}")
+        typer.echo(f"hangscope {hangscope_version()}")
         raise typer.Exit(code=EXIT_OK)

@@ -10,8 +10,9 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
+from analyzer.diagnosis.confidence import culprits_of
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.records import Diagnosis, Finding
+from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
 from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
@@ -123,6 +124,9 @@ def diagnose(
         )
     elif lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
         headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
+    judged = culprits_of(facts, findings, culprits)
+    if verdict is Verdict.HANG and all(c.confidence is Confidence.SUSPECT for c in judged):
+        verdict = Verdict.INCONCLUSIVE  # nobody singled out: the culprits are suspects
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(
@@ -136,4 +140,5 @@ def diagnose(
         chains=chains,
         chain_waits=chain_waits,
         unrecorded_groups=unrecorded_groups,
+        culprits=judged,
     )

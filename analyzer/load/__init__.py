@@ -13,6 +13,7 @@ from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_store
 from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
+from analyzer.load.incidents import Incident
 from analyzer.load.loader import (
     Ignored,
     Loaded,
@@ -32,6 +33,7 @@ from analyzer.load.parsed_dump import (
     STRING_FIELDS,
     ParsedDump,
 )
+from analyzer.load.pool import ParseNote
 from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
 
 __all__ = [
@@ -48,8 +50,10 @@ __all__ = [
     "Contexts",
     "Duplicate",
     "Ignored",
+    "Incident",
     "Loaded",
     "Loading",
+    "ParseNote",
     "ParsedDump",
     "Progress",
     "RankFile",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from typing import Protocol
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import DumpFormatError
@@ -19,15 +19,23 @@ from analyzer.load.debug_server import (
     TORCHCOMMS_MEMBER,
     chosen,
     prefer_files,
+    snapshot_only,
     snapshots,
     table_dumps,
 )
 from analyzer.load.parse import parse_payload
 from analyzer.load.parsed_dump import ParsedDump
-from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
 from analyzer.load.unpack import Payload
 
 __all__ = ["NO_TABLES", "read_as_written", "tables_as_dumps"]
+
+
+class Ignorable(Protocol):
+    """A file left out (the loader's ``Ignored``): its path is all that is read here."""
+
+    @property
+    def path(self) -> str: ...
+
 
 #: Why a folder of the debug server's snapshots without trace tables cannot be analyzed.
 NO_TABLES = (
@@ -76,14 +84,16 @@ def tables_as_dumps(
 
 
 def read_as_written(
-    dumps: list[ParsedDump], inputs: Sequence[str | os.PathLike[str]], only_snapshots: bool
-) -> tuple[list[ParsedDump], list[tuple[str, str]], TorchCommsRead]:
-    """The dumps as their writers meant them: a rank's own file before its page sections
-    (the page sections left out, with why), the trace tables where only the debug server's
-    snapshots were given, and TorchComms' dumps read as such."""
+    dumps: list[ParsedDump],
+    inputs: Sequence[str | os.PathLike[str]],
+    skipped: Sequence[object],
+    ignored: Sequence[Ignorable],
+) -> tuple[list[ParsedDump], list[tuple[str, str]], str]:
+    """The dumps to read: a rank's own file before its page sections (those left out come
+    back as (path, why)), and the trace tables where only the debug server's snapshots were
+    given (with a note that says which file)."""
     dumps, pages = prefer_files(dumps)
     note = ""
-    if not dumps and only_snapshots:
+    if not dumps and not skipped and snapshot_only(i.path for i in ignored):
         dumps, note = tables_as_dumps(inputs)
-    read = read_torchcomms(dumps)
-    return dumps, pages, replace(read, notes=(note, *read.notes)) if note else read
+    return dumps, pages, note

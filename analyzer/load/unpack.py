@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import lzma
 import os
+import stat
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -271,20 +272,14 @@ def _page(
         yield Refusal(path, name, _too_large(size, cap), foreign=False)
         return
     text = data[: cap + 1].decode("utf-8", "replace")
-    got = 0
-    comms = is_torchcomms_page(text)
+    got, comms, limit = 0, is_torchcomms_page(text), config.max_dump_bytes
     for rank, body in page_ranks(text, config.max_archive_members):
         got += 1
-        if len(body) > config.max_dump_bytes:
-            yield Refusal(
-                page_member(path, rank, comms),
-                name,
-                _too_large(len(body), config.max_dump_bytes),
-                False,
-            )
+        member = page_member(path, rank, comms)
+        if len(body) > limit:
+            yield Refusal(member, name, _too_large(len(body), limit), False)
             continue
         fp = fingerprint_of(body) if fingerprint else ""
-        member = page_member(path, rank, comms)
         yield Payload(member, member.rsplit(":", 1)[1], "json", body, fp)
     if not got:
         yield Refusal(path, name, "a debug-server page without a rank's JSON", foreign=True)
@@ -310,7 +305,7 @@ def payloads(
     budget = _Budget(config, config.max_archive_bytes)
     cap = config.max_dump_bytes
     try:
-        with open(path, "rb", buffering=0) as raw:
+        with _open_regular(path) as raw:
             st = os.fstat(raw.fileno())
             head = os.pread(raw.fileno(), HEAD_BYTES, 0)
             kind = sniff(head)
@@ -351,8 +346,44 @@ def payloads(
                 yield Refusal(
                     path, name, f"truncated or corrupt compressed data ({why})", foreign=False
                 )
+    except _NotRegular as exc:
+        yield Refusal(path, name, str(exc), foreign=False)
     except OSError as exc:
-        yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
+        why = exc.strerror or str(exc)
+        if os.path.islink(path) and not os.path.exists(path):
+            why = "a symbolic link to a missing file"
+        yield Refusal(path, name, f"cannot read: {why}", foreign=False)
+
+
+class _NotRegular(Exception):
+    """The file at a dump's path is no regular file (a FIFO, a device, a socket)."""
+
+
+_KINDS_OF_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _open_regular(path: str) -> io.FileIO:
+    """``path`` opened for reading without ever blocking (a FIFO without a writer would
+    wait for good): ``O_NONBLOCK``, and the type checked on the open descriptor (the file
+    may have been swapped since it was listed). :class:`_NotRegular` for anything but a
+    regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((w for test, w in _KINDS_OF_FILES if test(mode)), "no regular file")
+            raise _NotRegular(f"cannot read: {what}, not a regular file")
+        os.set_blocking(fd, True)
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 __all__ = [

@@ -25,6 +25,7 @@ shown under the figure title.
 
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
+from analyzer.render.markdown import render_markdown
 from analyzer.render.progress_map import progress
 from analyzer.render.report import render_html, verdict_html, write_html
 from analyzer.render.sentences import verdict_line
@@ -41,6 +42,7 @@ __all__ = [
     "graph_text",
     "progress",
     "render_html",
+    "render_markdown",
     "render_text",
     "timeline",
     "to_json",

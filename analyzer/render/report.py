@@ -99,6 +99,19 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
+def ticket_block(analysis: Analysis, *, source: str = "", version: str = "") -> str:
+    """The Markdown summary (:func:`~analyzer.render.markdown.render_markdown`), folded, with a
+    button that copies it (the text can also be selected by hand)."""
+    from analyzer.render.markdown import render_markdown
+
+    text = render_markdown(analysis, source=source, version=version)
+    return (
+        "<details id='ticket'><summary>Summary for a ticket (Markdown)</summary>"
+        "<button type='button' class='copy' data-copy='ticket-md'>copy</button>"
+        f"<pre id='ticket-md'>{for_html(text)}</pre></details>"
+    )
+
+
 def _cdn_tag(nonce: str) -> tuple[str, str]:
     from plotly.io._utils import plotly_cdn_url
 
@@ -243,12 +256,14 @@ def render_html(
     clock: str = "job",
     max_lanes: int = 64,
     window_s: float | None = None,
+    source: str = "",
 ) -> str:
     """The incident report as one HTML document (a string).
 
     ``plotlyjs="inline"`` (default) embeds plotly.js: the file works offline and makes no
     request. ``"cdn"`` loads plotly.js from its CDN (a ~5 MB smaller file). ``clock``,
     ``max_lanes`` and ``window_s`` are passed to :func:`analyzer.render.timeline_figure.timeline`.
+    ``source`` is the input as given, named in the ticket summary.
     """
     from analyzer import __version__ as version
     from analyzer.render.where_now import where_now_section
@@ -263,6 +278,7 @@ def render_html(
     body = [
         banner_html(analysis),
         where_now_section(analysis),
+        ticket_block(analysis, source=source, version=version),
         _NAV,
         *_figure_sections(blobs, notes, clock),
         f"<section id='findings'><h2>Findings</h2>{findings_table(analysis)}</section>",
@@ -292,4 +308,4 @@ def write_html(analysis: Analysis, path: Any, **kw: Any) -> str:
     return str(out)
 
 
-__all__ = ["banner_html", "render_html", "verdict_html", "write_html"]
+__all__ = ["banner_html", "render_html", "ticket_block", "verdict_html", "write_html"]

@@ -37,6 +37,8 @@ dl.summary dt{color:var(--mute)}dl.summary dd{margin:0;overflow-wrap:anywhere}
 details summary{cursor:pointer;font-size:13px;color:#2e6da4}
 footer{color:var(--mute);font-size:12px;text-align:center;margin-top:18px}
 .noscript{color:var(--red);font-size:13px}
+#ticket{margin:0 0 10px}#ticket pre{white-space:pre-wrap;overflow-wrap:anywhere}
+button.copy{font-size:12px;margin:4px 0;cursor:pointer}
 """
 
 BOOT = """
@@ -50,6 +52,13 @@ BOOT = """
         return Plotly.newPlot(target,spec.data,spec.layout,cfg);}
     catch(err){target.textContent='figure failed to render: '+err;console.error(err);return null;}
   }
+  document.querySelectorAll('button[data-copy]').forEach(function(b){
+    b.addEventListener('click',function(){
+      var text=document.getElementById(b.getAttribute('data-copy')).textContent;
+      var done=function(){b.textContent='copied';};
+      if(navigator.clipboard){navigator.clipboard.writeText(text).then(done,function(){});}
+    });
+  });
   var jobs=[];
   document.querySelectorAll('script[type="application/json"][data-plot]').forEach(function(el){
     var lazy=el.closest('details[data-lazy]');

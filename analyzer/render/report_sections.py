@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from analyzer.diagnosis import unrecorded_text
 from analyzer.render.input_notes import input_notes
 from analyzer.render.sentences import for_html, full_dialect_text
-from analyzer.terms import group_label, group_short, rank_runs
+from analyzer.terms import group_label, group_short, plural, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
@@ -56,29 +56,41 @@ def _stack_block(frames: Any) -> str:
 
 
 def stacks_section(analysis: Analysis) -> str:
+    """Whose stack each is, as the text says it (:mod:`~analyzer.render.culprit_view`): the
+    awaited op with the ranks that issued it, the culprit's own last issued op; for a
+    deadlock, each side and the op it is blocked in."""
+    from analyzer.render.culprit_view import culprit_views, cycle_sides, issued_stack
+
     d = analysis.diagnosis
     parts = []
-    shown = 0
-    for f in d.findings:
-        if not f.culprit or shown >= 4:
+
+    def block(head: str, stack: Any) -> None:
+        parts.append(f"<h3 class='note'>{for_html(head)} (innermost frame first)</h3>")
+        parts.append(_stack_block(stack))
+
+    for side in cycle_sides(d):
+        block(
+            f"{plural(side.waiters)} {rank_runs(side.waiters, 6)} blocked in {side.words()} "
+            f"(waiting on {plural(side.holders)} {rank_runs(side.holders, 6)}), issued at:",
+            issued_stack(analysis.tables, side.waiters, side.group, side.seq, side.op),
+        )
+    for v in culprit_views(d)[:4] if not parts else []:
+        f = v.finding
+        if v.own_stack and f is not None:
+            op = f"{f.op} {group_short(f.group, f.group_desc)} seq {f.seq}"
+            block(f"rank {v.rank} issued {op} at:", f.stack)
             continue
-        ranks = for_html(rank_runs(f.ranks, 6))
-        if f.stack:
-            parts.append(
-                f"<h3 class='note'>[{for_html(f.kind)}] ranks {ranks}: stack that issued "
-                f"{for_html(f.op)} in {for_html(group_short(f.group, f.group_desc))} seq {int(f.seq)} "
-                "(innermost frame first)</h3>" + _stack_block(f.stack)
+        if v.awaited_stack:
+            block(
+                f"awaited op ({v.awaited_op}), as issued by {plural(v.awaited_by)} "
+                f"{rank_runs(v.awaited_by, 6)} at:",
+                v.awaited_stack,
             )
-        last = f.evidence.get("last_recorded_stack")
-        if last:
-            op = f.evidence.get("last_recorded_op", {}) or {}
-            parts.append(
-                f"<h3 class='note'>rank {ranks}: stack of its last recorded op "
-                f"({for_html(op.get('op', ''))} in {for_html(group_short(op.get('group', ''), op.get('group_desc', '')))} "
-                f"seq {for_html(op.get('seq', ''))}), where it stopped issuing</h3>"
-                + _stack_block(last)
+        if v.last_op and v.last_stack:
+            block(
+                f"rank {v.rank} last issued {v.last_op} (where it stopped issuing) at:",
+                v.last_stack,
             )
-        shown += 1
     if not parts:
         return (
             "<p class='note'>no stack recorded for the culprit's ops (stacks need "

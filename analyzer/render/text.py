@@ -10,6 +10,7 @@ from analyzer.escape import clean
 from analyzer.load import where_now
 from analyzer.normalize import Tables
 from analyzer.render import sentences as wording
+from analyzer.render.culprit_view import stack_lines
 from analyzer.render.input_notes import input_notes, text_lines
 from analyzer.render.sentences import (
     chain_sentences,
@@ -60,19 +61,13 @@ def render_text(
     d = analysis.diagnosis
     t = analysis.tables
     lines: list[str] = []
-    lines.append(wording.verdict_line(d))
+    incidents = analysis.loaded.incidents if analysis.loaded is not None else ()
+    lines.append(wording.verdict_line(d) + wording.incidents_note(incidents))
     lines.append(_wrap(d.headline, "  ", width))
+    lines.extend(_wrap(line, "  ", width) for line in wording.confidence_lines(d))
     lines.extend(where_now_lines(analysis))
     lines.extend(_wrap(sentence, "  ", width) for sentence in chain_sentences(d))
-    lead = next((f for f in d.findings if f.culprit and f.stack), None)
-    if lead is not None:
-        frames = list(lead.stack)
-        # Start at the caller: skip torch.distributed's own frames at the top.
-        while len(frames) > 1 and "/torch/distributed/" in str(frames[0]["filename"]):
-            frames.pop(0)
-        lines.append("  issued at:")
-        for fr in frames[:8]:
-            lines.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
+    lines.extend(stack_lines(analysis))  # whose stack each is: awaited op, culprit's own
     lines.append("")
     lines.append(
         f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"

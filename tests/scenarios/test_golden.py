@@ -7,6 +7,7 @@ For every sample in ``sample_dumps/`` and every fixture dump set in ``../shared/
   (``NAME.txt``),
 * ``hangscope analyze DIR -q -j 1 -f json`` (``NAME.json``),
 * ``hangscope graph DIR -q -j 1`` (``NAME.graph.txt``),
+* ``hangscope analyze DIR -q -j 1 -f markdown`` (``NAME.md``, the ticket summary),
 
 run through the CLI in-process, from the repository root with the directory given relative to
 it (so file paths in the outputs are relative and no machine path gets in). NAME is the
@@ -46,6 +47,7 @@ OUTPUTS = {
     ".txt": ["analyze", "-q"],
     ".json": ["analyze", "-q", "-f", "json"],
     ".graph.txt": ["graph", "-q"],
+    ".md": ["analyze", "-q", "-f", "markdown"],
 }
 
 
@@ -412,7 +414,7 @@ def test_report_banner_says_what_the_text_says(ds: DumpSet, tmp_path: Path) -> N
     _present(ds)
     page = tmp_path / "report.html"
     code, _, stderr = run_cli(
-        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page)]
+        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
     )
     assert not stderr, stderr
     # The text output as pinned (test_outputs_match_golden checks it is the current one).

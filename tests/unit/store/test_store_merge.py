@@ -259,7 +259,7 @@ def test_every_command_takes_several_stores(tmp_path: Path) -> None:
         whole = _cli(*command, str(job), "-q")
         merged = _cli(*command, a, b, "-q")
         assert (merged.returncode, merged.stdout) == (whole.returncode, whole.stdout), command
-    report = _cli("report", a, b, "-o", str(tmp_path / "r.html"), "-q")
+    report = _cli("report", a, b, "-o", str(tmp_path / "r.html"), "-q", "--exit-code")
     assert report.returncode == _cli("analyze", str(job)).returncode
     assert (
         report.stdout.splitlines()[-1]
@@ -426,7 +426,9 @@ def test_an_export_that_fails_leaves_no_store_and_nothing_staged(tmp_path: Path)
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    run = _cli("export", str(SAMPLES / "stall_w4"), "-o", str(out), "--world-size", "2", "-q")
+    run = _cli(
+        "export", str(SAMPLES / "stall_w4"), "-o", str(out), "--world-size", "2", "-q", "--force"
+    )
     assert run.returncode == 2, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]

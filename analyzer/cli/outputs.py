@@ -1,0 +1,125 @@
+"""Outputs are checked before the work: one rule for every command's ``-o`` (and
+``report --png``), applied before a single dump is read.
+
+- A missing folder on the way to the output is created (as ``export`` always did).
+- A file where a folder is expected (``-o notes.txt/x.json``), a folder where a file is
+  expected (``analyze -o some_dir``), or a place this user may not write is one line and exit
+  6, before the analysis starts.
+- ``export`` writes into a new or empty folder, or over a store of the same job; a folder
+  holding other files, or a store of another job, is refused unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from analyzer.cli.exits import EXIT_OUTPUT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from analyzer.normalize import Tables
+
+__all__ = ["EXIT_OUTPUT", "check_file_output", "check_same_job", "check_store_output", "refuse"]
+
+
+def refuse(message: str) -> typer.Exit:
+    from analyzer.escape import clean
+
+    typer.echo(f"hangscope: error: {clean(message)}", err=True)
+    return typer.Exit(code=EXIT_OUTPUT)
+
+
+def _folder_ready(folder: Path, option: str, shown: Path) -> None:
+    """``folder`` exists (created with its parents when missing) and this user may write in it."""
+    for up in (folder, *folder.parents):
+        if up.exists():
+            if not up.is_dir():
+                raise refuse(f"{option} {shown}: {up} is a file, not a folder")
+            break
+    if not folder.exists():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise refuse(
+                f"{option} {shown}: cannot create the folder {folder} ({exc.strerror or exc})"
+            ) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise refuse(f"{option} {shown}: the folder {folder} is not writable")
+
+
+def check_file_output(path: Path | None, option: str = "-o") -> None:
+    """The file ``path`` can be written (None: stdout, nothing to check)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise refuse(f"{option} {path}: is a folder; give a file name")
+    _folder_ready(path.parent if str(path.parent) else Path("."), option, path)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise refuse(f"{option} {path}: the file exists and is not writable")
+
+
+def _store_meta(folder: Path) -> dict[str, object] | None:
+    from analyzer.load import is_store
+
+    if not is_store(folder):
+        return None
+    try:
+        meta = json.loads((folder / "hangscope-store.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def check_store_output(folder: Path, force: bool) -> None:
+    """``export -o FOLDER``: a new or empty folder, or a store (checked again after loading
+    by :func:`check_same_job`); anything else only with ``--force``."""
+    if folder.exists() and not folder.is_dir():
+        raise refuse(f"-o {folder}: is a file; give a folder for the store")
+    if folder.is_dir() and not force:
+        try:
+            held = next(iter(folder.iterdir()), None) is not None
+        except OSError as exc:
+            raise refuse(f"-o {folder}: cannot read the folder ({exc.strerror or exc})") from None
+        if held and _store_meta(folder) is None:
+            raise refuse(
+                f"-o {folder}: the folder holds other files and is no hangscope store; "
+                "give a new or empty folder, or --force to write into it"
+            )
+    if folder.is_dir():
+        _folder_ready(folder, "-o", folder)
+    else:  # the store's own folder is made when it is written: a failed export leaves none
+        _folder_ready(folder.parent if str(folder.parent) else Path("."), "-o", folder)
+
+
+def _groups_of(folder: Path) -> set[tuple[str, str]] | None:
+    try:
+        import pandas as pd
+
+        g = pd.read_parquet(folder / "groups.parquet", columns=["pg_name", "pg_desc"])
+    except Exception:  # noqa: BLE001 - an unreadable store is told apart by its world size only
+        return None
+    return set(zip(g["pg_name"].astype(str), g["pg_desc"].astype(str)))
+
+
+def check_same_job(folder: Path, tables: Tables, force: bool) -> str | None:
+    """After loading: None when ``folder`` is no store, a store of the same job (the same
+    world size and process groups), or ``--force``; else the reason to refuse it."""
+    if force:
+        return None
+    meta = _store_meta(folder)
+    if not meta or "world_size" not in meta:
+        return None
+    other = f"-o {folder}: holds a store of another job"
+    hint = "give a new folder, or --force to replace it"
+    if int(str(meta["world_size"])) != int(tables.world_size):
+        return f"{other} (a world of {meta['world_size']} ranks, not {tables.world_size}); {hint}"
+    stored = _groups_of(folder)
+    g = tables.groups
+    mine = set(zip(g["pg_name"].astype(str), g["pg_desc"].astype(str)))
+    if stored is not None and stored != mine:
+        return f"{other} (other process groups); {hint}"
+    return None

@@ -1,0 +1,210 @@
+"""What an on-call engineer meets through the command: the ticket summary (``--format
+markdown``), exit codes that compose, outputs checked before the work."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from analyzer.cli.commands import app
+from tests.conftest import SAMPLES, entry
+
+runner = CliRunner()
+
+
+def _stall_job(make_job: Callable[..., Path]) -> Path:
+    job = {r: [entry(1, state="completed", retired=True), entry(2)] for r in (0, 2, 3)}
+    job[1] = [entry(1, state="completed", retired=True)]
+    return make_job(job)
+
+
+# --- the ticket summary ---------------------------------------------------------------------------
+
+
+def test_markdown_summary_has_what_a_ticket_needs() -> None:
+    src = str(SAMPLES / "chain_tp_dp_w8")
+    res = runner.invoke(app, ["analyze", src, "-q", "-f", "markdown"])
+    assert res.exit_code == 1, res.stdout
+    md = res.stdout
+    assert md.startswith("### HANG: culprit rank 3 (a rank stalled outside communication)\n")
+    assert "- **Culprit:** rank 3 — **certain**: its own dump shows it never enqueued" in md
+    assert "- **Kind:** a rank stalled outside communication (`not_joined`)" in md
+    assert "- **Why:** rank 3 never enqueued all_reduce" in md
+    assert "- **Chain to rank 3:** `rank 0 → 2 → 3`" in md
+    assert re.search(r"- \*\*Read:\*\* 8 of 8 ranks; 53 entries \(gloo\); missing: none", md)
+    assert f"input `{src}`" in md and "hangscope 0.1.0" in md
+    # The culprit's own last op and stack, and the awaited op labelled with who issued it.
+    assert "**Rank 3 last issued** all_reduce DATA_PARALLEL_GROUP seq 2 at:" in md
+    assert "record_gloo.py:216 in _chain_tp_dp_w8" in md
+    assert "as issued by rank 2 at:" in md
+    assert md.count("```") % 2 == 0
+
+
+def test_markdown_escapes_dump_text(make_job: Callable[..., Path]) -> None:
+    pg = ("0", "*evil*<b>[x](y)")
+    job = {
+        r: [entry(1, state="completed", retired=True, pg=pg), entry(2, pg=pg)] for r in (0, 2, 3)
+    }
+    job[1] = [entry(1, state="completed", retired=True, pg=pg)]
+    res = runner.invoke(app, ["analyze", str(make_job(job)), "-q", "-f", "markdown"])
+    assert res.exit_code == 1, res.stdout
+    assert "*evil*" not in res.stdout.replace("\\*evil\\*", "")
+    assert "<b>" not in res.stdout and "\\<b\\>" in res.stdout
+
+
+def test_report_carries_the_markdown_block(tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    res = runner.invoke(
+        app,
+        ["report", str(SAMPLES / "stall_w4"), "-q", "--plotlyjs", "cdn", "-o", str(page)],
+    )
+    html = page.read_text(encoding="utf-8")
+    assert res.exit_code in (0, 1)
+    assert "id='ticket-md'" in html and "### HANG: culprit rank 1" in html
+
+
+# --- exit codes that compose ----------------------------------------------------------------------
+
+
+def test_analyze_exit_code_is_the_verdict() -> None:
+    for sample, code in (("stall_w4", 1), ("healthy_w4", 0), ("p2p_unrecorded_w2", 5)):
+        res = runner.invoke(app, ["analyze", str(SAMPLES / sample), "-q", "-j", "1"])
+        assert res.exit_code == code, (sample, res.stdout)
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "p2p_unrecorded_w2"), "-q", "-j", "1"])
+    assert res.stdout.startswith("INCONCLUSIVE")
+
+
+def test_writing_commands_exit_0_once_written(tmp_path: Path) -> None:
+    stall = str(SAMPLES / "stall_w4")
+    dot = tmp_path / "w.dot"
+    assert runner.invoke(app, ["graph", stall, "-q", "-f", "dot", "-o", str(dot)]).exit_code == 0
+    assert dot.read_text().startswith("digraph")
+    assert runner.invoke(app, ["entries", stall, "-q", "-n", "1"]).exit_code == 0
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(tmp_path / "s")]).exit_code == 0
+    page = tmp_path / "r.html"
+    args = ["report", stall, "-q", "--plotlyjs", "cdn", "-o", str(page)]
+    assert runner.invoke(app, args).exit_code == 0 and page.exists()
+    # --exit-code: the verdict's code, as analyze gives it
+    assert runner.invoke(app, [*args, "--exit-code"]).exit_code == 1
+    inconclusive = str(SAMPLES / "p2p_unrecorded_w2")
+    args = ["report", inconclusive, "-q", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
+    assert runner.invoke(app, args).exit_code == 5
+
+
+# --- outputs are checked before the work ----------------------------------------------------------
+
+SLOW_ARGS = {
+    "analyze": ["analyze", "-f", "json"],
+    "graph": ["graph", "-f", "dot"],
+    "report": ["report", "--plotlyjs", "cdn"],
+}
+
+
+def test_a_missing_output_folder_is_created_by_every_command(tmp_path: Path) -> None:
+    stall = str(SAMPLES / "stall_w4")
+    for name, args in SLOW_ARGS.items():
+        out = tmp_path / "new" / name / "out.x"
+        res = runner.invoke(app, [args[0], stall, *args[1:], "-q", "-o", str(out)])
+        assert res.exit_code in (0, 1), (name, res.stderr)
+        assert out.is_file(), name
+    store = tmp_path / "new" / "deeper" / "store"
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(store)]).exit_code == 0
+
+
+def test_a_bad_output_is_refused_before_any_dump_is_read(tmp_path: Path) -> None:
+    """Given an input that does not exist, the output is what is reported: it is checked
+    first."""
+    (tmp_path / "afile").write_text("x")
+    nowhere = str(tmp_path / "no-such-dumps")
+    for name, args in SLOW_ARGS.items():
+        for out, says in (
+            (tmp_path / "afile" / "out.x", "is a file, not a folder"),
+            (tmp_path, "is a folder; give a file name"),
+        ):
+            res = runner.invoke(app, [args[0], nowhere, *args[1:], "-q", "-o", str(out)])
+            assert res.exit_code == 6, (name, out, res.stderr)
+            assert res.stderr.startswith("hangscope: error: -o ") and says in res.stderr
+            assert len(res.stderr.splitlines()) == 1
+    res = runner.invoke(app, ["export", nowhere, "-q", "-o", str(tmp_path / "afile")])
+    assert res.exit_code == 6 and "is a file" in res.stderr
+    png = ["report", nowhere, "-q", "-o", str(tmp_path / "r.html"), "--png", str(tmp_path)]
+    res = runner.invoke(app, png)
+    assert res.exit_code == 6 and res.stderr.startswith("hangscope: error: --png ")
+
+
+def test_an_unwritable_output_folder_is_refused(tmp_path: Path) -> None:
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root writes anywhere
+            return
+        res = runner.invoke(
+            app, ["analyze", str(tmp_path / "none"), "-o", str(locked / "a.txt"), "-q"]
+        )
+        assert res.exit_code == 6 and "not writable" in res.stderr
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_refuses_a_folder_that_is_not_its_store(tmp_path: Path) -> None:
+    stall, chain = str(SAMPLES / "stall_w4"), str(SAMPLES / "chain_tp_dp_w8")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    res = runner.invoke(app, ["export", stall, "-q", "-o", str(notes)])
+    assert res.exit_code == 6 and "no hangscope store" in res.stderr and "--force" in res.stderr
+    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    # The dump folder itself is such a folder.
+    res = runner.invoke(app, ["export", stall, "-q", "-o", stall])
+    assert res.exit_code == 6
+    # A store of the same job is rewritten; of another job, refused, and left as it was.
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["export", chain, "-q", "-o", str(store)]).exit_code == 0
+    assert runner.invoke(app, ["export", chain, "-q", "-o", str(store)]).exit_code == 0
+    before = sorted(p.name for p in store.iterdir())
+    res = runner.invoke(app, ["export", stall, "-q", "-o", str(store)])
+    assert res.exit_code == 6 and "store of another job" in res.stderr
+    assert sorted(p.name for p in store.iterdir()) == before
+    assert '"world_size": 8' in (store / "hangscope-store.json").read_text()
+    # --force writes anyway.
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(store), "--force"]).exit_code == 0
+    assert runner.invoke(app, ["export", stall, "-q", "-o", str(notes), "--force"]).exit_code == 0
+
+
+# --- whose stack it is ----------------------------------------------------------------------------
+
+
+def test_stacks_say_whose_they_are() -> None:
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "chain_tp_dp_w8"), "-q", "-j", "1"])
+    text = res.stdout
+    assert "  issued at:" not in text
+    awaited = text.index(
+        "  awaited op (all_reduce TENSOR_MODEL_PARALLEL_GROUP seq 3), as issued by rank 2 at:"
+    )
+    own = text.index("  rank 3 last issued all_reduce DATA_PARALLEL_GROUP seq 2 at:")
+    assert awaited < own
+    assert "record_gloo.py:215 in _chain_tp_dp_w8" in text[awaited:own]
+    assert "record_gloo.py:216 in _chain_tp_dp_w8" in text[own:]
+
+
+def test_a_deadlock_names_both_sides_and_their_stacks() -> None:
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "deadlock_w4"), "-q", "-j", "1"])
+    text = res.stdout
+    a = text.index(
+        "  ranks 0-2 blocked in all_reduce default_pg seq 7 (waiting on rank 3), issued at:"
+    )
+    b = text.index(
+        "  rank 3 blocked in all_reduce group_b seq 2 (waiting on ranks 0-2), issued at:"
+    )
+    assert "record_gloo.py:243" in text[a:b] and "record_gloo.py:240" in text[b:]
+
+
+def test_the_graph_cycle_line_shows_only_waits_that_exist() -> None:
+    res = runner.invoke(app, ["graph", str(SAMPLES / "deadlock_w4"), "-q", "-j", "1"])
+    assert res.stdout.splitlines()[-1] == "cycle: 0, 1, 2 -> 3; 3 -> 0, 1, 2"
