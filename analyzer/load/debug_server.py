@@ -52,7 +52,10 @@ _SNAPSHOT = re.compile(
 _RANK_SECTION = re.compile(
     r"<h2>Rank (\d{1,7}): [^<]{0,2000}</h2>\s*(?:<p>[^<]{0,2000}</p>\s*)?<pre>(.*?)</pre>", re.S
 )
-_STACK_HEAD = re.compile(r"^=== Rank (\d{1,7}): [^\n]{0,2000} ===$", re.M)
+_STACK_HEAD = re.compile(
+    r"^=== Rank (\d{1,7}): (?:https?://(\[[0-9a-fA-F:.]{1,64}\]|[\w.-]{1,255}))?[^\n]{0,2000} ===$",
+    re.M,
+)
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16})[^\n]*:$", re.M)
 _FRAME = re.compile(r'^\s+File "([^"\n]{0,1000})", line (\d{1,9}) in ([^\n]{0,200})$', re.M)
 #: How a section of TorchComms' page is labelled (a sign for :mod:`analyzer.load.torchcomms`).
@@ -240,6 +243,7 @@ def stacks_contexts(
             out[rank] = RankContext(
                 rank=rank,
                 path=str(pick.path),
+                host=h.group(2) or "",
                 time=pick.time,
                 reason=reason,
                 threads=threads,
