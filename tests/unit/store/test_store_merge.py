@@ -27,7 +27,13 @@ from tests.conftest import FIXTURES, SAMPLES, entry
 from tools.simulate import simulate_job
 
 TABLES = ("entries", "groups", "ranks", "status", "stacks", "skipped")
-SAMPLE_DIRS = sorted(p for p in SAMPLES.iterdir() if (p / "EXPECTED.json").is_file())
+# A debug server's dump_dir is no set of rank files: one saved page holds every rank, and a
+# rank's own dump outranks its page section, so shards by file name do not add up to it.
+SAMPLE_DIRS = sorted(
+    p
+    for p in SAMPLES.iterdir()
+    if (p / "EXPECTED.json").is_file() and not p.name.startswith("debug_server_")
+)
 
 
 def export(
