@@ -100,11 +100,15 @@ def _pp(job: Job, batched: bool) -> None:
     _, p, _ = job.coords
     prev, nxt = job.rank - job.spec.tp, job.rank + job.spec.tp
     if batched:
+        # One batch runs on one group: the default group when the pair groups differ.
+        pgs = {_pp_group(job, prev, job.rank) if p > 0 else None}
+        pgs |= {_pp_group(job, job.rank, nxt) if p < job.spec.pp - 1 else None}
+        g = pgs.pop() if len(pgs) == 1 else None
         ops = []
         if p > 0:
-            ops.append(d.P2POp(d.irecv, job.t(), prev, group=_pp_group(job, prev, job.rank)))
+            ops.append(d.P2POp(d.irecv, job.t(), prev, group=g))
         if p < job.spec.pp - 1:
-            ops.append(d.P2POp(d.isend, job.t(), nxt, group=_pp_group(job, job.rank, nxt)))
+            ops.append(d.P2POp(d.isend, job.t(), nxt, group=g))
         for w in d.batch_isend_irecv(ops) if ops else []:
             w.wait()
         return
