@@ -99,6 +99,17 @@ def _pp(job: Job, batched: bool) -> None:
     d, torch = job.dist, job.torch
     _, p, _ = job.coords
     prev, nxt = job.rank - job.spec.tp, job.rank + job.spec.tp
+    if batched and job.spec.recorder != "gloo":
+        # torch 2.15's batch_isend_irecv recurses without end over a Python backend: the same
+        # exchange as isend/irecv, posted together and then waited for.
+        works = []
+        if p > 0:
+            works.append(d.irecv(job.t(), src=prev, group=_pp_group(job, prev, job.rank)))
+        if p < job.spec.pp - 1:
+            works.append(d.isend(job.t(), dst=nxt, group=_pp_group(job, job.rank, nxt)))
+        for w in works:
+            w.wait()
+        return
     if batched:
         # One batch runs on one group: the default group when the pair groups differ.
         pgs = {_pp_group(job, prev, job.rank) if p > 0 else None}
