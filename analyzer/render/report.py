@@ -21,6 +21,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from analyzer.render import sentences as wording
+from analyzer.render.folding import chain_lines
 from analyzer.render.report_assets import BOOT, CSS
 from analyzer.render.report_sections import (
     findings_table,
@@ -28,7 +29,7 @@ from analyzer.render.report_sections import (
     stacks_section,
     summary_section,
 )
-from analyzer.render.sentences import chain_sentences, cycle_line, for_html, missing_text
+from analyzer.render.sentences import cycle_line, for_html, missing_text
 from analyzer.terms import rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +129,10 @@ def _cdn_tag(nonce: str) -> tuple[str, str]:
 def banner_html(analysis: Analysis) -> str:
     """The verdict banner: the same verdict, kind, headline and chain sentences as the text."""
     d = analysis.diagnosis
-    chains = "".join(f"<li class='chain'>{for_html(c)}</li>" for c in chain_sentences(d))
+    chains = "".join(
+        f"<li class='chain'>{for_html(c.arrow)}<br><span class='detail'>{for_html(c.detail)}</span></li>"
+        for c in chain_lines(d)
+    )
     missing = (
         f"<li class='missing'>{for_html(missing_text(analysis))}</li>" if d.missing_dumps else ""
     )

@@ -37,9 +37,9 @@ def test_markdown_summary_has_what_a_ticket_needs() -> None:
     assert re.search(r"- \*\*Read:\*\* 8 of 8 ranks; 53 entries \(gloo\); missing: none", md)
     assert f"input `{src}`" in md and "hangscope 0.1.0" in md
     # The culprit's own last op and stack, and the awaited op labelled with who issued it.
-    assert "**Rank 3 last issued** all_reduce DATA_PARALLEL_GROUP seq 2 at:" in md
+    assert "**Rank 3 last issued all_reduce DATA_PARALLEL_GROUP seq 2** at:" in md
     assert "record_gloo.py:216 in _chain_tp_dp_w8" in md
-    assert "as issued by rank 2 at:" in md
+    assert "as issued by rank 2** at:" in md
     assert md.count("```") % 2 == 0
 
 
@@ -208,3 +208,35 @@ def test_a_deadlock_names_both_sides_and_their_stacks() -> None:
 def test_the_graph_cycle_line_shows_only_waits_that_exist() -> None:
     res = runner.invoke(app, ["graph", str(SAMPLES / "deadlock_w4"), "-q", "-j", "1"])
     assert res.stdout.splitlines()[-1] == "cycle: 0, 1, 2 -> 3; 3 -> 0, 1, 2"
+
+
+# --- the answer stays on one screen at scale ------------------------------------------------------
+
+
+def test_a_stuck_tensor_parallel_group_at_scale_fits_one_screen(tmp_path: Path) -> None:
+    """Eight culprits, eight chains of the same path: one folded arrow line with its detail,
+    one stack for the eight (2,048 ranks print 25 lines the same way)."""
+    from tools.simulate import simulate_job
+
+    job = simulate_job(
+        tmp_path / "job", tp=8, pp=4, dp=4, fault="gpu_stuck", seed=3, buffer_size=200
+    )
+    res = runner.invoke(app, ["analyze", str(tmp_path / "job"), "-q", "-j", "1"])
+    lines = res.stdout.splitlines()
+    assert res.exit_code == 1 and len(lines) < 30, res.stdout
+    assert job["culprits"] == list(range(112, 120))
+    folded = [x for x in lines if x.startswith("  chains to ranks 112-119: ranks ")]
+    assert folded and folded[0].endswith("→ 112-119")
+    assert not [x for x in lines if x.startswith("  chain to rank ")]
+    assert (
+        "  ranks 112-119 issued _all_gather_base TENSOR_MODEL_PARALLEL_GROUP seq 176 at:" in lines
+    )
+    md = runner.invoke(app, ["analyze", str(tmp_path / "job"), "-q", "-j", "1", "-f", "markdown"])
+    assert md.stdout.count("**Chains to ranks 112-119:**") == 1
+
+
+def test_findings_that_repeat_per_rank_fold() -> None:
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "nccl2_size_desync_w4"), "-q", "-j", "1"])
+    text = res.stdout
+    assert "  - [not_joined] ranks 1-3, each alike; shown for rank 1: rank 1 never" in text
+    assert text.count("[not_joined]") == 1
