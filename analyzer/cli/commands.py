@@ -15,13 +15,13 @@ from analyzer.cli.exits import (
     verdict_code,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
-from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
     DEBUG,
     Clock,
+    EntriesFormat,
     GraphFormat,
     JobsOpt,
     OutputFormat,
@@ -37,7 +37,9 @@ from analyzer.cli.options import (
     version_callback,
 )
 from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
+from analyzer.cli.outputs import known_filter as _known
 from analyzer.cli.outputs import refuse as _refuse_output
+from analyzer.cli.outputs import write_blocks as _write_blocks
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -117,66 +119,58 @@ def analyze(
 @app.command()
 def entries(
     paths: Paths,
-    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks")] = None,
+    rank: Annotated[
+        list[int] | None,
+        typer.Option("--rank", "-r", metavar="RANK", help="Only these ranks (repeat for several)"),
+    ] = None,
     group: Annotated[
-        list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", metavar="GROUP", help="Only these groups, by name or desc (repeat)"
+        ),
     ] = None,
     last: Annotated[
-        int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")
+        int,
+        typer.Option(
+            "--last", "-n", metavar="N", help="Only the newest N entries per rank (0: all)"
+        ),
     ] = 0,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
+    fmt: Annotated[
+        EntriesFormat,
+        typer.Option("--format", "-f", help="text, csv, or jsonl (JSON Lines; json is the same)"),
+    ] = EntriesFormat.text,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
     prefix: PrefixOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Show the per-rank entry table, optionally filtered by rank and group."""
+    """Show the per-rank entry table, optionally filtered by rank and group; t_s is seconds
+    relative to the hang (the newest time in the dumps).
+
+    Example: hangscope entries ./dumps -r 3 -n 20
+    """
+    check_file_output(output)
     result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
+    from analyzer.render import entry_rows
+
     e = result.tables.entries
+    _known(result, rank, group)
     if rank:
         e = e[e["rank"].isin(rank)]
     if group:
-        e = e[e["pg_name"].astype(str).isin(group) | e["pg_desc"].astype(str).isin(group)]
-    e = e.sort_values(["rank", "record_id"])
+        e = e[e["pg_name"].isin(group) | e["pg_desc"].isin(group)]
+    e = e.sort_values(["rank", "record_id"], kind="stable")
     if last > 0:
         e = e.groupby("rank", sort=False).tail(last)
-    cols = [
-        "rank",
-        "record_id",
-        "pg_name",
-        "pg_desc",
-        "seq",
-        "p2p_seq",
-        "profiling_name",
-        "peer",
-        "input_sizes",
-        "input_dtypes",
-        "state",
-        "retired",
-        "time_created_ns",
-    ]
-    view = _escaped(e[cols])
-    if fmt == "csv":
-        _write(view.to_csv(index=False), None)
-    elif fmt == "json":
-        _write(view.to_json(orient="records", lines=True), None)
-    elif fmt == "text":
-        import pandas as pd
-
-        with pd.option_context(
-            "display.max_rows",
-            None,
-            "display.width",
-            200,
-            "display.max_columns",
-            None,
-            "display.max_colwidth",
-            40,
-        ):
-            _write(view.to_string(index=False) + "\n" if len(view) else "no entries match\n", None)
-    else:
-        raise _fail(f"--format {fmt!r}: choose text, csv or json")
+    if not len(e) and fmt is EntriesFormat.text:
+        _write("no entries match\n", output)
+        return
+    kind = "jsonl" if fmt in (EntriesFormat.jsonl, EntriesFormat.json) else fmt.value
+    _write_blocks(entry_rows(result.tables, e, kind), output)
 
 
 @app.command()

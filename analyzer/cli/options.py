@@ -15,6 +15,7 @@ from analyzer.cli.exits import EXIT_OK
 __all__ = [
     "DEBUG",
     "Clock",
+    "EntriesFormat",
     "GraphFormat",
     "JobsOpt",
     "OutputFormat",
@@ -38,6 +39,13 @@ class OutputFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
+
+
+class EntriesFormat(StrEnum):
+    text = "text"
+    csv = "csv"
+    jsonl = "jsonl"
+    json = "json"
 
 
 class GraphFormat(StrEnum):

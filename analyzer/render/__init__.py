@@ -23,6 +23,7 @@ What was merged or left out is recorded in ``fig.layout.meta["hangscope"]["notes
 shown under the figure title.
 """
 
+from analyzer.render.entry_rows import entry_rows
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
 from analyzer.render.markdown import render_markdown
@@ -36,6 +37,7 @@ from analyzer.render.wait_graph_figure import wait_graph
 
 __all__ = [
     "StaticImageError",
+    "entry_rows",
     "graph_dict",
     "graph_dot",
     "graph_graphml",

@@ -240,3 +240,43 @@ def test_findings_that_repeat_per_rank_fold() -> None:
     text = res.stdout
     assert "  - [not_joined] ranks 1-3, each alike; shown for rank 1: rank 1 never" in text
     assert text.count("[not_joined]") == 1
+
+
+# --- entries at scale -----------------------------------------------------------------------------
+
+
+def test_entries_jsonl_has_real_arrays_and_times_relative_to_the_hang(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "sub" / "e.jsonl"
+    args = ["entries", str(SAMPLES / "stall_w4"), "-q", "-j", "1", "-f", "jsonl", "-o", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and not res.stdout
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 27
+    reduce = next(r for r in rows if r["profiling_name"] == "gloo:all_reduce")
+    assert reduce["input_sizes"] == [[8]] and reduce["input_dtypes"] == ["Float"]
+    assert all(r["t_s"] <= 0 for r in rows) and max(r["t_s"] for r in rows) == 0
+    assert not list(out.parent.glob(".e.jsonl.*"))  # no temporary file left
+
+
+def test_entries_text_streams_in_blocks(make_job: Callable[..., Path]) -> None:
+    from analyzer import analyze
+    from analyzer.render import entry_rows
+
+    job = {r: [entry(s, state="completed", retired=True) for s in range(1, 2500)] for r in range(2)}
+    a = analyze(make_job(job), jobs=1)
+    blocks = entry_rows(a.tables, a.tables.entries, "text")
+    header_and_first = next(blocks)
+    assert header_and_first.startswith("rank  record_id")  # made before the rest is rendered
+    rest = "".join(blocks)
+    assert len((header_and_first + rest).splitlines()) == 1 + 2 * 2499
+
+
+def test_entries_unknown_group_or_rank_lists_those_that_exist() -> None:
+    stall = str(SAMPLES / "stall_w4")
+    res = runner.invoke(app, ["entries", stall, "-q", "-j", "1", "-g", "nosuchgroup"])
+    assert res.exit_code == 2
+    assert res.stderr == "hangscope: error: no group 'nosuchgroup'; groups: default_pg (0)\n"
+    res = runner.invoke(app, ["entries", stall, "-q", "-j", "1", "-r", "99"])
+    assert res.exit_code == 2 and res.stderr.endswith("no dump of rank 99; ranks: 0-3\n")
