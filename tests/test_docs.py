@@ -58,7 +58,7 @@ def test_every_kind_has_a_row_in_the_taxonomy() -> None:
 
 # --- the options tables against --help -----------------------------------------------------------
 
-_OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
+_OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-z0-9-]*)")
 TOP = "hangscope"
 
 
@@ -71,8 +71,8 @@ def _commands() -> dict[str, object]:
 
 
 def _declared_options(command: object) -> set[str]:
-    """Every option name the command declares, ``--help`` included."""
-    names = {"--help"}
+    """Every option name the command declares, ``-h``/``--help`` included."""
+    names = {"--help", "-h"}
     for param in command.params:  # type: ignore[attr-defined]
         if param.param_type_name == "option":
             names.update(param.opts, param.secondary_opts)

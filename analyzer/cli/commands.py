@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from analyzer.cli.conventions import HELP_OPTIONS, HangscopeGroup, colour_verdict, text_width
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -44,6 +45,8 @@ from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
     name="hangscope",
+    cls=HangscopeGroup,
+    context_settings=HELP_OPTIONS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -57,6 +60,7 @@ def _main(
         bool,
         typer.Option(
             "--version",
+            "-V",
             callback=version_callback,
             is_eager=True,
             help="Print the version and exit",
@@ -84,7 +88,8 @@ def analyze(
         ),
     ] = OutputFormat.text,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
@@ -111,7 +116,9 @@ def analyze(
     elif fmt is OutputFormat.markdown:
         text = render_markdown(result, source=" ".join(paths), version=hangscope_version())
     else:
-        text = render_text(result, verbose=verbose)
+        text = render_text(result, verbose=verbose, width=text_width())
+        if output is None:
+            text = colour_verdict(text)
     _write(text, output)
     raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
@@ -140,7 +147,8 @@ def entries(
         typer.Option("--format", "-f", help="text, csv, or jsonl (JSON Lines; json is the same)"),
     ] = EntriesFormat.text,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
     jobs: JobsOpt = None,
@@ -148,8 +156,9 @@ def entries(
     strict: StrictOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Show the per-rank entry table, optionally filtered by rank and group; t_s is seconds
-    relative to the hang (the newest time in the dumps).
+    """Show the per-rank entry table, filtered by rank and group; times relative to the hang.
+
+    t_s is the enqueue time in seconds relative to the hang (the newest time in the dumps).
 
     Example: hangscope entries ./dumps -r 3 -n 20
     """
@@ -176,7 +185,9 @@ def entries(
 @app.command()
 def export(
     paths: Paths,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FOLDER", help="Folder for the Parquet store")
+    ],
     force: Annotated[
         bool,
         typer.Option(
@@ -245,7 +256,8 @@ def graph(
         GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")
     ] = GraphFormat.text,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
     world_size: WorldOpt = None,
@@ -276,9 +288,9 @@ def graph(
 @app.command()
 def report(
     paths: Paths,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path(
-        "report.html"
-    ),
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="HTML file to write")
+    ] = Path("report.html"),
     plotlyjs: Annotated[
         PlotlyJs,
         typer.Option(
@@ -290,6 +302,7 @@ def report(
         Path | None,
         typer.Option(
             "--png",
+            metavar="FILE",
             help="Also write the timeline as a static image (.png via kaleido + Chromium; "
             ".svg needs nothing)",
         ),
@@ -300,11 +313,14 @@ def report(
             "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)"
         ),
     ] = Clock.job,
-    max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
+    max_lanes: Annotated[
+        int, typer.Option("--max-lanes", metavar="N", help="Most timeline lanes drawn")
+    ] = 64,
     window: Annotated[
         float | None,
         typer.Option(
             "--window",
+            metavar="SECONDS",
             help="Seconds before the hang shown by default (default: the last ops of every rank)",
         ),
     ] = None,
@@ -353,7 +369,7 @@ def report(
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
         typer.echo(f"wrote {png}")
-    typer.echo(verdict_line(result.diagnosis))
+    typer.echo(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
@@ -363,7 +379,9 @@ def capture(
     pids: Annotated[
         list[int],
         typer.Argument(
-            help="Process ids of ranks (e.g. from nvidia-smi or ps)", show_default=False
+            metavar="PID...",
+            help="Process ids of ranks (e.g. from nvidia-smi or ps)",
+            show_default=False,
         ),
     ],
     signal_: Annotated[

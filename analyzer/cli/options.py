@@ -68,6 +68,7 @@ class Clock(StrEnum):
 Paths = Annotated[
     list[str],
     typer.Argument(
+        metavar="PATH...",
         help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
         show_default=False,
     ),
@@ -75,19 +76,27 @@ Paths = Annotated[
 PrefixOpt = Annotated[
     str | None,
     typer.Option(
-        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+        "--prefix",
+        metavar="PREFIX",
+        help="File-name prefix before the rank number (when names are unusual)",
     ),
 ]
 WorldOpt = Annotated[
     int | None,
     typer.Option(
-        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+        "--world-size",
+        metavar="N",
+        help="Number of ranks of the job (to spot missing dumps of the last ranks)",
     ),
 ]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
-        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+        "--jobs",
+        "-j",
+        metavar="N",
+        help="Parser processes, at least 1 (default: all cores)",
+        show_default=False,
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
@@ -102,6 +111,7 @@ SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
+        metavar="ADDRESS",
         help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
         "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
         show_default=False,

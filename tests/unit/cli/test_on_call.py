@@ -280,3 +280,85 @@ def test_entries_unknown_group_or_rank_lists_those_that_exist() -> None:
     assert res.stderr == "hangscope: error: no group 'nosuchgroup'; groups: default_pg (0)\n"
     res = runner.invoke(app, ["entries", stall, "-q", "-j", "1", "-r", "99"])
     assert res.exit_code == 2 and res.stderr.endswith("no dump of rank 99; ranks: 0-3\n")
+
+
+# --- terminal conventions -------------------------------------------------------------------------
+
+
+def test_short_help_and_version() -> None:
+    assert runner.invoke(app, ["-h"]).exit_code == 0
+    res = runner.invoke(app, ["analyze", "-h"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "Usage: hangscope analyze [OPTIONS] PATH..." in res.stdout
+    for typename in ("<bool>", "<int>", "<str>", "<path>", "list[str]", "{paths}"):
+        assert typename not in res.stdout, typename
+    assert " N " in res.stdout and " FILE " in res.stdout
+    res = runner.invoke(app, ["-V"])
+    assert res.exit_code == 0 and res.stdout.startswith("hangscope ")
+
+
+def test_usage_errors_are_one_line_in_the_tool_style() -> None:
+    res = runner.invoke(app, ["analyze", "x", "-f", "xml"])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("hangscope: error: Invalid value for '--format'")
+    assert "Value error" not in res.stderr and len(res.stderr.splitlines()) == 1
+    res = runner.invoke(app, ["anlyze"])
+    assert res.exit_code == 2 and "Did you mean 'analyze'?" in res.stderr
+    assert len(res.stderr.splitlines()) == 1
+
+
+def test_debug_after_the_command() -> None:
+    from analyzer.cli.options import DEBUG
+
+    before = DEBUG["on"]
+    try:
+        res = runner.invoke(app, ["analyze", "/no/such/dumps", "--debug"])
+        assert res.exit_code == 2 and "no such file or directory" in res.stderr
+        assert DEBUG["on"]
+    finally:
+        DEBUG["on"] = before
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """The command's stdout when stdout is a terminal (a pseudo-terminal)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    main, sub = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "analyzer", *args],
+        stdout=sub,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "80", **env},
+    )
+    os.close(sub)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(main)
+    return out.decode("utf-8", "replace")
+
+
+def test_colour_on_a_terminal_only_and_never_with_no_color() -> None:
+    import os
+
+    args = ["analyze", str(SAMPLES / "stall_w4"), "-q", "-j", "1"]
+    env = {k: "" for k in ("NO_COLOR",)}
+    shown = _on_a_terminal(args, {**env, "TERM": "xterm"})
+    assert "\x1b[1;31mHANG\x1b[0m\x1b[1m: culprit rank 1\x1b[0m" in shown
+    assert max(len(x) for x in shown.splitlines()) <= 80  # wrapped to the terminal
+    assert "\x1b[" not in _on_a_terminal(args, {"NO_COLOR": "1", "TERM": "xterm"})
+    piped = runner.invoke(app, args, env={"TERM": "xterm", "NO_COLOR": ""})
+    assert "\x1b[" not in piped.stdout
+    assert os.environ.get("NO_COLOR", "") == os.environ.get("NO_COLOR", "")
