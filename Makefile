@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test test-fast browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
+.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -18,6 +18,8 @@ help:
 	@echo "make fuzz   - both fuzzers below, long runs"
 	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
+	@echo "make accuracy-real - accuracy over the corpus of real recorded hangs (corpus/cases)"
+	@echo "make corpus - record more corpus cases (CORPUS_213=N CORPUS_215=M; torch in .venv-torch*)"
 	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
@@ -123,6 +125,21 @@ fuzz: fuzz-native fuzz-loader
 # Culprit accuracy over simulated jobs (topologies x faults x seeds); prints the misses.
 accuracy: $(STAMP)
 	$(BIN)/python bench/accuracy.py
+
+# Accuracy over the corpus of real recorded hangs: a table per fault class and dialect, the
+# wrong cases, and last 'real corpus: N cases (K fault classes), R right, W wrong, U unsure'.
+accuracy-real: $(STAMP)
+	$(BIN)/python bench/accuracy_real.py
+
+# Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
+# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores.
+CORPUS_213 ?= 10
+CORPUS_215 ?= 10
+corpus: torch
+	.venv-torch/bin/python -m tools.corpus.generate --out corpus/cases --count $(CORPUS_213)
+	@if [ "$(CORPUS_215)" != 0 ]; then \
+	  test -x $(TORCH215) || { echo "no torch 2.15 at $(TORCH215) (set TORCH215=...)"; exit 2; }; \
+	  $(TORCH215) -m tools.corpus.generate --out corpus/cases --count $(CORPUS_215); fi
 
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps

@@ -234,6 +234,7 @@ def analyze(
     scheduler: str | None = None,
     config: AnalysisConfig | None = None,
     loading: Loading | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
@@ -251,6 +252,8 @@ def analyze(
     ``loading``: the dumps of ``paths`` already handed to the parsers
     (:func:`analyzer.load.loader.start_loading`, with the same ``prefix``, ``jobs``, ``scheduler``
     and ``config``); None: they are loaded here. Its parsers are let go in any case.
+    ``incident``: where the folders hold several incidents (restarts), the one to analyze
+    (by the name :attr:`Loaded.incidents` gives it); None: the newest.
     """
     if config is None:
         config = DEFAULT_CONFIG
@@ -258,7 +261,7 @@ def analyze(
     with loading or nullcontext(), _cyclic_gc_paused(), without_hugepage_advice():
         check_world_option(world_size, config.max_rank)
         tables, loaded, contexts = _open(
-            inputs, _Load(prefix, jobs, progress, scheduler, loading), world_size, config
+            inputs, _Load(prefix, jobs, progress, scheduler, loading, incident), world_size, config
         )
         with freed_memory_reused():  # matching's temporaries reuse each other's pages
             matching = match(tables, config=config)
@@ -295,6 +298,7 @@ class _Load:
     progress: Progress | None
     scheduler: str | None
     loading: Loading | None
+    incident: str | None = None
 
 
 def _open(
@@ -312,7 +316,7 @@ def _open(
         hint = opened.world_option or contexts.world_hint(d.rank for d in loaded.dumps)
     else:
         loaded = (
-            how.loading.finish(how.progress)
+            how.loading.finish(how.progress, how.incident)
             if how.loading is not None
             else load_dumps(
                 inputs,
@@ -321,6 +325,7 @@ def _open(
                 progress=how.progress,
                 scheduler=how.scheduler,
                 config=config,
+                incident=how.incident,
             )
         )
         # Captured context files beside the dumps: where each rank is now, who is alive.

@@ -18,12 +18,14 @@ from analyzer.cli.exits import (
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
     DEBUG,
     Clock,
     EntriesFormat,
     GraphFormat,
+    IncidentOpt,
     JobsOpt,
     OutputFormat,
     Paths,
@@ -92,6 +94,7 @@ def analyze(
         typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -104,7 +107,7 @@ def analyze(
     Example: hangscope analyze ./dumps --format json
     """
     check_file_output(output)
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import (  # after: the files parse while it imports
         render_markdown,
         render_text,
@@ -151,6 +154,7 @@ def entries(
         typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     strict: StrictOpt = False,
@@ -163,7 +167,7 @@ def entries(
     Example: hangscope entries ./dumps -r 3 -n 20
     """
     check_file_output(output)
-    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import entry_rows
 
     e = result.tables.entries
@@ -242,7 +246,7 @@ def export(
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks
-    typer.echo(
+    _say(
         f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "
         f"(ranks {ranges(held) or 'none'} of a world of {t.world_size}), "
         f"{t.stacks['stack_id'].nunique():,} distinct stacks"
@@ -260,6 +264,7 @@ def graph(
         typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -271,7 +276,7 @@ def graph(
     Example: hangscope graph ./dumps -f dot -o waits.dot
     """
     check_file_output(output)
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import graph_dict, graph_dot, graph_graphml, graph_text
 
     if fmt is GraphFormat.json:
@@ -332,6 +337,7 @@ def report(
         ),
     ] = False,
     prefix: PrefixOpt = None,
+    incident: IncidentOpt = None,
     world_size: WorldOpt = None,
     jobs: JobsOpt = None,
     quiet: QuietOpt = False,
@@ -344,7 +350,7 @@ def report(
     """
     check_file_output(output)
     check_file_output(png, "--png")
-    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler)
+    result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
     _write(
@@ -358,7 +364,7 @@ def report(
         ),
         output,
     )
-    typer.echo(f"wrote {output}")
+    _say(f"wrote {output}")
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
@@ -368,8 +374,8 @@ def report(
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
-        typer.echo(f"wrote {png}")
-    typer.echo(colour_verdict(verdict_line(result.diagnosis)))
+        _say(f"wrote {png}")
+    _say(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
@@ -392,10 +398,20 @@ def capture(
             "analyzer.capture.hook asks every rank to write its dumps and context",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Signal a process even where it cannot be checked that it handles SIGUSR1 "
+            "(no /proc); one that does not handle it dies",
+        ),
+    ] = False,
 ) -> None:
     """Ask a running job to capture its dumps now (the ranks must have analyzer.capture.hook installed)."""
     import os
     import signal
+
+    from analyzer.cli.sigcaught import catches
 
     if not signal_:
         raise _fail("say how to reach the job: hangscope capture --signal PID...")
@@ -403,6 +419,24 @@ def capture(
     for pid in pids:
         if pid <= 0:
             typer.echo(f"hangscope: error: {pid}: not a process id", err=True)
+            failed += 1
+            continue
+        caught = catches(pid, signal.SIGUSR1)
+        if caught is False or (caught is None and not force and os.path.isdir("/proc")):
+            why = (
+                "it does not handle SIGUSR1 (no analyzer.capture.hook in it), which would end it"
+                if caught is False
+                else "no such process, or its /proc/PID/status cannot be read"
+            )
+            typer.echo(f"hangscope: error: {pid}: not signalled: {why}", err=True)
+            failed += 1
+            continue
+        if caught is None and not force:
+            typer.echo(
+                f"hangscope: error: {pid}: not signalled: cannot check that it handles "
+                "SIGUSR1 here (no /proc); --force sends it anyway",
+                err=True,
+            )
             failed += 1
             continue
         try:
@@ -414,5 +448,5 @@ def capture(
             typer.echo(f"hangscope: error: {pid}: not permitted to signal it", err=True)
             failed += 1
         else:
-            typer.echo(f"sent SIGUSR1 to {pid}")
+            _say(f"sent SIGUSR1 to {pid}")
     raise typer.Exit(code=EXIT_BAD_INPUT if failed else EXIT_OK)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from analyzer.errors import AnalyzerError
+from analyzer.cli.process import exit_code_of
+from analyzer.errors import AnalyzerError, OutputError
 
 if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
     import pandas as pd
@@ -27,7 +28,10 @@ EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_CLUSTER = 4
+#: The verdict is inconclusive: the dumps do not single anyone out.
 EXIT_INCONCLUSIVE = 5
+#: The output could not be written: stdout closed or full, ``-o`` unwritable (a full disk).
+EXIT_OUTPUT = 6
 
 
 def verdict_code(verdict: str) -> int:
@@ -38,6 +42,12 @@ def verdict_code(verdict: str) -> int:
 def fail(message: str) -> typer.Exit:
     typer.echo(f"hangscope: error: {message}", err=True)
     return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def output_failed(message: str) -> typer.Exit:
+    """Exit 6 with one line: the output could not be written."""
+    typer.echo(f"hangscope: error: {message}", err=True)
+    return typer.Exit(code=EXIT_OUTPUT)
 
 
 def warn(message: str) -> None:
@@ -77,8 +87,8 @@ def _check_counts(world: int | None, jobs: int | None) -> None:
 
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
-    """The library's typed errors as one line and their exit code: the cluster's 4, bad
-    input's 2; Ctrl-C 130."""
+    """The library's typed errors as one line and their exit code: the cluster's 4, an
+    output's 6, bad input's 2; a signal 128 plus its number (Ctrl-C 130)."""
     from analyzer.escape import clean
     from analyzer.load import ClusterError
 
@@ -87,10 +97,12 @@ def _one_line_errors() -> Iterator[None]:
     except ClusterError as exc:
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise typer.Exit(code=EXIT_CLUSTER) from None
+    except OutputError as exc:
+        raise output_failed(clean(str(exc))) from None
     except AnalyzerError as exc:
         raise fail(clean(str(exc))) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(code=exit_code_of(exc)) from None
 
 
 def _refuse_different_dumps(loaded: Loaded) -> None:
@@ -109,6 +121,7 @@ def analyze_inputs(
     quiet: bool,
     strict: bool = False,
     scheduler: str | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     from analyzer.load import is_store, start_loading
 
@@ -133,10 +146,14 @@ def analyze_inputs(
                 progress=ProgressPrinter(not quiet),
                 scheduler=address,
                 loading=loading,
+                incident=incident,
             )
-        finally:  # analyze lets the parsers go; this covers a failure before it took them over
+        except BaseException:  # an error or a signal: the parsers are ended, not waited for
             if loading is not None:
-                loading.close()
+                loading.close(abort=True)
+            raise
+        if loading is not None:  # analyze let the parsers go; this covers a failure before
+            loading.close()
     if strict and result.loaded is not None:
         _refuse_different_dumps(result.loaded)
     return result
@@ -197,7 +214,8 @@ def escaped(frame: pd.DataFrame) -> pd.DataFrame:
 def write(text: str, output: Path | None) -> None:
     """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
     the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
-    character is written as a backslash escape instead of failing."""
+    character is written as a backslash escape instead of failing. Output that cannot be
+    written (stdout closed or full, a full disk) is exit 6 with one line."""
     if output is None:
         try:
             try:
@@ -206,13 +224,27 @@ def write(text: str, output: Path | None) -> None:
                 encoding = getattr(sys.stdout, "encoding", None) or "ascii"
                 sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
             sys.stdout.flush()
-        except BrokenPipeError:
-            pass
+        except (OSError, ValueError) as exc:
+            raise _stdout_failed(exc) from None
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+def say(line: str) -> None:
+    """One line of what a command tells on stdout (``wrote report.html``): exit 6 when it
+    cannot be written."""
+    write(line + "\n", None)
+
+
+def _stdout_failed(exc: BaseException) -> typer.Exit:
+    """Exit 6: stdout cannot be written; what is still buffered for it is dropped."""
+    from analyzer.cli.process import drop_stdout
+
+    drop_stdout()
+    return output_failed(f"stdout: cannot write ({getattr(exc, 'strerror', None) or exc})")
 
 
 class ProgressPrinter:
@@ -249,12 +281,15 @@ __all__ = [
     "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_OK",
+    "EXIT_OUTPUT",
     "ProgressPrinter",
     "analyze_inputs",
     "escaped",
     "export_tables",
     "fail",
     "inputs_check",
+    "output_failed",
+    "say",
     "verdict_code",
     "warn",
     "write",

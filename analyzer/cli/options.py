@@ -81,6 +81,15 @@ PrefixOpt = Annotated[
         help="File-name prefix before the rank number (when names are unusual)",
     ),
 ]
+IncidentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--incident",
+        metavar="NAME",
+        help="Where the folder holds several incidents (restarts): the one to analyze, by the "
+        "name the output lists (default: the newest)",
+    ),
+]
 WorldOpt = Annotated[
     int | None,
     typer.Option(

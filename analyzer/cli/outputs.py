@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from analyzer.cli.exits import EXIT_OUTPUT, output_failed, write
+
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
 
@@ -34,15 +36,12 @@ __all__ = [
     "write_blocks",
 ]
 
-#: The output could not be written (the documented code 6).
-EXIT_OUTPUT = 6
-
 
 def refuse(message: str) -> typer.Exit:
+    """Exit 6 (the output cannot be written) with one line."""
     from analyzer.escape import clean
 
-    typer.echo(f"hangscope: error: {clean(message)}", err=True)
-    return typer.Exit(code=EXIT_OUTPUT)
+    return output_failed(clean(message))
 
 
 def _folder_ready(folder: Path, option: str, shown: Path) -> None:
@@ -138,19 +137,14 @@ def check_same_job(folder: Path, tables: Tables, force: bool) -> str | None:
 
 
 def write_blocks(blocks: Iterable[str], output: Path | None) -> None:
-    """Write text block by block as it is made: to stdout (a reader that went away, as
-    ``| head``, ends it quietly), or to the file ``output`` through a temporary file beside
-    it, renamed when complete (never a half-written file)."""
-    import sys
+    """Write text block by block as it is made: to stdout (as :func:`~analyzer.cli.exits.write`
+    does), or to the file ``output`` through a temporary file beside it, renamed when
+    complete (never a half-written file)."""
     import tempfile
 
     if output is None:
-        try:
-            for block in blocks:
-                sys.stdout.write(block)
-                sys.stdout.flush()
-        except BrokenPipeError:
-            pass
+        for block in blocks:  # stdout closed or full, or its reader gone: exit 6
+            write(block, None)
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent or Path("."))
     try:

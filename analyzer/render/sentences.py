@@ -25,6 +25,7 @@ from analyzer.terms import (
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
     from analyzer.diagnosis import Diagnosis
+    from analyzer.load import Incident
     from analyzer.waits import Wait
 
 __all__ = [
@@ -237,3 +238,17 @@ def missing_text(analysis: Analysis) -> str:
         else ""
     )
     return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more + note
+
+
+def incidents_note(incidents: Sequence[Incident]) -> str:
+    """``; these folders held 2 incidents: analyzed attempt_1 (the newest), not attempt_0
+    (--incident NAME)`` for the first line, or nothing when there was one."""
+    if len(incidents) < 2:
+        return ""
+    done = next(i for i in incidents if i.analyzed)
+    newest = " (the newest)" if done is incidents[0] else ""
+    rest = ", ".join(clean(i.name) for i in incidents if not i.analyzed)
+    return (
+        f"; these folders held {len(incidents)} incidents: analyzed {clean(done.name)}{newest}, "
+        f"not {rest} (--incident NAME)"
+    )

@@ -73,7 +73,8 @@ def render_text(
     d = analysis.diagnosis
     t = analysis.tables
     lines: list[str] = []
-    lines.append(wording.verdict_line(d))
+    incidents = analysis.loaded.incidents if analysis.loaded is not None else ()
+    lines.append(wording.verdict_line(d) + wording.incidents_note(incidents))
     lines.append(_wrap(d.headline, "  ", width))
     lines.extend(_wrap(line, "  ", width) for line in wording.confidence_lines(d))
     lines.extend(where_now_lines(analysis))

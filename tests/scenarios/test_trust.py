@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import analyzer
+from analyzer.load import load_dumps
 from analyzer.render import to_json
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_dumps"
@@ -72,3 +73,47 @@ def test_every_culprit_says_how_sure_in_json(sample: str, confidence: str) -> No
     assert [c["rank"] for c in doc["culprits"]] == doc["culprit_ranks"]
     assert {c["confidence"] for c in doc["culprits"]} == {confidence}
     assert all(c["because"] for c in doc["culprits"])
+
+
+def _attempts(tmp_path: Path, *samples: str) -> Path:
+    """A restart folder: ``attempt_i/`` holds the dumps of ``samples[i]``."""
+    for i, name in enumerate(samples):
+        shutil.copytree(
+            SAMPLES / name, tmp_path / f"attempt_{i}", ignore=shutil.ignore_patterns("EXPECTED*")
+        )
+    return tmp_path
+
+
+def _newest_ns(sample: str) -> int:
+    dumps = load_dumps([SAMPLES / sample], jobs=1).dumps
+    return max(int(d.ints["time_created_ns"].max()) for d in dumps)
+
+
+def test_restarts_under_one_folder_are_never_merged(tmp_path: Path) -> None:
+    # attempt_0: rank 1 stalled (all 4 files); attempt_1: rank 2 crashed (ranks 0, 1, 3).
+    # Merged per rank they read as every member stuck inside the all_reduce (rank 0): wrong for both.
+    root = _attempts(tmp_path, "stall_w4", "crash_w4")
+    newest = "attempt_1" if _newest_ns("crash_w4") > _newest_ns("stall_w4") else "attempt_0"
+    truth = {"attempt_0": ((1,), "not_joined"), "attempt_1": ((2,), "missing_dump")}
+    result = analyzer.analyze(root, jobs=1)
+    names = [i.name for i in result.loaded.incidents]
+    assert sorted(names) == ["attempt_0", "attempt_1"] and names[0] == newest
+    assert (result.diagnosis.culprit_ranks, result.diagnosis.kind) == truth[newest]
+    for name, expected in truth.items():
+        d = analyzer.analyze(root, jobs=1, incident=name).diagnosis
+        assert (d.culprit_ranks, d.kind) == expected, name
+    doc = to_json(result)
+    assert [i["analyzed"] for i in doc["incidents"]] == [True, False]
+    with pytest.raises(analyzer.InputError, match="no such incident"):
+        analyzer.analyze(root, jobs=1, incident="attempt_9")
+
+
+def test_one_job_split_across_node_folders_is_one_incident(tmp_path: Path) -> None:
+    for r in range(8):
+        node = tmp_path / f"node{r // 4}"
+        node.mkdir(exist_ok=True)
+        shutil.copy(SAMPLES / "chain_tp_dp_w8" / f"nccl_trace_rank_{r}", node)
+    shutil.copy(SAMPLES / "chain_tp_dp_w8" / "nccl_trace_rank_0", tmp_path / "nccl_trace_rank_0")
+    result = analyzer.analyze(tmp_path, jobs=1)  # a byte-identical copy is the same dump
+    assert result.loaded.incidents == ()
+    assert result.diagnosis.culprit_ranks == (3,)
