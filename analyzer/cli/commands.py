@@ -43,6 +43,7 @@ from analyzer.cli.outputs import check_file_output, check_same_job, check_store_
 from analyzer.cli.outputs import known_filter as _known
 from analyzer.cli.outputs import refuse as _refuse_output
 from analyzer.cli.outputs import write_blocks as _write_blocks
+from analyzer.cli.progress import progress_phase
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
@@ -353,6 +354,7 @@ def report(
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
+    progress_phase(f"building the report of {len(result.tables.entries):,} entries")
     _write(
         render_html(
             result,
@@ -368,6 +370,7 @@ def report(
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
+        progress_phase("drawing the static timeline")
         try:
             write_timeline_image(
                 result, png, clock=clock.value, max_lanes=max_lanes, window_s=window
