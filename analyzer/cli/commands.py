@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -381,6 +382,56 @@ def report(
     _say(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
+
+
+@app.command()
+def demo(
+    sample: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[SAMPLE]",
+            help="A bundled sample (default: chain_tp_dp_w8); --list names them",
+            show_default=False,
+        ),
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the bundled samples")] = False,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="text, json, or markdown")
+    ] = OutputFormat.text,
+) -> None:
+    """Analyze a sample dump set that comes with hangscope (no dumps of your own needed).
+
+    Example: hangscope demo, then hangscope demo deadlock_w4 -f markdown
+    """
+    from analyzer.cli.demo import DEFAULT_SAMPLE, demo_samples
+
+    samples = demo_samples()
+    if list_:
+        _say("\n".join(f"{name}  ({path})" for name, path in samples.items()))
+        return
+    name = sample or DEFAULT_SAMPLE
+    if name not in samples:
+        have = ", ".join(samples) or "none (this install has no samples)"
+        raise _fail(f"no sample {name!r}; samples: {have}")
+    path = str(samples[name])
+    _say(
+        f"$ hangscope analyze {path}" + (f" -f {fmt.value}" if fmt is not OutputFormat.text else "")
+    )
+    with contextlib.suppress(typer.Exit):
+        analyze(
+            [path],
+            fmt=fmt,
+            output=None,
+            prefix=None,
+            incident=None,
+            world_size=None,
+            jobs=1,
+            quiet=True,
+            verbose=False,
+            strict=False,
+            scheduler=None,
+        )
+    _say(f"\nnext: hangscope report {path} -o report.html   (the HTML incident report)")
 
 
 @app.command()

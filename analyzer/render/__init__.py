@@ -34,6 +34,7 @@ from analyzer.render.static_image import StaticImageError, write_timeline_image
 from analyzer.render.text import render_text
 from analyzer.render.timeline_figure import timeline
 from analyzer.render.wait_graph_figure import wait_graph
+from analyzer.render.where_now import where_each_rank_is_now
 
 __all__ = [
     "StaticImageError",
@@ -51,6 +52,7 @@ __all__ = [
     "verdict_html",
     "verdict_line",
     "wait_graph",
+    "where_each_rank_is_now",
     "write_html",
     "write_timeline_image",
 ]

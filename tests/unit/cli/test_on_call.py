@@ -362,3 +362,57 @@ def test_colour_on_a_terminal_only_and_never_with_no_color() -> None:
     piped = runner.invoke(app, args, env={"TERM": "xterm", "NO_COLOR": ""})
     assert "\x1b[" not in piped.stdout
     assert os.environ.get("NO_COLOR", "") == os.environ.get("NO_COLOR", "")
+
+
+# --- a pip user can start -------------------------------------------------------------------------
+
+
+def test_demo_analyzes_a_bundled_sample() -> None:
+    res = runner.invoke(app, ["demo"])
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("$ hangscope analyze ") and lines[0].endswith("chain_tp_dp_w8")
+    assert lines[1].startswith("HANG: culprit rank 3")
+    assert "next: hangscope report " in res.stdout
+    listed = runner.invoke(app, ["demo", "--list"]).stdout
+    assert "deadlock_w4" in listed
+    res = runner.invoke(app, ["demo", "nosuch"])
+    assert res.exit_code == 2 and "no sample 'nosuch'; samples: " in res.stderr
+
+
+def test_the_wheel_carries_the_demo_samples_and_an_spdx_license() -> None:
+    import ast
+    import tomllib
+
+    from tests.conftest import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    (requires,) = project["build-system"]["requires"]
+    assert ">=77" in requires and "<" in requires  # PEP 639 and bounded
+    setup = (ROOT / "setup.py").read_text()
+    samples = next(
+        ast.literal_eval(n.value)
+        for n in ast.walk(ast.parse(setup))
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DEMO_SAMPLES"
+    )
+    manifest = (ROOT / "MANIFEST.in").read_text()
+    for name in samples:
+        assert (SAMPLES / name).is_dir() and f"sample_dumps/{name} *" in manifest, name
+
+
+def test_notebooks_use_only_the_public_api() -> None:
+    import json
+
+    from tests.conftest import ROOT
+
+    for path in sorted((ROOT / "dashboards").glob("*.ipynb")):
+        code = "\n".join(
+            "".join(c["source"])
+            for c in json.loads(path.read_text())["cells"]
+            if c["cell_type"] == "code"
+        )
+        assert "analyzer." not in code.replace("analyzer.analyze", "").replace(
+            "analyzer.AnalyzerError", ""
+        ).replace("analyzer.capture", ""), path.name
+        assert "mkdtemp" not in code, path.name
