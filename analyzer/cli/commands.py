@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from analyzer.cli.conventions import HELP_OPTIONS, HangscopeGroup, colour_verdict, text_width
+from analyzer.cli.conventions import (
+    HELP_OPTIONS,
+    INVOKED,
+    HangscopeGroup,
+    colour_verdict,
+    text_width,
+)
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -364,6 +371,7 @@ def report(
             max_lanes=max_lanes,
             window_s=window,
             source=" ".join(paths),
+            command=shlex.join(["hangscope", *INVOKED["argv"]]),
         ),
         output,
     )

@@ -18,8 +18,17 @@ from typer.core import TyperGroup
 
 from analyzer.cli.options import DEBUG
 
-__all__ = ["HELP_OPTIONS", "HangscopeGroup", "colour_verdict", "on_terminal", "text_width"]
+__all__ = [
+    "HELP_OPTIONS",
+    "INVOKED",
+    "HangscopeGroup",
+    "colour_verdict",
+    "on_terminal",
+    "text_width",
+]
 
+#: The arguments the command was given (``INVOKED["argv"]``), for the report's header.
+INVOKED: dict[str, list[str]] = {"argv": []}
 #: ``-h`` and ``--help`` on every command.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
@@ -122,6 +131,7 @@ class HangscopeGroup(TyperGroup):
             cut = argv.index("--") if "--" in argv else len(argv)
             argv = [a for i, a in enumerate(argv) if i >= cut or a != "--debug" or i == 0]
         _with_metavars(self)
+        INVOKED["argv"] = argv
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
         try:

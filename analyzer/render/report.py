@@ -100,6 +100,22 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
+def _meta_line(analysis: Analysis, *, source: str, command: str, version: str) -> str:
+    """The report's header line: what it was made from, how, by which version, when."""
+    import datetime as dt
+
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    t = analysis.tables
+    parts = [
+        f"input <code>{for_html(source)}</code>" if source else "",
+        f"{len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries",
+        f"made by <code>{for_html(command)}</code>" if command else "",
+        f"hangscope {for_html(version)}",
+        f"generated {when}",
+    ]
+    return "<p class='meta' id='made'>" + " · ".join(p for p in parts if p) + "</p>"
+
+
 def ticket_block(analysis: Analysis, *, source: str = "", version: str = "") -> str:
     """The Markdown summary (:func:`~analyzer.render.markdown.render_markdown`), folded, with a
     button that copies it (the text can also be selected by hand)."""
@@ -261,13 +277,15 @@ def render_html(
     max_lanes: int = 64,
     window_s: float | None = None,
     source: str = "",
+    command: str = "",
 ) -> str:
     """The incident report as one HTML document (a string).
 
     ``plotlyjs="inline"`` (default) embeds plotly.js: the file works offline and makes no
     request. ``"cdn"`` loads plotly.js from its CDN (a ~5 MB smaller file). ``clock``,
     ``max_lanes`` and ``window_s`` are passed to :func:`analyzer.render.timeline_figure.timeline`.
-    ``source`` is the input as given, named in the ticket summary.
+    ``source`` is the input as given and ``command`` the command line that made the report,
+    both named in its header with the version and the time it was made.
     """
     from analyzer import __version__ as version
     from analyzer.render.where_now import where_now_section
@@ -281,6 +299,7 @@ def render_html(
     page_title = title or f"hangscope: {wording.verdict_head(d)}"
     body = [
         banner_html(analysis),
+        _meta_line(analysis, source=source, command=command, version=version),
         where_now_section(analysis),
         ticket_block(analysis, source=source, version=version),
         _NAV,
