@@ -80,14 +80,87 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     return Confidence.LIKELY, f"others wait on it in {_where(f)}"
 
 
+def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
+    """``size [[8]] -> [[12]]`` when ``rank``'s op at ``seq`` of ``group`` differs in size or
+    dtype from what it posted for every earlier op of that name in that group (two at
+    least), else None."""
+    e = facts.tables.entries
+    mine = e[(e["rank"] == rank) & (e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
+    now = mine[mine["seq"] == seq]
+    if len(now) != 1:
+        return None
+    op = now["op"].iat[0]
+    before = mine[(mine["seq"] < seq) & (mine["op"] == op)]
+    if len(before) < 2:
+        return None
+    for col, word in (("input_sizes", "size"), ("input_dtypes", "dtype")):
+        usual = set(before[col].astype(str))
+        if len(usual) == 1 and (value := str(now[col].iat[0])) not in usual:
+            return f"{word} {usual.pop()} -> {value}"
+    return None
+
+
+#: Pairs checked for a desync whose partner died (each check scans the entries once).
+_MAX_PAIR_CHECKS = 64
+
+
+def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int, str, str]]]:
+    """For culprits with no dump (``dead``): rank -> (waiter, where, change) for each member
+    that waits on it in a group where it is the only other member and whose op there changed
+    size or dtype from its own history (gloo aborts the receiver of a size mismatch)."""
+    w = facts.waits
+    w = w[w["holder"].isin(sorted(dead))]
+    members = facts.members
+    pairs = [
+        (int(holder), int(waiter), str(group), int(seq), str(op))
+        for holder, waiter, group, seq, op in w[
+            ["holder", "waiter", "pg_name", "seq", "op"]
+        ].itertuples(index=False)
+        if set(members.get(group, ())) == {int(waiter), int(holder)}
+    ]
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    descs = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["pg_desc"], strict=True))
+    for holder, waiter, group, seq, op in pairs[:_MAX_PAIR_CHECKS]:
+        change = _changed(facts, waiter, group, seq)
+        if change:
+            where = f"{op} in {descs.get(group) or group} seq {seq}"
+            out.setdefault(holder, []).append((waiter, where, change))
+    return out
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
-    """Each culprit of ``ranks`` judged by the first culprit finding that names it."""
-    out: list[Culprit] = []
+    """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
+    with no dump whose only group peer changed size or dtype in the op it died in is a
+    suspect, and so is that peer (a desync whose partner died: the odd rank's own history is
+    the only witness)."""
+    out: dict[int, Culprit] = {}
+    missing = FindingKind.MISSING_DUMP.value
+    dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
+    changed = _partners_changed(facts, dead) if dead else {}
     for r in sorted(ranks):
         f = next((f for f in findings if f.culprit and r in f.ranks), None)
         if f is None:
-            out.append(Culprit(r, Confidence.SUSPECT, "named by no finding of its own"))
+            out[r] = Culprit(r, Confidence.SUSPECT, "named by no finding of its own")
             continue
         confidence, because = _judge(facts, r, f)
-        out.append(Culprit(r, confidence, because))
-    return tuple(out)
+        out[r] = Culprit(r, confidence, because)
+        if f.kind != missing:
+            continue
+        for peer, where, change in changed.get(r, ()):
+            out[r] = Culprit(
+                r,
+                Confidence.SUSPECT,
+                f"it wrote no dump and its only peer in {where}, rank {peer}, changed {change} "
+                "there: a desync may have aborted it (gloo aborts the receiver of a size "
+                "mismatch), or it crashed on its own",
+            )
+            out.setdefault(
+                peer,
+                Culprit(
+                    peer,
+                    Confidence.SUSPECT,
+                    f"a suspect desync: it changed {change} in {where} from what it posted "
+                    f"before, and its peer rank {r} died in that op",
+                ),
+            )
+    return tuple(out[r] for r in sorted(out))

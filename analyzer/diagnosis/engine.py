@@ -24,6 +24,12 @@ from analyzer.waits import chain, chain_length
 __all__ = ["diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
+#: What a no-hang cannot rule out where the backend records no send/recv (gloo): its
+#: monitored_barrier is send/recv too, so a rank stuck in one leaves the same dumps.
+_BLIND_P2P = (
+    "; this backend records no send/recv (gloo's monitored_barrier among them): a hang inside "
+    "one would leave these same dumps"
+)
 _NO_BLAME = "ops are still pending but no rank can be blamed from these dumps"
 
 
@@ -109,7 +115,8 @@ def diagnose(
     elif not culprits:
         kind = kind or FindingKind.INCONCLUSIVE.value
     if row.kind is FindingKind.NO_HANG:
-        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG))
+        summary = _NO_HANG + (_BLIND_P2P if matching.dialects.p2p_unrecorded else "")
+        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=summary))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
@@ -125,6 +132,7 @@ def diagnose(
     elif lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
         headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
     judged = culprits_of(facts, findings, culprits)
+    culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
     if verdict is Verdict.HANG and all(c.confidence is Confidence.SUSPECT for c in judged):
         verdict = Verdict.INCONCLUSIVE  # nobody singled out: the culprits are suspects
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
