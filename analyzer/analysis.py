@@ -211,6 +211,20 @@ class Analysis:
             window_s=window_s,
         )
 
+    def summary_markdown(self, source: str = "") -> str:
+        """The ticket summary (``hangscope analyze -f markdown``); ``source``: the input to name."""
+        from analyzer import __version__
+        from analyzer.render import render_markdown
+
+        return render_markdown(self, source=source, version=__version__)
+
+    def where_now(self) -> pd.DataFrame:
+        """Where each rank is now: one row per rank whose context was captured
+        (:mod:`analyzer.capture`), its main thread's stack at capture time."""
+        from analyzer.render import where_each_rank_is_now
+
+        return where_each_rank_is_now(self)
+
     def _repr_html_(self) -> str:
         from analyzer.render import verdict_html
 

@@ -3,19 +3,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from analyzer.cli.conventions import (
+    HELP_OPTIONS,
+    INVOKED,
+    HangscopeGroup,
+    colour_verdict,
+    text_width,
+)
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     verdict_code,
 )
 from analyzer.cli.exits import analyze_inputs as _analyze
-from analyzer.cli.exits import escaped as _escaped
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
 from analyzer.cli.exits import output_failed as _output_failed
@@ -24,6 +32,7 @@ from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
     DEBUG,
     Clock,
+    EntriesFormat,
     GraphFormat,
     IncidentOpt,
     JobsOpt,
@@ -40,12 +49,17 @@ from analyzer.cli.options import (
     version_callback,
 )
 from analyzer.cli.outputs import check_file_output, check_same_job, check_store_output
+from analyzer.cli.outputs import known_filter as _known
 from analyzer.cli.outputs import refuse as _refuse_output
+from analyzer.cli.outputs import write_blocks as _write_blocks
 from analyzer.cli.process import exit_code_of
+from analyzer.cli.progress import progress_phase
 from analyzer.errors import AnalyzerError
 
 app = typer.Typer(
     name="hangscope",
+    cls=HangscopeGroup,
+    context_settings=HELP_OPTIONS,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -59,6 +73,7 @@ def _main(
         bool,
         typer.Option(
             "--version",
+            "-V",
             callback=version_callback,
             is_eager=True,
             help="Print the version and exit",
@@ -86,7 +101,8 @@ def analyze(
         ),
     ] = OutputFormat.text,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
@@ -114,7 +130,9 @@ def analyze(
     elif fmt is OutputFormat.markdown:
         text = render_markdown(result, source=" ".join(paths), version=hangscope_version())
     else:
-        text = render_text(result, verbose=verbose)
+        text = render_text(result, verbose=verbose, width=text_width())
+        if output is None:
+            text = colour_verdict(text)
     _write(text, output)
     raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
@@ -122,14 +140,30 @@ def analyze(
 @app.command()
 def entries(
     paths: Paths,
-    rank: Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks")] = None,
+    rank: Annotated[
+        list[int] | None,
+        typer.Option("--rank", "-r", metavar="RANK", help="Only these ranks (repeat for several)"),
+    ] = None,
     group: Annotated[
-        list[str] | None, typer.Option("--group", "-g", help="Only these groups (name or desc)")
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", metavar="GROUP", help="Only these groups, by name or desc (repeat)"
+        ),
     ] = None,
     last: Annotated[
-        int, typer.Option("--last", "-n", help="Only the newest N entries per rank (0: all)")
+        int,
+        typer.Option(
+            "--last", "-n", metavar="N", help="Only the newest N entries per rank (0: all)"
+        ),
     ] = 0,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text, csv or json")] = "text",
+    fmt: Annotated[
+        EntriesFormat,
+        typer.Option("--format", "-f", help="text, csv, or jsonl (JSON Lines; json is the same)"),
+    ] = EntriesFormat.text,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
+    ] = None,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
     jobs: JobsOpt = None,
@@ -137,58 +171,38 @@ def entries(
     strict: StrictOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
-    """Show the per-rank entry table, optionally filtered by rank and group."""
+    """Show the per-rank entry table, filtered by rank and group; times relative to the hang.
+
+    t_s is the enqueue time in seconds relative to the hang (the newest time in the dumps).
+
+    Example: hangscope entries ./dumps -r 3 -n 20
+    """
+    check_file_output(output)
     result = _analyze(paths, prefix, None, jobs, quiet, strict, scheduler, incident)
+    from analyzer.render import entry_rows
+
     e = result.tables.entries
+    _known(result, rank, group)
     if rank:
         e = e[e["rank"].isin(rank)]
     if group:
-        e = e[e["pg_name"].astype(str).isin(group) | e["pg_desc"].astype(str).isin(group)]
-    e = e.sort_values(["rank", "record_id"])
+        e = e[e["pg_name"].isin(group) | e["pg_desc"].isin(group)]
+    e = e.sort_values(["rank", "record_id"], kind="stable")
     if last > 0:
         e = e.groupby("rank", sort=False).tail(last)
-    cols = [
-        "rank",
-        "record_id",
-        "pg_name",
-        "pg_desc",
-        "seq",
-        "p2p_seq",
-        "profiling_name",
-        "peer",
-        "input_sizes",
-        "input_dtypes",
-        "state",
-        "retired",
-        "time_created_ns",
-    ]
-    view = _escaped(e[cols])
-    if fmt == "csv":
-        _write(view.to_csv(index=False), None)
-    elif fmt == "json":
-        _write(view.to_json(orient="records", lines=True), None)
-    elif fmt == "text":
-        import pandas as pd
-
-        with pd.option_context(
-            "display.max_rows",
-            None,
-            "display.width",
-            200,
-            "display.max_columns",
-            None,
-            "display.max_colwidth",
-            40,
-        ):
-            _write(view.to_string(index=False) + "\n" if len(view) else "no entries match\n", None)
-    else:
-        raise _fail(f"--format {fmt!r}: choose text, csv or json")
+    if not len(e) and fmt is EntriesFormat.text:
+        _write("no entries match\n", output)
+        return
+    kind = "jsonl" if fmt in (EntriesFormat.jsonl, EntriesFormat.json) else fmt.value
+    _write_blocks(entry_rows(result.tables, e, kind), output)
 
 
 @app.command()
 def export(
     paths: Paths,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the Parquet store")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FOLDER", help="Folder for the Parquet store")
+    ],
     force: Annotated[
         bool,
         typer.Option(
@@ -259,7 +273,8 @@ def graph(
         GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")
     ] = GraphFormat.text,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
     ] = None,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
@@ -291,9 +306,9 @@ def graph(
 @app.command()
 def report(
     paths: Paths,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path(
-        "report.html"
-    ),
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="HTML file to write")
+    ] = Path("report.html"),
     plotlyjs: Annotated[
         PlotlyJs,
         typer.Option(
@@ -305,6 +320,7 @@ def report(
         Path | None,
         typer.Option(
             "--png",
+            metavar="FILE",
             help="Also write the timeline as a static image (.png via kaleido + Chromium; "
             ".svg needs nothing)",
         ),
@@ -315,11 +331,14 @@ def report(
             "--clock", help="Timeline times: job (one axis) or rank (each rank on its own clock)"
         ),
     ] = Clock.job,
-    max_lanes: Annotated[int, typer.Option("--max-lanes", help="Most timeline lanes drawn")] = 64,
+    max_lanes: Annotated[
+        int, typer.Option("--max-lanes", metavar="N", help="Most timeline lanes drawn")
+    ] = 64,
     window: Annotated[
         float | None,
         typer.Option(
             "--window",
+            metavar="SECONDS",
             help="Seconds before the hang shown by default (default: the last ops of every rank)",
         ),
     ] = None,
@@ -347,6 +366,7 @@ def report(
     result = _analyze(paths, prefix, world_size, jobs, quiet, strict, scheduler, incident)
     from analyzer.render import render_html, verdict_line
 
+    progress_phase(f"building the report of {len(result.tables.entries):,} entries")
     _write(
         render_html(
             result,
@@ -355,6 +375,7 @@ def report(
             max_lanes=max_lanes,
             window_s=window,
             source=" ".join(paths),
+            command=shlex.join(["hangscope", *INVOKED["argv"]]),
         ),
         output,
     )
@@ -362,6 +383,7 @@ def report(
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
+        progress_phase("drawing the static timeline")
         try:
             write_timeline_image(
                 result, png, clock=clock.value, max_lanes=max_lanes, window_s=window
@@ -369,9 +391,59 @@ def report(
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
         _say(f"wrote {png}")
-    _say(verdict_line(result.diagnosis))
+    _say(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
+
+
+@app.command()
+def demo(
+    sample: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[SAMPLE]",
+            help="A bundled sample (default: chain_tp_dp_w8); --list names them",
+            show_default=False,
+        ),
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the bundled samples")] = False,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="text, json, or markdown")
+    ] = OutputFormat.text,
+) -> None:
+    """Analyze a sample dump set that comes with hangscope (no dumps of your own needed).
+
+    Example: hangscope demo, then hangscope demo deadlock_w4 -f markdown
+    """
+    from analyzer.cli.demo import DEFAULT_SAMPLE, demo_samples
+
+    samples = demo_samples()
+    if list_:
+        _say("\n".join(f"{name}  ({path})" for name, path in samples.items()))
+        return
+    name = sample or DEFAULT_SAMPLE
+    if name not in samples:
+        have = ", ".join(samples) or "none (this install has no samples)"
+        raise _fail(f"no sample {name!r}; samples: {have}")
+    path = str(samples[name])
+    _say(
+        f"$ hangscope analyze {path}" + (f" -f {fmt.value}" if fmt is not OutputFormat.text else "")
+    )
+    with contextlib.suppress(typer.Exit):
+        analyze(
+            [path],
+            fmt=fmt,
+            output=None,
+            prefix=None,
+            incident=None,
+            world_size=None,
+            jobs=1,
+            quiet=True,
+            verbose=False,
+            strict=False,
+            scheduler=None,
+        )
+    _say(f"\nnext: hangscope report {path} -o report.html   (the HTML incident report)")
 
 
 @app.command()
@@ -379,7 +451,9 @@ def capture(
     pids: Annotated[
         list[int],
         typer.Argument(
-            help="Process ids of ranks (e.g. from nvidia-smi or ps)", show_default=False
+            metavar="PID...",
+            help="Process ids of ranks (e.g. from nvidia-smi or ps)",
+            show_default=False,
         ),
     ],
     signal_: Annotated[

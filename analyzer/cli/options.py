@@ -15,6 +15,7 @@ from analyzer.cli.exits import EXIT_OK
 __all__ = [
     "DEBUG",
     "Clock",
+    "EntriesFormat",
     "GraphFormat",
     "JobsOpt",
     "OutputFormat",
@@ -40,6 +41,13 @@ class OutputFormat(StrEnum):
     markdown = "markdown"
 
 
+class EntriesFormat(StrEnum):
+    text = "text"
+    csv = "csv"
+    jsonl = "jsonl"
+    json = "json"
+
+
 class GraphFormat(StrEnum):
     text = "text"
     json = "json"
@@ -60,6 +68,7 @@ class Clock(StrEnum):
 Paths = Annotated[
     list[str],
     typer.Argument(
+        metavar="PATH...",
         help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
         show_default=False,
     ),
@@ -67,7 +76,9 @@ Paths = Annotated[
 PrefixOpt = Annotated[
     str | None,
     typer.Option(
-        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+        "--prefix",
+        metavar="PREFIX",
+        help="File-name prefix before the rank number (when names are unusual)",
     ),
 ]
 IncidentOpt = Annotated[
@@ -82,13 +93,19 @@ IncidentOpt = Annotated[
 WorldOpt = Annotated[
     int | None,
     typer.Option(
-        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+        "--world-size",
+        metavar="N",
+        help="Number of ranks of the job (to spot missing dumps of the last ranks)",
     ),
 ]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
-        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+        "--jobs",
+        "-j",
+        metavar="N",
+        help="Parser processes, at least 1 (default: all cores)",
+        show_default=False,
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
@@ -103,6 +120,7 @@ SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
+        metavar="ADDRESS",
         help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
         "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
         show_default=False,

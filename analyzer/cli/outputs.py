@@ -18,19 +18,30 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from analyzer.cli.exits import EXIT_OUTPUT
+from analyzer.cli.exits import EXIT_OUTPUT, output_failed, write
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
+    from analyzer.analysis import Analysis
     from analyzer.normalize import Tables
 
-__all__ = ["EXIT_OUTPUT", "check_file_output", "check_same_job", "check_store_output", "refuse"]
+__all__ = [
+    "EXIT_OUTPUT",
+    "check_file_output",
+    "check_same_job",
+    "check_store_output",
+    "known_filter",
+    "refuse",
+    "write_blocks",
+]
 
 
 def refuse(message: str) -> typer.Exit:
+    """Exit 6 (the output cannot be written) with one line."""
     from analyzer.escape import clean
 
-    typer.echo(f"hangscope: error: {clean(message)}", err=True)
-    return typer.Exit(code=EXIT_OUTPUT)
+    return output_failed(clean(message))
 
 
 def _folder_ready(folder: Path, option: str, shown: Path) -> None:
@@ -123,3 +134,54 @@ def check_same_job(folder: Path, tables: Tables, force: bool) -> str | None:
     if stored is not None and stored != mine:
         return f"{other} (other process groups); {hint}"
     return None
+
+
+def write_blocks(blocks: Iterable[str], output: Path | None) -> None:
+    """Write text block by block as it is made: to stdout (as :func:`~analyzer.cli.exits.write`
+    does), or to the file ``output`` through a temporary file beside it, renamed when
+    complete (never a half-written file)."""
+    import tempfile
+
+    if output is None:
+        for block in blocks:  # stdout closed or full, or its reader gone: exit 6
+            write(block, None)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for block in blocks:
+                f.write(block)
+        os.replace(tmp, output)
+    except OSError as exc:
+        raise refuse(f"{output}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def known_filter(analysis: Analysis, ranks: list[int] | None, groups: list[str] | None) -> None:
+    """``entries -r``/``-g``: a rank or group the dumps do not have is exit 2 with the ones
+    they have (not an empty table)."""
+    from analyzer.cli.exits import fail
+    from analyzer.terms import rank_runs
+
+    t = analysis.tables
+    have = sorted(int(r) for r in t.dumped_ranks)
+    unknown = sorted(set(ranks or ()) - set(have))
+    if unknown:
+        raise fail(f"no dump of rank {', '.join(map(str, unknown))}; ranks: {rank_runs(have, 12)}")
+    names = set(t.groups["pg_name"].astype(str)) | set(t.groups["pg_desc"].astype(str))
+    e = t.entries
+    for col in ("pg_name", "pg_desc"):  # the categories, not 4 million strings
+        values = e[col]
+        names |= set(map(str, values.cat.categories if hasattr(values, "cat") else values.unique()))
+    missing = [g for g in groups or () if g not in names]
+    if missing:
+        listed = sorted(
+            {
+                f"{d} ({n})" if d and d != n else n
+                for n, d in zip(t.groups["pg_name"].astype(str), t.groups["pg_desc"].astype(str))
+            }
+        )
+        more = f", ... ({len(listed)} groups)" if len(listed) > 12 else ""
+        raise fail(f"no group {missing[0]!r}; groups: {', '.join(listed[:12])}{more}")

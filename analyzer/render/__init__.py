@@ -23,6 +23,7 @@ What was merged or left out is recorded in ``fig.layout.meta["hangscope"]["notes
 shown under the figure title.
 """
 
+from analyzer.render.entry_rows import entry_rows
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
 from analyzer.render.markdown import render_markdown
@@ -33,9 +34,11 @@ from analyzer.render.static_image import StaticImageError, write_timeline_image
 from analyzer.render.text import render_text
 from analyzer.render.timeline_figure import timeline
 from analyzer.render.wait_graph_figure import wait_graph
+from analyzer.render.where_now import where_each_rank_is_now
 
 __all__ = [
     "StaticImageError",
+    "entry_rows",
     "graph_dict",
     "graph_dot",
     "graph_graphml",
@@ -49,6 +52,7 @@ __all__ = [
     "verdict_html",
     "verdict_line",
     "wait_graph",
+    "where_each_rank_is_now",
     "write_html",
     "write_timeline_image",
 ]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CulpritView",
     "CycleSide",
+    "StackBlock",
     "chain_arrow",
     "chain_hops",
     "culprit_views",
@@ -27,6 +28,7 @@ __all__ = [
     "issued_stack",
     "op_words",
     "short_stack",
+    "stack_blocks",
     "stack_lines",
 ]
 
@@ -189,39 +191,90 @@ def cycle_sides(d: Diagnosis) -> list[CycleSide]:
     return [CycleSide(tuple(sorted(w)), tuple(sorted(h)), *key) for key, (w, h) in sides.items()]
 
 
-def stack_lines(analysis: Analysis, *, frames: int = 8) -> list[str]:
-    """Whose stack is it: for the first culprits, the op it last issued (or the op it issued
-    that the finding is about) and the awaited op with the ranks that issued it; for a
-    deadlock, each side and the op it is blocked in. Each with its stack, indented."""
+def _frames_key(frames: Sequence[dict[str, Any]]) -> tuple[tuple[str, object, str], ...]:
+    return tuple((str(f.get("filename")), f.get("line"), str(f.get("name"))) for f in frames)
+
+
+def _frames_of(key: object) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {"filename": fn, "line": ln, "name": name}
+        for fn, ln, name in key  # type: ignore[attr-defined]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StackBlock:
+    """A labelled stack: ``head`` says whose it is (``rank 3 last issued ...``), ``frames``
+    innermost first; ``short``: the fewer frames to show (another stack of the culprit
+    follows)."""
+
+    head: str
+    frames: tuple[dict[str, Any], ...]
+    short: bool = False
+
+
+def stack_blocks(analysis: Analysis, *, most: int = 3) -> tuple[list[StackBlock], int]:
+    """Whose stack is it, for the text, the ticket summary and the report: for a deadlock,
+    each side and the op it is blocked in; else, per culprit, the awaited op with the ranks
+    that issued it and the culprit's own last issued op (or the op it issued that the
+    finding is about). Culprits whose ops and stacks are the same are one block. Returns the
+    blocks of the first ``most`` culprits (or folds) and how many more there are."""
     d = analysis.diagnosis
-    out: list[str] = []
-
-    def block(head: str, stack: Sequence[dict[str, Any]]) -> None:
-        out.append(f"  {head}" + (" at:" if stack else " (no stack recorded)"))
-        out.extend(f"    {x}" for x in short_stack(stack, frames))
-
     sides = cycle_sides(d)
     if sides:
-        for s in sides:
-            block(
+        return [
+            StackBlock(
                 f"{plural(s.waiters)} {rank_runs(s.waiters)} blocked in {s.words()} (waiting on "
                 f"{plural(s.holders)} {rank_runs(s.holders)}), issued",
                 issued_stack(analysis.tables, s.waiters, s.group, s.seq, s.op),
             )
-        return out
-    for v in culprit_views(d)[:2]:
+            for s in sides
+        ], 0
+    said: dict[tuple[object, ...], list[int]] = {}
+    for v in culprit_views(d):
         f = v.finding
+        key: tuple[object, ...]
         if v.own_stack and f is not None:
             op = f"{f.op} {group_short(f.group, f.group_desc)} {seq_word(f.op)} {f.seq}"
-            block(f"rank {v.rank} issued {op}", f.stack)
-            continue
-        if v.awaited_stack:
-            out.append(
-                f"  awaited op ({v.awaited_op}), as issued by {plural(v.awaited_by)} "
-                f"{rank_runs(v.awaited_by)} at:"
+            key = ("own", op, _frames_key(f.stack))
+        else:
+            key = (
+                "waited",
+                v.awaited_op if v.awaited_stack else "",
+                v.awaited_by,
+                _frames_key(v.awaited_stack),
+                v.last_op if v.last_stack else "",
+                _frames_key(v.last_stack),
             )
-            keep = 4 if v.last_stack else frames  # the culprit's own stack follows
-            out.extend(f"    {x}" for x in short_stack(v.awaited_stack, keep))
-        if v.last_op and v.last_stack:  # without a stack, the headline already names it
-            block(f"rank {v.rank} last issued {v.last_op}", v.last_stack)
+        said.setdefault(key, []).append(v.rank)
+    out: list[StackBlock] = []
+    for key, ranks in list(said.items())[:most]:
+        who = f"{plural(ranks)} {rank_runs(ranks)}"
+        if key[0] == "own":
+            out.append(StackBlock(f"{who} issued {key[1]}", _frames_of(key[2])))
+            continue
+        _, awaited, by, awaited_stack, last, last_stack = key
+        if awaited_stack:
+            by_ranks: tuple[int, ...] = tuple(by)  # type: ignore[arg-type]
+            out.append(
+                StackBlock(
+                    f"awaited op ({awaited}), as issued by {plural(by_ranks)} {rank_runs(by_ranks)}",
+                    _frames_of(awaited_stack),
+                    short=bool(last_stack),  # the culprit's own stack follows
+                )
+            )
+        if last_stack:  # without a stack, the headline already names the op
+            out.append(StackBlock(f"{who} last issued {last}", _frames_of(last_stack)))
+    return out, max(0, len(said) - most)
+
+
+def stack_lines(analysis: Analysis, *, frames: int = 8) -> list[str]:
+    """:func:`stack_blocks` as indented text lines."""
+    blocks, more = stack_blocks(analysis)
+    out: list[str] = []
+    for b in blocks:
+        out.append(f"  {b.head}" + (" at:" if b.frames else " (no stack recorded)"))
+        out.extend(f"    {x}" for x in short_stack(b.frames, 4 if b.short else frames))
+    if more:
+        out.append(f"  ... the stacks of {more} more culprit(s): --format json")
     return out

@@ -11,19 +11,13 @@ from typing import TYPE_CHECKING
 
 from analyzer.escape import clean
 from analyzer.load import where_now
-from analyzer.render.culprit_view import (
-    chain_arrow,
-    culprit_views,
-    cycle_sides,
-    issued_stack,
-    short_stack,
-)
+from analyzer.render.culprit_view import culprit_views, short_stack, stack_blocks
+from analyzer.render.folding import chain_lines
 from analyzer.render.sentences import kind_title, verdict_head, verdict_line
-from analyzer.terms import group_short, plural, rank_runs, seq_word
+from analyzer.terms import plural, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
-    from analyzer.waits import Wait
 
 __all__ = ["render_markdown"]
 
@@ -54,12 +48,6 @@ def _first_sentence(text: str) -> str:
     return parts[0] + ("." if len(parts) > 1 else "")
 
 
-def _hop_detail(s: Wait) -> str:
-    return (
-        f"{s.waiter}→{s.holder} {group_short(s.pg_name, s.pg_desc)} {seq_word(s.op)} {s.seq} {s.op}"
-    )
-
-
 def _culprit_lines(analysis: Analysis) -> list[str]:
     """``Culprit: rank 3 — likely: <the fact that decides it>``, ranks of one confidence and
     reason on one line."""
@@ -81,60 +69,43 @@ def _culprit_lines(analysis: Analysis) -> list[str]:
 
 
 def _chain_lines(analysis: Analysis) -> list[str]:
-    d = analysis.diagnosis
-    chains = [(r, steps) for r, steps in d.chains.items() if steps]
+    """Each chain (those of the same path folded) as arrows, its detail after a dash."""
+    chains = chain_lines(analysis.diagnosis)
     out = []
-    for rank, steps in chains[:MAX_CHAINS]:
-        arrow = chain_arrow(steps, d.chain_waits.get(rank, 0))
-        detail = "; ".join(_hop_detail(s) for s in steps[:4])
-        more = f"; … {len(steps) - 4} more" if len(steps) > 4 else ""
-        out.append(f"- **Chain to rank {rank}:** `{clean(arrow)}` ({md(detail)}{more})")
+    for c in chains[:MAX_CHAINS]:
+        label, _, arrow = c.arrow.partition(": ")
+        out.append(f"- **{md(label.capitalize())}:** `{clean(arrow)}` — {md(c.detail)}")
     if len(chains) > MAX_CHAINS:
         out.append(f"- **Chains, more:** {len(chains) - MAX_CHAINS} (see `--format json`)")
     return out
 
 
 def _where_blocks(analysis: Analysis) -> list[str]:
-    """Per culprit (the first few): where it is now when captured, else its last recorded op,
-    each with a short stack."""
+    """Where each culprit is now when captured; then whose stack is which (the awaited op,
+    the culprit's own last op, a deadlock's sides), each a short stack."""
     d = analysis.diagnosis
-    now = {int(w["rank"]): w for w in where_now(d.culprit_ranks, analysis.contexts)}
     out: list[str] = []
-    for side in cycle_sides(d):
-        stack = issued_stack(analysis.tables, side.waiters, side.group, side.seq, side.op)
+    now = where_now(d.culprit_ranks, analysis.contexts)
+    for w in now[:2]:
+        out += ["", f"**Where rank {w['rank']} is now** (captured):", ""]
+        out += _code_block(short_stack(w["frames"], 6) or ["(no Python frame captured)"])
+    blocks, more = stack_blocks(analysis, most=2)
+    for b in blocks:
+        head = b.head[0].upper() + b.head[1:]
+        if not b.frames:
+            out += ["", f"**{md(head)}** (no stack recorded)."]
+            continue
+        out += ["", f"**{md(head)}** at:", ""]
+        out += _code_block(short_stack(b.frames, 3 if b.short else 5))
+    if more:
+        out += ["", f"(the stacks of {more} more: `--format json`)"]
+    missing = [r for r in d.culprit_ranks if r in d.missing_dumps]
+    if missing:
         out += [
             "",
-            f"**{plural(side.waiters).capitalize()} {rank_runs(side.waiters)}** blocked in "
-            f"{md(side.words())} (waiting on {plural(side.holders)} {rank_runs(side.holders)})"
-            + (", issued at:" if stack else ""),
+            f"{plural(missing).capitalize()} {rank_runs(missing, 8)} wrote no dump: "
+            "the last op is not known.",
         ]
-        if stack:
-            out += ["", *_code_block(short_stack(stack))]
-    for v in culprit_views(d)[:2]:
-        if v.rank in now:
-            w = now[v.rank]
-            out += ["", f"**Where rank {v.rank} is now** (captured):", ""]
-            out += _code_block(short_stack(w["frames"], 6) or ["(no Python frame captured)"])
-        elif v.own_stack and v.finding is not None:
-            f = v.finding
-            op = f"{f.op} {group_short(f.group, f.group_desc)} {seq_word(f.op)} {f.seq}"
-            out += ["", f"**Rank {v.rank} issued** {md(op)} at:", ""]
-            out += _code_block(short_stack(v.finding.stack))
-        elif v.last_op:
-            colon = " at:" if v.last_stack else " (no stack recorded)"
-            out += ["", f"**Rank {v.rank} last issued** {md(v.last_op)}{colon}"]
-            if v.last_stack:
-                out += ["", *_code_block(short_stack(v.last_stack))]
-        elif v.rank in analysis.diagnosis.missing_dumps:
-            out += ["", f"**Rank {v.rank}** wrote no dump: its last op is not known."]
-        if v.awaited_stack and v.awaited_op and v.rank not in now:
-            by = rank_runs(v.awaited_by, 8)
-            out += [
-                "",
-                f"**Awaited op** ({md(v.awaited_op)}), as issued by {plural(v.awaited_by)} {by} at:",
-                "",
-            ]
-            out += _code_block(short_stack(v.awaited_stack, 3))
     return out
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from analyzer.diagnosis import unrecorded_text
 from analyzer.render.input_notes import input_notes
 from analyzer.render.sentences import for_html, full_dialect_text
-from analyzer.terms import group_label, group_short, plural, rank_runs
+from analyzer.terms import group_label, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
@@ -56,41 +56,19 @@ def _stack_block(frames: Any) -> str:
 
 
 def stacks_section(analysis: Analysis) -> str:
-    """Whose stack each is, as the text says it (:mod:`~analyzer.render.culprit_view`): the
-    awaited op with the ranks that issued it, the culprit's own last issued op; for a
+    """Whose stack each is, as the text says it (:func:`analyzer.render.culprit_view.stack_blocks`):
+    the awaited op with the ranks that issued it, the culprit's own last issued op; for a
     deadlock, each side and the op it is blocked in."""
-    from analyzer.render.culprit_view import culprit_views, cycle_sides, issued_stack
+    from analyzer.render.culprit_view import stack_blocks
 
-    d = analysis.diagnosis
-    parts = []
-
-    def block(head: str, stack: Any) -> None:
-        parts.append(f"<h3 class='note'>{for_html(head)} (innermost frame first)</h3>")
-        parts.append(_stack_block(stack))
-
-    for side in cycle_sides(d):
-        block(
-            f"{plural(side.waiters)} {rank_runs(side.waiters, 6)} blocked in {side.words()} "
-            f"(waiting on {plural(side.holders)} {rank_runs(side.holders, 6)}), issued at:",
-            issued_stack(analysis.tables, side.waiters, side.group, side.seq, side.op),
-        )
-    for v in culprit_views(d)[:4] if not parts else []:
-        f = v.finding
-        if v.own_stack and f is not None:
-            op = f"{f.op} {group_short(f.group, f.group_desc)} seq {f.seq}"
-            block(f"rank {v.rank} issued {op} at:", f.stack)
-            continue
-        if v.awaited_stack:
-            block(
-                f"awaited op ({v.awaited_op}), as issued by {plural(v.awaited_by)} "
-                f"{rank_runs(v.awaited_by, 6)} at:",
-                v.awaited_stack,
-            )
-        if v.last_op and v.last_stack:
-            block(
-                f"rank {v.rank} last issued {v.last_op} (where it stopped issuing) at:",
-                v.last_stack,
-            )
+    blocks, more = stack_blocks(analysis, most=4)
+    parts = [
+        f"<h3 class='note'>{for_html(b.head)} at: (innermost frame first)</h3>"
+        + _stack_block(b.frames)
+        for b in blocks
+    ]
+    if more:
+        parts.append(f"<p class='note'>the stacks of {more} more culprits are in the JSON</p>")
     if not parts:
         return (
             "<p class='note'>no stack recorded for the culprit's ops (stacks need "

@@ -339,6 +339,8 @@ def _ranks(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+#: A wait chain's line, or the line of chains of the same path folded into one.
+_CHAIN = ("chain to rank ", "chains to ranks ")
 _VERDICT = re.compile(r"(HANG|NO HANG|INCONCLUSIVE)(?:: culprit ranks? ([\d, -]+))?")
 
 
@@ -355,7 +357,7 @@ def said_by_text(text: str) -> Said:
             blocks[-1] += " " + line.strip()
         else:
             blocks.append(line.strip())
-    chains = tuple(_squeeze(b) for b in blocks if b.startswith("chain to rank "))
+    chains = tuple(_squeeze(b) for b in blocks if b.startswith(_CHAIN))
     missing = next(
         (
             _ranks(x.removeprefix("missing dumps: ranks "))
@@ -386,7 +388,7 @@ def said_by_report(page: str) -> Said:
         _ranks(m.group(2) or ""),
         banner.fields.get("kind", "") if m.group(1) == "HANG" else "",
         _squeeze(banner.fields.get("headline", "")),
-        tuple(_squeeze(x) for x in items if x.startswith("chain to rank ")),
+        tuple(_squeeze(x) for x in items if x.startswith(_CHAIN)),
         next(
             (
                 _ranks(x.removeprefix("missing dumps: ranks "))
