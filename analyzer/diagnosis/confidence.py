@@ -33,6 +33,10 @@ def _where(f: Finding) -> str:
     return f"{f.op or 'an op'} in {name} seq {f.seq}" if f.seq >= 0 else name
 
 
+def _wait(waiters: Sequence[int]) -> str:
+    return "waits" if len(waiters) == 1 else "wait"
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -47,7 +51,7 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     kind = FindingKind(f.kind) if f.kind in FindingKind._value2member_map_ else None
     if kind is FindingKind.MISSING_DUMP:
         return Confidence.LIKELY, (
-            f"it wrote no dump and {plural(waiters)} {rank_runs(waiters)} wait on it: "
+            f"it wrote no dump and {plural(waiters)} {rank_runs(waiters)} {_wait(waiters)} on it: "
             "a crash and a stall look alike from the others' files"
             if waiters
             else "it wrote no dump: a crash and a stall look alike from the others' files"
@@ -55,7 +59,7 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     if kind is FindingKind.NOT_JOINED:
         return Confidence.CERTAIN, (
             f"its own dump shows it never enqueued {_where(f)}; "
-            f"{plural(waiters)} {rank_runs(waiters)} wait on it"
+            f"{plural(waiters)} {rank_runs(waiters)} {_wait(waiters)} on it"
             if waiters
             else f"its own dump shows it never enqueued {_where(f)}"
         )
