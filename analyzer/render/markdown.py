@@ -13,7 +13,7 @@ from analyzer.escape import clean
 from analyzer.load import where_now
 from analyzer.render.culprit_view import culprit_views, short_stack, stack_blocks
 from analyzer.render.folding import chain_lines
-from analyzer.render.sentences import kind_title, verdict_head, verdict_line
+from analyzer.render.sentences import incidents_note, kind_title, verdict_head, verdict_line
 from analyzer.terms import plural, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,6 +143,9 @@ def render_markdown(analysis: Analysis, *, source: str = "", version: str = "") 
     for cycle in d.deadlock_cycles:
         lines.append(f"- **Deadlock cycle:** ranks {', '.join(str(r) for r in cycle)}")
     lines.append(_read_line(analysis))
+    incidents = analysis.loaded.incidents if analysis.loaded is not None else ()
+    if incidents:
+        lines.append(f"- **Incidents:** {md(incidents_note(incidents).removeprefix('; '))}")
     shown = clean(source).replace("`", "'")
     tail = " · ".join(
         x

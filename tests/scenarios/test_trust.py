@@ -12,7 +12,7 @@ import pytest
 
 import analyzer
 from analyzer.load import load_dumps
-from analyzer.render import to_json
+from analyzer.render import render_markdown, render_text, to_json
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_dumps"
 
@@ -104,6 +104,8 @@ def test_restarts_under_one_folder_are_never_merged(tmp_path: Path) -> None:
         assert (d.culprit_ranks, d.kind) == expected, name
     doc = to_json(result)
     assert [i["analyzed"] for i in doc["incidents"]] == [True, False]
+    assert "these folders held 2 incidents" in render_text(result).splitlines()[0]
+    assert "**Incidents:** these folders held 2 incidents" in render_markdown(result)
     with pytest.raises(analyzer.InputError, match="no such incident"):
         analyzer.analyze(root, jobs=1, incident="attempt_9")
 
