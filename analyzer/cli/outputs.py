@@ -85,11 +85,13 @@ def _store_meta(folder: Path) -> dict[str, object] | None:
 
 
 def check_store_output(folder: Path, force: bool) -> None:
-    """``export -o FOLDER``: a new or empty folder, or a store (checked again after loading
-    by :func:`check_same_job`); anything else only with ``--force``."""
+    """``export -o FOLDER``: a new or empty folder, or a store (of the same job, checked
+    again after loading by :func:`check_same_job`; of another job only with ``--force``). A
+    folder of other files never: the store is built beside it and swapped in whole, which
+    would remove them."""
     if folder.exists() and not folder.is_dir():
         raise refuse(f"-o {folder}: is a file; give a folder for the store")
-    if folder.is_dir() and not force:
+    if folder.is_dir():
         try:
             held = next(iter(folder.iterdir()), None) is not None
         except OSError as exc:
@@ -97,7 +99,7 @@ def check_store_output(folder: Path, force: bool) -> None:
         if held and _store_meta(folder) is None:
             raise refuse(
                 f"-o {folder}: the folder holds other files and is no hangscope store; "
-                "give a new or empty folder, or --force to write into it"
+                "give a new or empty folder (a store is written whole, and would remove them)"
             )
     if folder.is_dir():
         _folder_ready(folder, "-o", folder)

@@ -133,8 +133,12 @@ def diagnose(
         headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
     judged = culprits_of(facts, findings, culprits)
     culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
-    if verdict is Verdict.HANG and all(c.confidence is Confidence.SUSPECT for c in judged):
-        verdict = Verdict.INCONCLUSIVE  # nobody singled out: the culprits are suspects
+    if (
+        verdict is Verdict.HANG
+        and all(c.confidence is Confidence.SUSPECT for c in judged)
+        and kind != FindingKind.STUCK_IN_COLLECTIVE.value
+    ):  # nobody singled out: the culprits are suspects. A collective every member is stuck
+        verdict = Verdict.INCONCLUSIVE  # in is a hang for certain, whichever member holds it
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(

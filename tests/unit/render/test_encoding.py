@@ -25,10 +25,10 @@ LOCALES = {
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two ranks of a group whose desc is not ASCII; rank 1 never enqueued seq 2."""
+    """Two ranks of a group whose desc is not ASCII; rank 1 never enqueued seq 1."""
     out = tmp_path_factory.mktemp("enc") / "job"
     out.mkdir()
-    for rank, n in ((0, 3), (1, 2)):
+    for rank, n in ((0, 3), (1, 1)):
         entries = [
             entry(s, pg=("0", DESC), record_id=s, state="completed" if s < 1 else "scheduled")
             for s in range(n)
