@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
 OUT    ?= out
 
-.PHONY: demo test test-fast browser torch bench bench-capture accuracy samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
+.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -18,6 +18,8 @@ help:
 	@echo "make fuzz   - both fuzzers below, long runs"
 	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
+	@echo "make accuracy-real - accuracy over the corpus of real recorded hangs (corpus/cases)"
+	@echo "make corpus - record more corpus cases (CORPUS_213=N CORPUS_215=M; torch in .venv-torch*)"
 	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
 	@echo "make samples- re-record the gloo sample dumps (installs torch in .venv-torch)"
@@ -30,11 +32,18 @@ $(STAMP): pyproject.toml setup.py $(wildcard analyzer/load/_fastpickle/*.c analy
 	$(BIN)/python -m compileall -q analyzer  # the bytecode a wheel's install writes (editable installs do not)
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo installs only what a user's pip install does (no dev extra), in its own venv.
+DEMO_VENV := .venv-demo
+$(DEMO_VENV)/.installed: pyproject.toml setup.py
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet .
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
 	@echo "$$ hangscope analyze $(DEMO)"
-	@$(BIN)/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
+	@$(DEMO_VENV)/bin/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
 	@mkdir -p $(OUT)
-	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
+	@$(DEMO_VENV)/bin/hangscope report $(DEMO) -o $(OUT)/report.html -q
 
 test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory lint
@@ -124,6 +133,21 @@ fuzz: fuzz-native fuzz-loader
 accuracy: $(STAMP)
 	$(BIN)/python bench/accuracy.py
 
+# Accuracy over the corpus of real recorded hangs: a table per fault class and dialect, the
+# wrong cases, and last 'real corpus: N cases (K fault classes), R right, W wrong, U unsure'.
+accuracy-real: $(STAMP)
+	$(BIN)/python bench/accuracy_real.py
+
+# Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
+# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores.
+CORPUS_213 ?= 10
+CORPUS_215 ?= 10
+corpus: torch
+	.venv-torch/bin/python -m tools.corpus.generate --out corpus/cases --count $(CORPUS_213)
+	@if [ "$(CORPUS_215)" != 0 ]; then \
+	  test -x $(TORCH215) || { echo "no torch 2.15 at $(TORCH215) (set TORCH215=...)"; exit 2; }; \
+	  $(TORCH215) -m tools.corpus.generate --out corpus/cases --count $(CORPUS_215); fi
+
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps
 
@@ -136,4 +160,4 @@ samples-hook:
 	$(TORCH215) -m tools.record_hook --out sample_dumps
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) $(OUT) .pytest_cache .hypothesis

@@ -1,7 +1,8 @@
 """The ``hangscope`` command: a thin adapter over the library. It parses arguments, calls the
 library, and turns typed errors into one-line messages and exit codes.
 
-Exit codes: 0 no problem found, 1 a hang or problem found, 2 bad usage or nothing
+Exit codes: ``analyze`` (and ``report --exit-code``) 0 no hang, 1 a hang or problem found, 5
+inconclusive; ``graph``, ``entries``, ``report``, ``export`` 0 once written; 2 bad usage or nothing
 analyzable (or, with ``--strict``, two different dumps for one rank; stores of different
 jobs; stores mixed with dumps), 3 an internal error (one line; ``hangscope --debug ...``
 prints the traceback), 4 the Dask cluster of ``--scheduler`` could not be used (unreachable

@@ -5,7 +5,6 @@ them for export, write the output)."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from analyzer.cli.process import exit_code_of
+from analyzer.cli.progress import ProgressPrinter, erase_progress
 from analyzer.errors import AnalyzerError, OutputError
 
 if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
@@ -28,17 +28,26 @@ EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_CLUSTER = 4
+#: The verdict is inconclusive: the dumps do not single anyone out.
+EXIT_INCONCLUSIVE = 5
 #: The output could not be written: stdout closed or full, ``-o`` unwritable (a full disk).
 EXIT_OUTPUT = 6
 
 
+def verdict_code(verdict: str) -> int:
+    """The exit code of a verdict: 1 hang, 5 inconclusive, 0 no hang."""
+    return {"hang": EXIT_FOUND, "inconclusive": EXIT_INCONCLUSIVE}.get(verdict, EXIT_OK)
+
+
 def fail(message: str) -> typer.Exit:
+    erase_progress()
     typer.echo(f"hangscope: error: {message}", err=True)
     return typer.Exit(code=EXIT_BAD_INPUT)
 
 
 def output_failed(message: str) -> typer.Exit:
     """Exit 6 with one line: the output could not be written."""
+    erase_progress()
     typer.echo(f"hangscope: error: {message}", err=True)
     return typer.Exit(code=EXIT_OUTPUT)
 
@@ -114,6 +123,7 @@ def analyze_inputs(
     quiet: bool,
     strict: bool = False,
     scheduler: str | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     from analyzer.load import is_store, start_loading
 
@@ -138,6 +148,7 @@ def analyze_inputs(
                 progress=ProgressPrinter(not quiet),
                 scheduler=address,
                 loading=loading,
+                incident=incident,
             )
         except BaseException:  # an error or a signal: the parsers are ended, not waited for
             if loading is not None:
@@ -230,6 +241,7 @@ def write(text: str, output: Path | None) -> None:
     the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
     character is written as a backslash escape instead of failing. Output that cannot be
     written (stdout closed or full, a full disk) is exit 6 with one line."""
+    erase_progress()  # the output is the first line on the screen
     if output is None:
         try:
             try:
@@ -263,41 +275,14 @@ def _stdout_failed(exc: BaseException) -> typer.Exit:
     return output_failed(f"stdout: cannot write ({getattr(exc, 'strerror', None) or exc})")
 
 
-class ProgressPrinter:
-    """Progress on stderr for long loads; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int, entries: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done != total and now - self.last < 0.25:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if elapsed < 1.0 and done != total:
-            return
-        sys.stderr.write(
-            f"\rreading dumps: {done}/{total} files, {entries:,} entries, "
-            f"{entries / elapsed:,.0f} entries/s"
-        )
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_CLUSTER",
     "EXIT_FOUND",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_OUTPUT",
-    "ProgressPrinter",
     "analyze_inputs",
     "escaped",
     "export_tables",
@@ -305,6 +290,7 @@ __all__ = [
     "inputs_check",
     "output_failed",
     "say",
+    "verdict_code",
     "warn",
     "write",
 ]

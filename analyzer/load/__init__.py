@@ -13,6 +13,7 @@ from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_dump_n
 from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
+from analyzer.load.incidents import Incident
 from analyzer.load.loader import (
     Ignored,
     Loaded,
@@ -33,12 +34,14 @@ from analyzer.load.parsed_dump import (
     ParsedDump,
 )
 from analyzer.load.pool import ParseNote
+from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
 
 __all__ = [
     "BOOL_FIELDS",
     "COLUMN_FIELDS",
     "FLOAT_FIELDS",
     "INT_FIELDS",
+    "LABEL_PREFIX",
     "MAX_BESIDE",
     "STORE_MARKER",
     "STRING_FIELDS",
@@ -47,6 +50,7 @@ __all__ = [
     "Contexts",
     "Duplicate",
     "Ignored",
+    "Incident",
     "Loaded",
     "Loading",
     "ParseNote",
@@ -55,10 +59,12 @@ __all__ = [
     "RankFile",
     "SameMembers",
     "Skipped",
+    "TorchCommsRead",
     "alive_without_dump",
     "backends_of",
     "clear_memos",
     "column_bytes",
+    "comm_key",
     "default_jobs",
     "drop_column",
     "find_contexts",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, cast
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.load.debug_server import is_torchcomms_page, page_member, page_ranks
 from analyzer.load.filetype import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
 from analyzer.load.streams import (
     Capped,
@@ -91,6 +92,9 @@ def _one(
             return
         budget.left -= len(data)
         yield Payload(label, name, kind, data, fingerprint_of(data) if fingerprint else "")
+        return
+    if kind == "debug-page":
+        yield Refusal(label, name, "a debug-server page inside an archive (not read)", foreign=True)
         return
     if depth >= 3:
         yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
@@ -258,6 +262,29 @@ def _zip(
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
 
 
+def _page(
+    path: str, name: str, data: bytes, size: int, fingerprint: bool, config: AnalysisConfig
+) -> Iterator[Payload | Refusal]:
+    """One JSON payload per rank section of a saved debug-server page, within the archive
+    caps (a page is read whole, its sections are members)."""
+    cap = config.max_archive_bytes
+    if size > cap:
+        yield Refusal(path, name, _too_large(size, cap), foreign=False)
+        return
+    text = data[: cap + 1].decode("utf-8", "replace")
+    got, comms, limit = 0, is_torchcomms_page(text), config.max_dump_bytes
+    for rank, body in page_ranks(text, config.max_archive_members):
+        got += 1
+        member = page_member(path, rank, comms)
+        if len(body) > limit:
+            yield Refusal(member, name, _too_large(len(body), limit), False)
+            continue
+        fp = fingerprint_of(body) if fingerprint else ""
+        yield Payload(member, member.rsplit(":", 1)[1], "json", body, fp)
+    if not got:
+        yield Refusal(path, name, "a debug-server page without a rank's JSON", foreign=True)
+
+
 def payloads(
     path: str,
     *,
@@ -300,6 +327,12 @@ def payloads(
                 return
             if kind in FOREIGN_WHAT:
                 yield Refusal(path, name, FOREIGN_WHAT[kind], foreign=True)
+                return
+            if kind == "debug-page":
+                fits = st.st_size <= config.max_archive_bytes
+                yield from _page(
+                    path, name, raw.readall() if fits else b"", st.st_size, fingerprint, config
+                )
                 return
             f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
             try:

@@ -1,0 +1,142 @@
+"""Accuracy on the corpus of real recorded hangs (corpus/cases, written by tools/corpus).
+
+Every case is analyzed and its answer held against its truth (``tools/corpus/check.py`` says
+what right, wrong and unsure mean). Prints a table per fault class and dialect
+(right/wrong/unsure), every wrong case with what the analysis said, the wrong cases grouped
+by what went wrong, and as its last line:
+
+    real corpus: N cases (K fault classes), R right, W wrong, U unsure
+
+    python bench/accuracy_real.py                      # every case
+    python bench/accuracy_real.py --sample 1           # one case per fault class and dialect
+    python bench/accuracy_real.py --write-baseline     # pin the results in corpus/BASELINE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.corpus.check import (  # noqa: E402
+    Outcome,
+    case_paths,
+    check_case,
+    dumps,
+    read_case,
+    to_record,
+)
+from tools.corpus.spec import DIALECTS, FAULTS  # noqa: E402
+
+CASES = ROOT / "corpus" / "cases"
+BASELINE = ROOT / "corpus" / "BASELINE.json"
+ALL_DIALECTS = (*DIALECTS, "nccl-lazy+states")
+
+
+def stratified(paths: list[Path], per_cell: int) -> list[Path]:
+    """The first ``per_cell`` cases (by name) of every fault class and dialect."""
+    seen: Counter[tuple[str, str]] = Counter()
+    picked = []
+    for path in paths:
+        truth, _ = read_case(path)
+        cell = (truth.get("fault", "?"), truth.get("recorded", {}).get("dialect", "?"))
+        if seen[cell] < per_cell:
+            seen[cell] += 1
+            picked.append(path)
+    return picked
+
+
+def last_line(outcomes: list[Outcome]) -> str:
+    n = len(outcomes)
+    k = len({o.fault for o in outcomes})
+    c = Counter(o.result for o in outcomes)
+    return (
+        f"real corpus: {n} cases ({k} fault classes), "
+        f"{c['right']} right, {c['wrong']} wrong, {c['unsure']} unsure"
+    )
+
+
+def table(outcomes: list[Outcome]) -> list[str]:
+    """right/wrong/unsure per fault class (rows) and dialect (columns)."""
+    cells: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for o in outcomes:
+        cells[(o.fault, o.dialect)][o.result] += 1
+        cells[(o.fault, "all")][o.result] += 1
+        cells[("all", o.dialect)][o.result] += 1
+        cells[("all", "all")][o.result] += 1
+    dialects = [d for d in ALL_DIALECTS if any(o.dialect == d for o in outcomes)]
+    dialects += sorted({o.dialect for o in outcomes} - set(dialects)) + ["all"]
+    faults = [f for f in FAULTS if any(o.fault == f for o in outcomes)]
+    faults += sorted({o.fault for o in outcomes} - set(faults)) + ["all"]
+    width = max(9, *(len(d) for d in dialects))
+    lines = [
+        "right/wrong/unsure per fault class and dialect",
+        f"{'fault':<22}" + "".join(f"{d:>{width + 1}}" for d in dialects),
+    ]
+    for f in faults:
+        row = f"{f:<22}"
+        for d in dialects:
+            c = cells.get((f, d))
+            cell = f"{c['right']}/{c['wrong']}/{c['unsure']}" if c else "-"
+            row += f"{cell:>{width + 1}}"
+        lines.append(row)
+    return lines
+
+
+def wrong_lines(outcomes: list[Outcome]) -> list[str]:
+    wrong = [o for o in outcomes if o.result == "wrong"]
+    lines = [f"wrong cases ({len(wrong)}):"]
+    for o in wrong:
+        said = ", ".join(f"{r}:{c}" for r, c in o.said.culprits) or "none"
+        lines.append(
+            f"  {o.case}: {o.why}; truth {o.truth.get('culprits')} "
+            f"{'/'.join(o.truth.get('kinds', []))}; said {o.said.verdict} {o.said.kind} "
+            f"culprits [{said}]: {o.said.headline[:160]}"
+        )
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in wrong:
+        groups[f"{o.why} on {o.fault}"].append(o)
+    lines.append(f"wrong cases by what went wrong ({len(groups)} groups):")
+    for key, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        dialects = ",".join(sorted({o.dialect for o in members}))
+        lines.append(f"  {len(members):>3}  {key} [{dialects}] e.g. {members[0].case}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=Path, default=CASES)
+    ap.add_argument("--sample", type=int, metavar="N", help="N cases per fault class x dialect")
+    ap.add_argument("--json", type=Path, help="also write every outcome as JSON here")
+    ap.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
+    args = ap.parse_args(argv)
+    paths = case_paths(args.cases)
+    if args.sample:
+        paths = stratified(paths, args.sample)
+    if not paths:
+        print(f"no cases in {args.cases} (make corpus writes them)", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    outcomes = [check_case(p) for p in paths]
+    took = time.monotonic() - started
+    records = [to_record(o) for o in outcomes]
+    if args.json:
+        args.json.write_text(dumps(records))
+    if args.write_baseline:
+        base = {r["case"]: r["result"] for r in records}
+        BASELINE.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
+    for line in table(outcomes) + wrong_lines(outcomes):
+        print(line)
+    print(f"analyzed in {took:.1f} s")
+    print(last_line(outcomes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Accuracy on the corpus of real recorded hangs, on a stratified subset (``make test``).
+
+One case per fault class and dialect runs through ``bench/accuracy_real.py`` (the full run is
+``make accuracy-real``). The analyzer is not yet right on every case, so the test does not ask
+for zero wrong answers: ``corpus/BASELINE.json`` pins each case's result as last measured, and
+the test fails when a case that was right is no longer right. A case that becomes right is
+progress: rewrite the baseline (``python bench/accuracy_real.py --write-baseline``) so that it
+stays right.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINE = ROOT / "corpus" / "BASELINE.json"
+LAST_LINE = re.compile(
+    r"^real corpus: (\d+) cases \((\d+) fault classes\), (\d+) right, (\d+) wrong, (\d+) unsure$"
+)
+
+
+def test_no_case_that_was_right_turns_wrong(tmp_path: Path) -> None:
+    out = tmp_path / "outcomes.json"
+    proc = subprocess.run(
+        [sys.executable, "bench/accuracy_real.py", "--sample", "1", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    m = LAST_LINE.match(lines[-1])
+    assert m, lines[-1]
+    records = json.loads(out.read_text())
+    n, k, right, wrong, unsure = (int(g) for g in m.groups())
+    assert n == len(records) == right + wrong + unsure
+    assert k == len({r["fault"] for r in records}) >= 12
+    assert {r["dialect"] for r in records} >= {"gloo@2.13", "gloo@2.15", "nccl2", "nccl2+states"}
+    for r in records:  # every wrong case is printed with what the analysis said
+        if r["result"] == "wrong":
+            assert any(line.startswith(f"  {r['case']}: ") for line in lines), r["case"]
+    baseline = json.loads(BASELINE.read_text())
+    regressed = [
+        f"{r['case']}: {r['why']} (said {r['said']['verdict']} {r['said']['kind']} "
+        f"{r['said']['culprits']}, truth {r['truth']['culprits']})"
+        for r in records
+        if baseline.get(r["case"]) == "right" and r["result"] != "right"
+    ]
+    assert not regressed, "cases that were right and are not any more:\n" + "\n".join(regressed)

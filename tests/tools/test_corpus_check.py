@@ -1,0 +1,140 @@
+"""The corpus's generator draws what it says, and its checker scores answers as documented."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tools.corpus.check import Said, case_paths, classify, read_case, read_said
+from tools.corpus.spec import FAULTS, CaseSpec, draw
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+
+STALL = {"hang": True, "culprits": [1], "kinds": ["not_joined"]}
+TWO = {"hang": True, "culprits": [1, 3], "kinds": ["not_joined", "missing_dump"]}
+HEALTHY = {"hang": False, "culprits": [], "kinds": ["no_hang"]}
+
+
+def said(
+    verdict: str, kind: str, *culprits: tuple[int, str], suspects: tuple[int, ...] = ()
+) -> Said:
+    return Said(verdict, kind, tuple(culprits), suspects)
+
+
+@pytest.mark.parametrize(
+    ("truth", "answer", "result", "why"),
+    [
+        (STALL, said("hang", "not_joined", (1, "certain")), "right", ""),
+        (STALL, said("hang", "missing_dump", (1, "certain")), "wrong", "right culprit, wrong kind"),
+        (STALL, said("hang", "not_joined", (2, "certain")), "wrong", "confident wrong culprit"),
+        (STALL, said("hang", "not_joined", (1, "likely"), (2, "certain")), "wrong", "confident"),
+        (STALL, said("no_hang", "no_hang"), "wrong", "missed hang"),
+        (STALL, said("inconclusive", "inconclusive"), "unsure", ""),
+        (STALL, said("inconclusive", "inconclusive", suspects=(0, 1)), "unsure", ""),
+        (STALL, said("inconclusive", "inconclusive", suspects=(0, 2)), "wrong", "not among"),
+        (STALL, said("hang", "not_joined", (1, "suspect"), (2, "suspect")), "unsure", ""),
+        (STALL, said("hang", "not_joined", (2, "suspect")), "wrong", "not among"),
+        (STALL, said("error", "SchemaError"), "wrong", "the analysis failed"),
+        (TWO, said("hang", "missing_dump", (1, "certain"), (3, "likely")), "right", ""),
+        (TWO, said("hang", "not_joined", (1, "certain")), "wrong", "missed a culprit"),
+        (TWO, said("hang", "not_joined", (1, "certain"), (3, "suspect")), "unsure", ""),
+        (HEALTHY, said("no_hang", "no_hang"), "right", ""),
+        (HEALTHY, said("inconclusive", "inconclusive"), "unsure", ""),
+        (HEALTHY, said("hang", "not_joined", (0, "certain")), "wrong", "false alarm"),
+    ],
+)
+def test_classify(truth: dict, answer: Said, result: str, why: str) -> None:
+    got, reason = classify(truth, answer)
+    assert got == result and why in reason
+
+
+def test_reads_the_old_schema_every_culprit_confident() -> None:
+    doc = json.loads((GOLDEN / "stall_w4.json").read_text())
+    s = read_said(doc)
+    assert s.verdict == "hang" and s.kind == "not_joined"
+    assert s.culprits == ((1, "certain"),) and s.suspects == ()
+
+
+def test_reads_the_new_schema_with_confidence_and_suspects() -> None:
+    doc = {
+        "schema": "hangscope.diagnosis/1.1",
+        "verdict": "hang",
+        "kind": "missing_dump",
+        "culprit_ranks": [2, 5],
+        "culprits": [
+            {"rank": 2, "confidence": "certain", "because": "its peers wait on it"},
+            {"rank": 5, "confidence": "suspect", "because": "no dump"},
+        ],
+        "suspects": [5, {"rank": 6}],
+        "suspect_ranks": [7],  # dumps with dropped values, not suspects
+    }
+    s = read_said(doc)
+    assert s.culprits == ((2, "certain"), (5, "suspect"))
+    assert s.suspects == (5, 6)
+
+
+def test_suspect_ranks_of_the_old_schema_are_not_suspects() -> None:
+    s = read_said({"verdict": "inconclusive", "kind": "inconclusive", "suspect_ranks": [3]})
+    assert s.suspects == () and s.culprits == ()
+
+
+def test_draw_is_a_function_of_the_seed_and_round_trips() -> None:
+    for torch in ("2.13", "2.15"):
+        a, b = draw(17, torch), draw(17, torch)
+        assert a == b
+        assert CaseSpec.from_json(json.loads(json.dumps(a.to_json()))) == a
+        assert a.world == a.tp * a.pp * a.dp and 4 <= a.world <= 16
+
+
+def test_every_fault_class_and_recorder_is_drawn() -> None:
+    specs = [draw(seed, torch) for seed in range(300) for torch in ("2.13", "2.15")]
+    assert {s.fault.kind for s in specs} == set(FAULTS)
+    assert {s.recorder for s in specs} == {"gloo", "nccl2", "nccl-lazy"}
+    assert {s.recorder for s in specs if s.torch == "2.13"} == {"gloo"}
+    assert {s.policy for s in specs} == {"all", "timed_out"}
+    for s in specs:
+        assert s.fault.step < s.steps and s.fault.index < len(s.step_ops)
+        if s.fault.kind in ("healthy", "slow_rank", "stuck_in_collective"):
+            assert s.policy == "all"  # nothing times out / the frozen rank dumps as it freezes
+        if s.fault.kind == "p2p_deadlock":
+            a, b = s.fault.ranks
+            assert s.pp > 1 and b - a == s.tp  # neighbouring stages
+
+
+def test_read_case_writes_only_inside_its_folder(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        for name, data in [
+            ("case/nccl_trace_rank_0", b"x"),
+            ("../../escape", b"y"),
+            ("case/TRUTH.json", json.dumps({"case": "case", "hang": False}).encode()),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path = tmp_path / "case.tar.xz"
+    path.write_bytes(buf.getvalue())
+    truth, folder = read_case(path, tmp_path / "out")
+    assert truth == {"case": "case", "hang": False}
+    assert folder is not None
+    assert sorted(p.name for p in folder.iterdir()) == ["escape", "nccl_trace_rank_0"]
+    assert not (tmp_path / "escape").exists()
+
+
+def test_every_committed_case_has_a_complete_truth() -> None:
+    paths = case_paths(ROOT / "corpus" / "cases")
+    assert paths, "corpus/cases holds the recorded cases"
+    for path in paths:
+        truth, _ = read_case(path)
+        assert truth["case"] == path.name.removesuffix(".tar.xz")
+        assert truth["fault"] in FAULTS
+        assert set(truth["culprits"]) <= set(range(truth["world"]))
+        assert truth["hang"] == (truth["fault"] not in ("healthy", "slow_rank"))
+        assert truth["kinds"] and truth["dumped_ranks"]
+        rec = truth["recorded"]
+        assert rec["torch"].startswith(("2.13", "2.15")) and rec["policy"] in ("all", "timed_out")

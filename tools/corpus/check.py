@@ -1,0 +1,206 @@
+"""Score the analyzer on the corpus: every case analyzed, its answer held against its truth.
+
+An answer is **right** when it says the truth's verdict and, for a hang, names exactly the
+injected ranks with a kind the truth allows; **unsure** when it says it is unsure (verdict
+``inconclusive``, or a culprit whose ``confidence`` is ``suspect``) and the injected ranks are
+among the ranks it names (or it names none); **wrong** otherwise: a confident wrong culprit,
+a missed culprit, a missed hang (``no_hang`` on a hang), a false alarm (a hang on a healthy
+run), a wrong kind, an unsure answer whose suspects leave the truth out, or an analysis that
+failed.
+
+Both forms of the diagnosis JSON are read: ``hangscope.diagnosis/1`` (``culprit_ranks``, every
+culprit confident) and ``hangscope.diagnosis/1.1`` (``culprits: [{rank, confidence,
+because}]``, ``suspects``). Needs the analyzer, not torch.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Outcome",
+    "Said",
+    "case_paths",
+    "check_case",
+    "classify",
+    "read_case",
+    "read_said",
+]
+
+RIGHT, WRONG, UNSURE = "right", "wrong", "unsure"
+
+
+@dataclass(frozen=True)
+class Said:
+    """What the analyzer answered, in the terms the score needs."""
+
+    verdict: str  # hang, no_hang, inconclusive, or error (the analysis failed)
+    kind: str
+    culprits: tuple[tuple[int, str], ...] = ()  # (rank, confidence)
+    suspects: tuple[int, ...] = ()
+    headline: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: str
+    fault: str
+    dialect: str
+    result: str  # right, wrong, unsure
+    why: str  # for a wrong answer: what went wrong, in a few words (the group it falls in)
+    said: Said
+    truth: dict[str, Any] = field(repr=False)
+
+
+def _rank(value: Any) -> int | None:
+    if isinstance(value, dict):
+        value = value.get("rank")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_said(doc: dict[str, Any]) -> Said:
+    """The answer in a diagnosis JSON document, old schema or new."""
+    verdict = str(doc.get("verdict", ""))
+    culprits: list[tuple[int, str]] = []
+    if isinstance(doc.get("culprits"), list):  # 1.1: [{rank, confidence, because}]
+        for c in doc["culprits"]:
+            r = _rank(c)
+            if r is not None:
+                conf = str(c.get("confidence", "certain")) if isinstance(c, dict) else "certain"
+                culprits.append((r, conf))
+    else:
+        culprits = [(r, "certain") for r in doc.get("culprit_ranks") or [] if _rank(r) is not None]
+    suspects = []
+    if isinstance(doc.get("suspects"), list):  # 1.1 only: in 1, suspect_ranks are dumps
+        suspects = [r for r in (_rank(s) for s in doc["suspects"]) if r is not None]
+    return Said(
+        verdict=verdict,
+        kind=str(doc.get("kind", "")),
+        culprits=tuple(culprits),
+        suspects=tuple(sorted(set(suspects))),
+        headline=str(doc.get("headline", "")),
+    )
+
+
+def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
+    """(right | wrong | unsure, why) for an answer against a case's truth."""
+    if said.verdict == "error":
+        return WRONG, "the analysis failed"
+    if not truth["hang"]:
+        if said.verdict == "no_hang":
+            return RIGHT, ""
+        if said.verdict == "inconclusive":
+            return UNSURE, ""
+        return WRONG, f"false alarm ({said.kind})"
+    if said.verdict == "no_hang":
+        return WRONG, "missed hang (no_hang)"
+    want = set(truth["culprits"])
+    named = {r for r, _ in said.culprits}
+    unsure = said.verdict == "inconclusive" or any(c == "suspect" for _, c in said.culprits)
+    confident = (
+        set() if said.verdict == "inconclusive" else {r for r, c in said.culprits if c != "suspect"}
+    )
+    if confident - want:
+        return WRONG, f"confident wrong culprit ({said.kind})"
+    if unsure:
+        pool = named | set(said.suspects)
+        if not pool or want <= pool:
+            return UNSURE, ""
+        return WRONG, f"unsure, the truth not among its suspects ({said.kind})"
+    if named == want:
+        if said.kind in truth["kinds"]:
+            return RIGHT, ""
+        return WRONG, f"right culprit, wrong kind ({said.kind})"
+    if named < want:
+        return WRONG, f"missed a culprit ({said.kind})"
+    return WRONG, f"wrong culprit ({said.kind})"
+
+
+def case_paths(root: Path) -> list[Path]:
+    """The corpus's cases (``*.tar.xz``), by name."""
+    return sorted(root.glob("*.tar.xz"))
+
+
+def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Path | None]:
+    """The truth of a case and, with ``into``, its files unpacked into ``into/<name>``
+    (``TRUTH.json`` left out). Only regular files, by base name: nothing escapes ``into``."""
+    truth: dict[str, Any] = {}
+    folder = into / path.name.removesuffix(".tar.xz") if into is not None else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "r:xz") as tar:
+        for member in tar.getmembers():
+            if not member.isfile():
+                continue
+            base = Path(member.name).name
+            fileobj = tar.extractfile(member)
+            data = fileobj.read() if fileobj is not None else b""
+            if base == "TRUTH.json":
+                truth = json.loads(data)
+            elif folder is not None and base not in ("", ".", ".."):
+                (folder / base).write_bytes(data)
+    return truth, folder
+
+
+def _analyze(folder: Path) -> dict[str, Any]:
+    import analyzer
+    from analyzer.render import to_json
+
+    try:
+        return to_json(analyzer.analyze(folder, jobs=1))
+    except Exception as exc:  # noqa: BLE001 - a failed analysis is a wrong answer, not a crash
+        return {"verdict": "error", "kind": type(exc).__name__, "headline": str(exc)[:200]}
+
+
+def check_case(path: Path, work: Path | None = None) -> Outcome:
+    """Analyze one case and score the answer."""
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        truth, folder = read_case(path, Path(tmp))
+        assert folder is not None
+        said = read_said(_analyze(folder))
+    result, why = classify(truth, said)
+    return Outcome(
+        case=truth.get("case", path.name),
+        fault=truth.get("fault", "?"),
+        dialect=truth.get("recorded", {}).get("dialect", "?"),
+        result=result,
+        why=why,
+        said=said,
+        truth=truth,
+    )
+
+
+def check_all(paths: Iterable[Path]) -> Iterator[Outcome]:
+    for path in paths:
+        yield check_case(path)
+
+
+def to_record(o: Outcome) -> dict[str, Any]:
+    """An outcome as one JSON object (for ``--json`` and the baseline)."""
+    return {
+        "case": o.case,
+        "fault": o.fault,
+        "dialect": o.dialect,
+        "result": o.result,
+        "why": o.why,
+        "said": {
+            "verdict": o.said.verdict,
+            "kind": o.said.kind,
+            "culprits": [list(c) for c in o.said.culprits],
+            "suspects": list(o.said.suspects),
+        },
+        "truth": {"culprits": o.truth.get("culprits"), "kinds": o.truth.get("kinds")},
+    }
+
+
+def dumps(records: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    json.dump(records, buf, indent=1)
+    return buf.getvalue() + "\n"

@@ -1,0 +1,288 @@
+"""Generate corpus cases: real torch jobs on loopback, one random case per seed.
+
+    python -m tools.corpus.generate --out corpus/cases --count 50        # next 50 seeds
+    python -m tools.corpus.generate --out corpus/cases --seeds 7 12       # those seeds
+
+Run it with the Python of the torch to record (torch 2.13 draws gloo cases; torch 2.15 draws
+gloo, nccl2 and nccl-lazy cases through :mod:`tools.hook_backend`). Each kept case becomes
+``<out>/<name>.tar.xz``: a folder with the dumps (frame paths scrubbed as the samples' are,
+and, where drawn, other files beside them) and ``TRUTH.json``. A recorder-hook run gives two
+cases: as recorded, and with nccl2's completion states laid over (``_states``). A run whose
+fault did not fire as designed is discarded (its seed is skipped) and said so on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import pickle
+import random
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tools import launcher
+from tools import record_gloo as rg
+from tools.corpus.spec import CaseSpec, draw
+from tools.corpus.truth import expected, judge, read_logs
+
+RUN_DEADLINE_S = 75.0
+NO_HANG_GIVE_UP_S = 45.0
+GENERATOR = "tools/corpus 1"
+
+
+def _files(out_dir: Path) -> dict[int, list[Path]]:
+    ranks: dict[int, list[Path]] = {}
+    for p in sorted(out_dir.iterdir()):
+        m = re.search(r"rank_(\d+)(\.json)?$", p.name)
+        if m:
+            ranks.setdefault(int(m.group(1)), []).append(p)
+    return ranks
+
+
+def _wait(spec: CaseSpec, workers: list[launcher.Worker], side: Any, out_dir: Path) -> set[int]:
+    """Wait until the dumps are in (per policy) or the run is hopeless; return the ranks
+    whose process died on its own (crashed or aborted) before the end."""
+    started = time.monotonic()
+    slack = 3.0 * spec.world  # starting torch in every rank shares the machine's cores
+    t_err: float | None = None
+    healthy = spec.fault.kind in ("healthy", "slow_rank")
+    while time.monotonic() - started < RUN_DEADLINE_S + slack:
+        time.sleep(0.1)
+        alive = {w.rank for w in workers if w.running()}
+        dumped = set(_files(out_dir))
+        if not alive:
+            break
+        if healthy:
+            if len(dumped) == spec.world:
+                time.sleep(0.3)
+                break
+            continue
+        if t_err is None and side.add("errors", 0) > 0:
+            t_err = time.monotonic()
+        if t_err is None:
+            if time.monotonic() - started > NO_HANG_GIVE_UP_S + slack:
+                break
+            continue
+        since = time.monotonic() - t_err
+        # A rank's first dump takes seconds (the stack symbolizer starts): wait for them.
+        if spec.policy == "all" and (alive <= dumped or since > 25.0):
+            time.sleep(0.3)
+            break
+        failed = side.add("errors", 0)
+        settled = since > spec.timeout_s + 1.5 and len(dumped) >= failed
+        if spec.policy == "timed_out" and (settled or since > spec.timeout_s + 25.0):
+            break
+    died = {w.rank for w in workers if not w.running()}
+    launcher.end(workers)
+    launcher.remove_partial(out_dir)
+    return died
+
+
+def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
+    """Run the case once in ``work``; (truth, "") or (None, why it was discarded)."""
+    out_dir, side_dir, log_dir = work / "out", work / "side", work / "logs"
+    launcher.fresh_dirs(out_dir, side_dir, log_dir)
+    job_store = launcher.free_store(spec.world)
+    side_store = launcher.free_store(spec.world)
+    cfgs = [
+        {
+            "spec": spec.to_json(),
+            "rank": r,
+            "out_dir": str(out_dir),
+            "side_dir": str(side_dir),
+            "job_port": job_store.port,
+            "side_port": side_store.port,
+        }
+        for r in range(spec.world)
+    ]
+    started = time.monotonic()
+    env = launcher.worker_env(spec.buffer_size)
+    env["TORCH_DISABLE_ADDR2LINE"] = "1"  # C++ frames are not in the dumps; addr2line takes s
+    workers = launcher.spawn("tools.corpus.worker", cfgs, log_dir, env)
+    died = _wait(spec, workers, side_store, out_dir)
+    elapsed = time.monotonic() - started
+    logs = read_logs(log_dir, spec.world)
+    dumped = set(_files(out_dir))
+    why = judge(spec, logs, died, dumped)
+    if why:
+        return None, why
+    truth = expected(spec, dumped, died)
+    aborted = sorted(died - set(spec.fault.ranks))
+    truth.update(
+        {
+            "world": spec.world,
+            "dumped_ranks": sorted(dumped),
+            "aborted_ranks": aborted,
+            "first_error_rank": min(
+                ((t, r) for r, log in logs.items() for t, _ in log.errors), default=(0, None)
+            )[1],
+            "elapsed_s": round(elapsed, 1),
+        }
+    )
+    return truth, ""
+
+
+def _junk(folder: Path, seed: int) -> list[str]:
+    """Files people find beside dumps: a job log, a core file, a note."""
+    rng = random.Random(seed)
+    (folder / "train.log").write_text(
+        "".join(f"step {i} loss {rng.random():.4f}\n" for i in range(20))
+        + "watchdog: collective operation timed out\n"
+    )
+    (folder / f"core.{rng.randint(1000, 9999)}").write_bytes(rng.randbytes(2048))
+    (folder / "NOTES.txt").write_text("dumps copied from the nodes after the job hung\n")
+    return sorted(p.name for p in folder.iterdir() if not re.search(r"rank_\d+", p.name))
+
+
+def _pack(dest: Path, name: str, folder: Path, truth: dict[str, Any]) -> Path:
+    """``dest/name.tar.xz`` holding ``name/`` (the files) and ``name/TRUTH.json``,
+    byte-for-byte reproducible from the same files."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        members = [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
+        members.append(("TRUTH.json", (json.dumps(truth, indent=1) + "\n").encode()))
+        for fname, data in members:
+            info = tarfile.TarInfo(f"{name}/{fname}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    path = dest / f"{name}.tar.xz"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    return path
+
+
+def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, Any]:
+    import torch
+
+    f = spec.fault
+    return {
+        "case": "",
+        "generator": GENERATOR,
+        "seed": spec.seed,
+        "fault": f.kind,
+        **truth,
+        "injected": {
+            "ranks": list(f.ranks),
+            "step": f.step,
+            "op_index": f.index,
+            "op": spec.step_ops[f.index].kind if f.ranks else "",
+            "variant": f.variant,
+        },
+        "recorded": {
+            "torch": torch.__version__,
+            "backend": spec.recorder,
+            "dialect": dialect,
+            "format": spec.fmt,
+            "policy": spec.policy,
+            "buffer_size": spec.buffer_size,
+            "junk_beside": spec.junk,
+        },
+        "topology": {"tp": spec.tp, "pp": spec.pp, "dp": spec.dp, "hsdp": spec.hsdp},
+        "local_sync": spec.local_sync,
+        "steps": spec.steps,
+        "step_ops": [o.kind for o in spec.step_ops],
+    }
+
+
+def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[Path]:
+    """Scrub the dumps, lay the states over (hook), add junk, pack the case(s)."""
+    from tools.hook_backend import overlay_states
+
+    out_dir = work / "out"
+    for files in _files(out_dir).values():
+        for p in files:
+            rg.scrub_dump(p)
+            rg.load_dump(p)  # loads with the no-globals unpickler
+    variants = [("", out_dir, "gloo@" + spec.torch if spec.recorder == "gloo" else spec.recorder)]
+    if spec.recorder != "gloo":
+        states = work / "states"
+        launcher.fresh_dirs(states)
+        for files in _files(out_dir).values():
+            for p in files:
+                ops = json.loads((work / "side" / f"{p.name}.ops.json").read_text())
+                obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
+                (states / p.name).write_bytes(pickle.dumps(obj, protocol=2))
+        variants.append(("_states", states, spec.recorder + "+states"))
+    paths = []
+    for suffix, folder, dialect in variants:
+        name = spec.name + suffix
+        doc = _describe(spec, truth, dialect)
+        doc["case"] = name
+        if spec.junk:
+            doc["recorded"]["junk_files"] = _junk(folder, spec.seed)
+        paths.append(_pack(dest, name, folder, doc))
+    return paths
+
+
+def _next_seed(dest: Path, torch_short: str) -> int:
+    seeds = [
+        int(m.group(1))
+        for p in dest.glob(f"*_t{torch_short.replace('.', '')}_s*.tar.xz")
+        if (m := re.search(r"_s(\d+)(_states)?\.tar\.xz$", p.name))
+    ]
+    return max(seeds, default=-1) + 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("corpus/cases"))
+    ap.add_argument("--count", type=int, default=10, help="cases to keep (default 10)")
+    ap.add_argument("--seeds", type=int, nargs="*", help="exactly these seeds")
+    ap.add_argument("--attempts", type=int, default=2, help="runs per seed before discarding")
+    ap.add_argument("--work", type=Path, help="run here and keep the last run's logs")
+    ap.add_argument("--discards", type=Path, help="keep the logs of discarded runs here")
+    args = ap.parse_args(argv)
+    short = ".".join(torch.__version__.split(".")[:2])
+    args.out.mkdir(parents=True, exist_ok=True)
+    seeds = iter(args.seeds) if args.seeds else _count_from(_next_seed(args.out, short))
+    kept = discarded = 0
+    work = args.work or Path(tempfile.mkdtemp(prefix="hangscope-corpus-"))
+    try:
+        while kept < (len(args.seeds) if args.seeds else args.count):
+            seed = next(seeds, None)
+            if seed is None:
+                break
+            spec = draw(seed, short)
+            for attempt in range(1, args.attempts + 1):
+                t0 = time.monotonic()
+                truth, why = run(spec, work)
+                took = time.monotonic() - t0
+                if truth is not None:
+                    paths = keep(spec, truth, work, args.out)
+                    kept += 1
+                    print(f"kept {' '.join(p.name for p in paths)} ({took:.1f} s)", flush=True)
+                    break
+                if args.discards:
+                    shutil.copytree(work / "logs", args.discards / f"{spec.name}_{attempt}")
+                print(
+                    f"seed {seed} {spec.name} attempt {attempt}: {why} ({took:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            else:
+                discarded += 1
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"kept {kept}, discarded {discarded}", flush=True)
+    return 0
+
+
+def _count_from(n: int) -> Any:
+    while True:
+        yield n
+        n += 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

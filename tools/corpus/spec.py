@@ -1,0 +1,273 @@
+"""What one corpus case is made of, drawn at random from its seed (no torch needed).
+
+A case composes a topology (tensor, pipeline and data parallel degrees, expert groups over
+the data-parallel ranks, HSDP shard x replicate), a workload (the ops of one training step,
+repeated), one fault (or none), how the files come out (which ranks dump, pickle or JSON,
+ring-buffer size, other files beside them) and a recorder (torch's gloo recorder, or torch
+2.15's recorder hook under the names nccl2 and nccl-lazy). Everything is plain data, so the
+same seed always draws the same case and a case travels to the workers as JSON.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "DIALECTS",
+    "FAULTS",
+    "HANG_FAULTS",
+    "CaseSpec",
+    "Fault",
+    "Op",
+    "draw",
+]
+
+#: Every fault class the generator injects, in the order of the tables.
+FAULTS = (
+    "stall_compute",
+    "stall_lock",
+    "stall_dataloader",
+    "crash_exit",
+    "crash_sigkill",
+    "op_desync",
+    "size_desync",
+    "dtype_desync",
+    "group_order_deadlock",
+    "p2p_deadlock",
+    "stuck_in_collective",
+    "two_faults",
+    "slow_rank",
+    "healthy",
+)
+#: Faults after which the job hangs (the others finish).
+HANG_FAULTS = frozenset(FAULTS) - {"slow_rank", "healthy"}
+STALLS = ("stall_compute", "stall_lock", "stall_dataloader")
+#: How a rank's entries are read: gloo's own recorder (per torch version), or the recorder
+#: hook as written (nccl2, every entry retired at issue), with nccl2's completion states laid
+#: over (nccl2+states), or with the pipeline's pair groups on nccl-lazy (nccl-lazy).
+DIALECTS = ("gloo@2.13", "gloo@2.15", "nccl2", "nccl2+states", "nccl-lazy")
+
+# Op kinds of a step; each names the group it runs on.
+COLLECTIVE_OPS = {
+    "world_all_reduce": "world",
+    "tp_all_reduce": "tp",
+    "dp_all_reduce": "dp",
+    "fsdp_all_gather": "shard",
+    "fsdp_reduce_scatter": "shard",
+    "hsdp_all_reduce": "replicate",
+    "moe_all_to_all": "ep",
+    "ckpt_broadcast_object": "world",
+    "barrier": "world",
+    "coalesced_all_reduce": "dp",
+    "late_all_reduce": "late",
+}
+P2P_OPS = {"pp_send_recv": "pp", "pp_batch_isend_irecv": "pp"}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of a step: its kind and the group kind it runs on."""
+
+    kind: str
+    group: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What goes wrong: on which ranks, before which op (step, index in the step)."""
+
+    kind: str
+    ranks: tuple[int, ...] = ()
+    step: int = 0
+    index: int = 0
+    variant: str = ""  # how: "smaller"/"larger" sizes, "int64" dtype, "broadcast" op, ...
+    partner: int = -1  # the other end (p2p deadlock) or the swapped op's index (order)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    seed: int
+    torch: str  # "2.13" or "2.15"
+    recorder: str  # "gloo", "nccl2" or "nccl-lazy"
+    fmt: str  # "pickle" or "json"
+    policy: str  # "all" (every rank dumps) or "timed_out" (only ranks whose own op failed)
+    buffer_size: int
+    junk: bool
+    world: int
+    tp: int
+    pp: int
+    dp: int
+    hsdp: bool  # data-parallel ranks split into shard x replicate groups
+    local_sync: bool  # tensor-parallel groups made with use_local_synchronization
+    steps: int
+    step_ops: tuple[Op, ...]
+    fault: Fault
+    timeout_s: float = 3.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        topo = f"tp{self.tp}pp{self.pp}dp{self.dp}" + ("h" if self.hsdp else "")
+        rec = self.recorder.replace("-", "")
+        return f"{self.fault.kind}_{topo}_{rec}_t{self.torch.replace('.', '')}_s{self.seed:05d}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(doc: dict[str, Any]) -> CaseSpec:
+        doc = dict(doc)
+        doc["step_ops"] = tuple(Op(**o) for o in doc["step_ops"])
+        f = dict(doc["fault"])
+        f["ranks"] = tuple(f["ranks"])
+        doc["fault"] = Fault(**f)
+        return CaseSpec(**doc)
+
+
+def _topology(rng: random.Random) -> tuple[int, int, int, bool]:
+    """(tp, pp, dp, hsdp): 4 ranks mostly, 8 sometimes, 16 rarely."""
+    world = rng.choices([4, 6, 8, 16], weights=[80, 6, 12, 2])[0]
+    shapes = [
+        (tp, pp, world // (tp * pp))
+        for tp in (1, 2, 4)
+        for pp in (1, 2, 4)
+        if world % (tp * pp) == 0 and world // (tp * pp) >= 1 and tp * pp < world
+    ]
+    tp, pp, dp = rng.choice(shapes)
+    hsdp = dp >= 4 and rng.random() < 0.5
+    return tp, pp, dp, hsdp
+
+
+def _step_ops(rng: random.Random, tp: int, pp: int, dp: int, hsdp: bool, recorder: str) -> list[Op]:
+    """A training step: a random, ordered pick of the ops this topology has."""
+    pool: list[str] = ["world_all_reduce"]
+    if tp > 1:
+        pool += ["tp_all_reduce", "tp_all_reduce"]
+    if dp > 1:
+        pool += ["dp_all_reduce", "fsdp_all_gather", "fsdp_reduce_scatter", "moe_all_to_all"]
+        pool += ["coalesced_all_reduce"] if recorder == "gloo" else []
+    if hsdp:
+        pool.append("hsdp_all_reduce")
+    if pp > 1:
+        pool += ["pp_send_recv", "pp_send_recv", "pp_batch_isend_irecv"]
+    n = rng.randint(2, 5)
+    ops = [rng.choice(pool) for _ in range(n)]
+    ops.append("world_all_reduce")  # the loss: every rank meets every step
+    if rng.random() < 0.25:
+        ops.insert(rng.randrange(len(ops)), "barrier")
+    if rng.random() < 0.15:
+        ops.insert(rng.randrange(len(ops)), "ckpt_broadcast_object")
+    if rng.random() < 0.15:
+        ops.insert(rng.randrange(len(ops)), "late_all_reduce")
+    return [Op(k, COLLECTIVE_OPS.get(k) or P2P_OPS[k]) for k in ops]
+
+
+def _fault(rng: random.Random, kind: str, spec: dict[str, Any]) -> Fault | None:
+    """Place ``kind`` in the drawn job, or None when this job has no place for it."""
+    world, ops, steps = spec["world"], spec["step_ops"], spec["steps"]
+    step = rng.randint(1, steps - 1)
+    coll = [i for i, o in enumerate(ops) if o.kind in COLLECTIVE_OPS and o.kind != "barrier"]
+    if kind in ("healthy",):
+        return Fault(kind)
+    if kind == "slow_rank":
+        return Fault(kind, (rng.randrange(world),), step=1, variant=f"{rng.choice([0.2, 0.4])}")
+    if kind in STALLS or kind in ("crash_exit", "crash_sigkill", "stuck_in_collective"):
+        index = rng.randrange(len(ops))
+        if kind == "stuck_in_collective":
+            cands = [
+                i
+                for i in coll
+                if ops[i].kind in ("world_all_reduce", "tp_all_reduce", "dp_all_reduce")
+            ]
+            if not cands:
+                return None
+            index = rng.choice(cands)
+        return Fault(kind, (rng.randrange(world),), step=step, index=index)
+    if kind == "two_faults":
+        a, b = rng.sample(range(world), 2)
+        index = rng.randrange(len(ops))
+        return Fault(kind, (a, b), step=step, index=index, variant=rng.choice(["stall", "crash"]))
+    if kind in ("op_desync", "size_desync", "dtype_desync"):
+        cands = [
+            i for i in coll if ops[i].kind in ("world_all_reduce", "tp_all_reduce", "dp_all_reduce")
+        ]
+        if not cands:
+            return None
+        variant = {
+            "op_desync": rng.choice(["broadcast", "all_gather"]),
+            "size_desync": rng.choice(["smaller", "larger"]),
+            "dtype_desync": rng.choice(["int64", "float64", "int32"]),
+        }[kind]
+        return Fault(
+            kind, (rng.randrange(world),), step=step, index=rng.choice(cands), variant=variant
+        )
+    if kind == "group_order_deadlock":
+        # The rank runs a data-parallel (or duplicate world) all_reduce before the world one.
+        return Fault(
+            kind, (rng.randrange(world),), step=step, variant="dp" if spec["dp"] > 1 else "dup"
+        )
+    if kind == "p2p_deadlock":
+        if spec["pp"] < 2:
+            return None
+        a = rng.randrange(world)
+        stage_stride = spec["tp"]  # global rank = ((dp * pp) + stage) * tp + tp_index
+        stage = (a // stage_stride) % spec["pp"]
+        b = a + stage_stride if stage + 1 < spec["pp"] else a - stage_stride
+        return Fault(kind, (min(a, b), max(a, b)), step=step)
+    raise ValueError(kind)
+
+
+def _recorder(rng: random.Random, torch: str) -> tuple[str, bool]:
+    """(recorder, states laid over) for a torch version."""
+    if torch == "2.13":
+        return "gloo", False
+    return rng.choices(["gloo", "nccl2", "nccl-lazy"], weights=[35, 40, 25])[0], False
+
+
+def draw(seed: int, torch: str) -> CaseSpec:
+    """The case of ``seed`` for a torch version ("2.13" or "2.15")."""
+    rng = random.Random(f"hangscope-corpus-{torch}-{seed}")
+    recorder, _ = _recorder(rng, torch)
+    while True:
+        tp, pp, dp, hsdp = _topology(rng)
+        steps = rng.randint(3, 5)
+        ops = _step_ops(rng, tp, pp, dp, hsdp, recorder)
+        kind = rng.choice(FAULTS)
+        topo = {
+            "world": tp * pp * dp,
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "step_ops": ops,
+            "steps": steps,
+        }
+        fault = _fault(rng, kind, topo)
+        if fault is not None:
+            break
+    policy = "all"
+    if recorder != "gloo" or rng.random() < 0.3:
+        policy = rng.choice(["all", "timed_out", "timed_out"])
+    if fault.kind in ("stuck_in_collective", "healthy", "slow_rank"):
+        policy = "all"  # a frozen rank writes its buffer as it freezes; nothing times out
+    small = rng.random() < 0.2
+    return CaseSpec(
+        seed=seed,
+        torch=torch,
+        recorder=recorder,
+        fmt="json" if rng.random() < 0.2 else "pickle",
+        policy=policy,
+        buffer_size=rng.choice([12, 16, 24]) if small else 2000,
+        junk=rng.random() < 0.3,
+        world=tp * pp * dp,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        hsdp=hsdp,
+        local_sync=rng.random() < 0.3,
+        steps=steps + (3 if small else 0),
+        step_ops=tuple(ops),
+        fault=fault,
+        timeout_s={4: 3.0, 6: 4.0, 8: 5.0}.get(tp * pp * dp, 8.0),
+    )

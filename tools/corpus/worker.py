@@ -1,0 +1,196 @@
+"""One rank of a corpus case: build the groups, run the steps, inject the fault, dump.
+
+Started by :mod:`tools.corpus.generate` as ``python -m tools.corpus.worker --worker CFG``
+(through :mod:`tools.launcher`). Every line this module logs carries the rank and the
+machine's monotonic time, and the generator reads them back to check that the fault fired
+as designed: ``OP step.index kind`` before each op, ``FAULT ...`` when the fault fires,
+``ERROR ...`` when one of this rank's ops fails, ``DUMPED ...`` for each file written and
+``BODY DONE`` when the steps ended.
+
+Dumps: with the policy ``all`` every rank dumps once any rank's op failed (a polling thread
+watches the side store's trigger key, as the NCCL watchdog does); with ``timed_out`` a rank
+dumps only when one of its own ops failed (torch 2.15's nccl2). gloo's recorder writes
+``nccl_trace_rank_<r>`` (pickle) or ``rank_<r>.json``; the recorder hook writes
+``<backend>_trace_rank_<r>`` per backend it recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tools import launcher
+from tools.corpus.spec import CaseSpec
+from tools.corpus.workload import Job, run_steps
+
+STALL_S = 600.0
+
+
+def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path) -> Any:
+    """The function that writes this rank's buffer(s) once."""
+    log = launcher.logger(rank)
+    lock = threading.Lock()
+    done: list[bool] = []
+
+    def write() -> None:
+        with lock:
+            if done:
+                return
+            done.append(True)
+            if spec.recorder == "gloo":
+                from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
+
+                if spec.fmt == "json":
+                    data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+                    path = out_dir / f"rank_{rank}.json"
+                else:
+                    data = _dump_fr_trace(
+                        includeCollectives=True, includeStackTraces=True, onlyActive=False
+                    )
+                    path = out_dir / f"nccl_trace_rank_{rank}"
+                launcher.write_atomically(path, data)
+                log(f"DUMPED {path.name} {len(data)}")
+                return
+            from tools.hook_backend import LOG, dump
+
+            LOG.poll()
+            backends = ["nccl2"] + (["nccl-lazy"] if spec.recorder == "nccl-lazy" else [])
+            for backend in backends:
+                data = dump(backend)
+                path = out_dir / f"{backend}_trace_rank_{rank}"
+                launcher.write_atomically(path, data)
+                ops = json.dumps(LOG.ops.get(backend, []))
+                (side_dir / f"{path.name}.ops.json").write_text(ops)
+                log(f"DUMPED {path.name} {len(data)}")
+
+    return write
+
+
+def _stall(kind: str, log: Any) -> None:
+    """Stop making progress, in the way ``kind`` names (the main thread blocks for good)."""
+    if kind == "stall_lock":
+        lock = threading.Lock()
+        holder = threading.Thread(target=lambda: (lock.acquire(), time.sleep(STALL_S)))
+        holder.daemon = True
+        holder.start()
+        time.sleep(0.05)
+        lock.acquire()  # held by the other thread forever
+    elif kind == "stall_dataloader":
+        batches: queue.Queue[Any] = queue.Queue()
+        loader = threading.Thread(target=lambda: time.sleep(STALL_S), daemon=True)
+        loader.start()  # a loader that never produces a batch
+        batches.get()
+    else:
+        deadline = time.monotonic() + STALL_S
+        while time.monotonic() < deadline:  # "compute": sleep in slices
+            time.sleep(0.5)
+
+
+def _make_fault_hook(spec: CaseSpec, rank: int, side: Any, write: Any) -> Any:
+    """The function the workload calls before each op; it fires the fault where designed."""
+    log = launcher.logger(rank)
+    f = spec.fault
+
+    def before(step: int, index: int, kind: str) -> None:
+        if step >= f.step and f.kind == "slow_rank" and rank in f.ranks:
+            if step == f.step and index == 0:
+                log(f"FAULT slow_rank sleeping {f.variant} s before each op")
+            time.sleep(float(f.variant))
+            return
+        if (step, index) != (f.step, f.index) or rank not in f.ranks:
+            return
+        mode = f.kind
+        if f.kind == "two_faults":
+            mode = "stall_compute" if f.variant == "stall" or rank == f.ranks[0] else "crash_exit"
+        if mode.startswith("stall"):
+            log(f"FAULT {f.kind} {mode} before {step}.{index} {kind}")
+            _stall(mode, log)
+        elif mode in ("crash_exit", "crash_sigkill"):
+            log(f"FAULT {f.kind} {mode} before {step}.{index} {kind}")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if mode == "crash_sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(17)
+
+    def freeze() -> None:
+        """Write the buffer as it stands and stop the process (SIGSTOP), like a host that
+        hangs with an op in flight; the store key ``frozen_<rank>`` tells the others."""
+        log(f"FAULT stuck_in_collective freezing in {f.step}.{f.index} (its op enqueued)")
+        write()
+        side.set(f"frozen_{rank}", "1")
+        log("frozen")
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    return before, freeze
+
+
+def _worker(cfg: dict[str, Any]) -> None:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    spec = CaseSpec.from_json(cfg["spec"])
+    rank, world = cfg["rank"], spec.world
+    out_dir, side_dir = Path(cfg["out_dir"]), Path(cfg["side_dir"])
+    log = launcher.logger(rank)
+    backend = "gloo"
+    if spec.recorder != "gloo":
+        from tools.hook_backend import register
+
+        for name in ("nccl2", "nccl-lazy"):
+            register(name)
+        backend = "nccl2"
+    write = _writer(spec, rank, out_dir, side_dir)
+    job_store = launcher.store_client(cfg["job_port"], world)
+    timeout = timedelta(seconds=spec.timeout_s)
+    dist.init_process_group(backend, store=job_store, rank=rank, world_size=world, timeout=timeout)
+    side = launcher.store_client(cfg["side_port"], world)
+    log(f"STARTED torch {torch.__version__}")
+
+    if spec.policy == "all":
+
+        def poller() -> None:
+            poll_side = launcher.store_client(cfg["side_port"], world)
+            log("POLLER waiting")
+            launcher.wait_for_trigger(poll_side)
+            log("POLLER triggered")
+            write()
+
+        threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
+    before, freeze = _make_fault_hook(spec, rank, side, write)
+    job = Job(spec, rank, torch, dist, timeout, side, before, freeze, log)
+    try:
+        run_steps(job)
+        log("BODY DONE")
+        if spec.fault.kind in ("healthy", "slow_rank"):
+            launcher.finish_healthy(side, rank, world)
+    except Exception as exc:  # noqa: BLE001 - one of this rank's ops timed out or failed
+        msg = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        log(f"ERROR at {job.where}: {msg}")
+        side.add("errors", 1)
+        side.set(launcher.TRIGGER_KEY, str(rank))
+        if spec.policy == "timed_out":
+            write()
+    time.sleep(STALL_S)  # the generator ends every process once the dumps are in
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "--worker":
+        _worker(json.loads(args[1]))
+        return 0
+    print("usage: python -m tools.corpus.worker --worker CFG (started by tools.corpus.generate)")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
