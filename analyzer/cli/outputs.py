@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from analyzer.cli.exits import EXIT_OUTPUT, output_failed, write
+from analyzer.cli.exits import output_failed, write
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterable
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from analyzer.normalize import Tables
 
 __all__ = [
-    "EXIT_OUTPUT",
     "check_file_output",
     "check_same_job",
     "check_store_output",
