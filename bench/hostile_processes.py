@@ -390,6 +390,10 @@ def case_concurrent_exports(r: Runner, big: Path, tmp: Path) -> Outcome:
         )
         for j in (tmp / "job64", tmp / "job64b")
     ]
+    ended: list[int] = []  # the order the exports finished in
+    while len(ended) < len(procs):
+        ended += [i for i, p in enumerate(procs) if p.poll() is not None and i not in ended]
+        time.sleep(0.01)
     codes = [p.wait() for p in procs]
     s = time.monotonic() - start
     read = subprocess.run(
@@ -401,8 +405,12 @@ def case_concurrent_exports(r: Runner, big: Path, tmp: Path) -> Outcome:
     )
     culprits = "unreadable"
     if read.returncode in (0, 1):
-        culprits = str(json.loads(read.stdout)["diagnosis"].get("culprits"))
-    note = f"exports exited {codes}; store's culprits {culprits} (job64: [46], job64b: [0])"
+        culprits = str(json.loads(read.stdout)["culprit_ranks"])
+    last = ("job64", "job64b")[ended[-1]]
+    note = (
+        f"exports exited {codes}, {last} last; store's culprits {culprits} "
+        "(job64: [46], job64b: [0])"
+    )
     return Outcome(
         "concurrent_exports",
         "the store of an export that exited 0",

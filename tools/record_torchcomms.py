@@ -20,7 +20,9 @@ One run writes four sample folders (``--out``, default ``sample_dumps``):
 
 Usage (needs torch; run from the repository root)::
 
-    python -m tools.record_torchcomms [--out sample_dumps]
+    python -m tools.record_torchcomms [--out sample_dumps] [--suffix _t215]
+
+The ``*_t215`` folders are the same run under torch 2.15.0 (``.venv-torch215``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def _worker(cfg: dict[str, Any]) -> None:
 
     rank = cfg["rank"]
     out = Path(cfg["out"])
+    folders = cfg["folders"]
     log = launcher.logger(rank)
     side = launcher.store_client(cfg["side_port"], WORLD)
     gloo_rec, cuda_rec = FlightRecorder(), FlightRecorder(cuda_states=True)
@@ -78,7 +81,7 @@ def _worker(cfg: dict[str, Any]) -> None:
         poll = launcher.store_client(cfg["side_port"], WORLD)
         while not poll.check([HEALTH_KEY]):
             time.sleep(0.05)
-        gloo_rec.dump_file(rank, str(out / FOLDERS["health"] / PREFIX))
+        gloo_rec.dump_file(rank, str(out / folders["health"] / PREFIX))
         log("health check dump written")
         poll.add("health_dumped", 1)
 
@@ -111,9 +114,9 @@ def _worker(cfg: dict[str, Any]) -> None:
         log("finished without a timeout")
     except RuntimeError as exc:  # the tutorial's timeout handler
         log(f"timed out: {str(exc).splitlines()[0][:200]}")
-        gloo_rec.dump_file(rank, str(out / FOLDERS["tutorial"] / PREFIX))
-        (out / FOLDERS["json"] / f"{PREFIX}{rank}.json").write_text(gloo_rec.dump_json())
-        cuda_rec.dump_file(rank, str(out / FOLDERS["cuda"] / PREFIX))
+        gloo_rec.dump_file(rank, str(out / folders["tutorial"] / PREFIX))
+        (out / folders["json"] / f"{PREFIX}{rank}.json").write_text(gloo_rec.dump_json())
+        cuda_rec.dump_file(rank, str(out / folders["cuda"] / PREFIX))
         side.set(HEALTH_KEY, str(rank))
         deadline = time.monotonic() + 20
         while side.add("health_dumped", 0) < WORLD and time.monotonic() < deadline:
@@ -125,9 +128,9 @@ def _worker(cfg: dict[str, Any]) -> None:
         os._exit(0)
 
 
-def _expected(name: str, dumped: list[int], torch_version: str) -> dict[str, Any]:
-    cuda = name == FOLDERS["cuda"]
-    health = name == FOLDERS["health"]
+def _expected(key: str, name: str, dumped: list[int], torch_version: str) -> dict[str, Any]:
+    cuda = key == "cuda"
+    health = key == "health"
     return {
         "scenario": name,
         "world": WORLD,
@@ -139,7 +142,7 @@ def _expected(name: str, dumped: list[int], torch_version: str) -> dict[str, Any
             "the ops of a real gloo job (tools/record_torchcomms.py)"
         ),
         "states": "cuda_at_issue" if cuda else "as_recorded",
-        "format": "json" if name == FOLDERS["json"] else "pickle",
+        "format": "json" if key == "json" else "pickle",
         "flow": "health_check" if health else "tutorial",
         "dumped_ranks": dumped,
         "hang": True,
@@ -160,10 +163,11 @@ def _expected(name: str, dumped: list[int], torch_version: str) -> dict[str, Any
     }
 
 
-def record(out_root: Path) -> dict[str, list[int]]:
+def record(out_root: Path, suffix: str = "") -> dict[str, list[int]]:
     import torch
 
-    for folder in FOLDERS.values():
+    folders = {k: v + suffix for k, v in FOLDERS.items()}
+    for folder in folders.values():
         launcher.fresh_dirs(out_root / folder)
     job = launcher.free_store(WORLD)
     side = launcher.free_store(WORLD)
@@ -174,6 +178,7 @@ def record(out_root: Path) -> dict[str, list[int]]:
             "job_port": job.port,
             "side_port": side.port,
             "timeout_s": TIMEOUT_S,
+            "folders": folders,
         }
         for r in range(WORLD)
     ]
@@ -187,14 +192,14 @@ def record(out_root: Path) -> dict[str, list[int]]:
             w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
     launcher.end(workers)  # the stalled rank is still asleep
     dumped: dict[str, list[int]] = {}
-    for folder in FOLDERS.values():
+    for key, folder in folders.items():
         d = out_root / folder
         launcher.remove_partial(d)
         ranks = sorted(
             int(p.name.removeprefix(PREFIX).removesuffix(".json")) for p in d.glob(f"{PREFIX}*")
         )
         dumped[folder] = ranks
-        expected = _expected(folder, ranks, torch.__version__)
+        expected = _expected(key, folder, ranks, torch.__version__)
         (d / "EXPECTED.json").write_text(json.dumps(expected, indent=1) + "\n")
     return dumped
 
@@ -202,12 +207,13 @@ def record(out_root: Path) -> dict[str, list[int]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=launcher.REPO_ROOT / "sample_dumps")
+    ap.add_argument("--suffix", default="", help="appended to every folder name (_t215)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         _worker(json.loads(args.worker))
         return 0
-    print(json.dumps(record(args.out), indent=1))
+    print(json.dumps(record(args.out, args.suffix), indent=1))
     return 0
 
 

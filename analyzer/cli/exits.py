@@ -171,26 +171,49 @@ def export_tables(
     scheduler: str | None,
     output: Path,
 ) -> Exported | None:
-    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
-    ``output`` first; None for a first-format store."""
-    from analyzer.store import prepare_export, store_inputs
+    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged first in a
+    folder beside ``output`` (``made.parsed_in.parent``: the store is built there and
+    swapped in whole); None for a first-format store. ``output`` may not be an input."""
+    import shutil
+
+    from analyzer.store import begin_store, prepare_export, store_inputs
 
     _check_counts(world, jobs)
+    _refuse_output_among_inputs(paths, output)
     with _one_line_errors():
         address = inputs_check(paths, prefix, jobs, scheduler)
         if store_inputs(list(paths)) == "tables":
             return None
-        made = prepare_export(
-            list(paths),
-            prefix=prefix,
-            world_size=world,
-            jobs=jobs,
-            progress=ProgressPrinter(not quiet),
-            scheduler=address,
-            parsed_to=output,
-            check=_refuse_different_dumps if strict else None,
-        )
-    return made
+        try:
+            build = begin_store(output)
+        except OSError as exc:
+            raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        try:
+            return prepare_export(
+                list(paths),
+                prefix=prefix,
+                world_size=world,
+                jobs=jobs,
+                progress=ProgressPrinter(not quiet),
+                scheduler=address,
+                parsed_to=build,
+                check=_refuse_different_dumps if strict else None,
+            )
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+
+
+def _refuse_output_among_inputs(paths: list[str], output: Path) -> None:
+    """``export DIR -o DIR``: the store would sit among the dumps it was made of, and a
+    later analysis of the folder would read the store and not the dumps."""
+    import os
+
+    target = os.path.realpath(output)
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == target or real.startswith(target + os.sep):
+            raise fail(f"-o {output}: holds the input {p}: write the store to another folder")
 
 
 def escaped(frame: pd.DataFrame) -> pd.DataFrame:
@@ -230,8 +253,10 @@ def write(text: str, output: Path | None) -> None:
         except (OSError, ValueError) as exc:
             raise _stdout_failed(exc) from None
         return
+    from analyzer.store import write_text
+
     try:
-        output.write_text(text, encoding="utf-8")
+        write_text(output, text)  # whole or not at all: never a half-written file
     except OSError as exc:
         raise output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
 

@@ -13,6 +13,7 @@ import typer
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import export_tables as _export_tables
 from analyzer.cli.exits import fail as _fail
+from analyzer.cli.exits import output_failed as _output_failed
 from analyzer.cli.exits import say as _say
 from analyzer.cli.exits import write as _write
 from analyzer.cli.options import (
@@ -31,6 +32,7 @@ from analyzer.cli.outputs import check_file_output, check_same_job, check_store_
 from analyzer.cli.outputs import known_filter as _known
 from analyzer.cli.outputs import refuse as _refuse_output
 from analyzer.cli.outputs import write_blocks as _write_blocks
+from analyzer.cli.process import exit_code_of
 from analyzer.errors import AnalyzerError
 
 __all__ = ["demo", "entries", "export"]
@@ -137,7 +139,7 @@ def export(
         if made is not None and made.parsed_in is not None:  # take back what was staged
             shutil.rmtree(made.parsed_in, ignore_errors=True)
         raise _refuse_output(refused)
-    try:
+    try:  # built beside output and swapped in whole: a failure leaves output as it was
         if made is None:
             folder = write_store(t, output)
         else:
@@ -150,7 +152,9 @@ def export(
                 staged=made.parsed_in,
             )
     except OSError as exc:
-        raise _fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise _output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
+    except KeyboardInterrupt as exc:  # a signal while writing (write_store removed its files)
+        raise typer.Exit(code=exit_code_of(exc)) from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
     held = t.dumped_ranks

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analyzer.diagnosis.evidence import StuckEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -70,6 +71,16 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         )
     if kind is FindingKind.DEADLOCK:
         return Confidence.CERTAIN, "its own entries close a cycle of waits"
+    if (
+        kind is FindingKind.STUCK_IN_COLLECTIVE
+        and isinstance(f.evidence, StuckEvidence)
+        and f.evidence.suspect is None
+        and len(f.ranks) > 1
+    ):
+        return Confidence.SUSPECT, (
+            f"every member enqueued {_where(f)} and none completed it; no member stands out "
+            "(what holds it inside, network, GPU or host, is not in the files)"
+        )
     if kind is FindingKind.STUCK_IN_COLLECTIVE:
         return Confidence.LIKELY, (
             f"every member enqueued {_where(f)} and it is the one whose entry never completed "

@@ -52,7 +52,10 @@ _SNAPSHOT = re.compile(
 _RANK_SECTION = re.compile(
     r"<h2>Rank (\d{1,7}): [^<]{0,2000}</h2>\s*(?:<p>[^<]{0,2000}</p>\s*)?<pre>(.*?)</pre>", re.S
 )
-_STACK_HEAD = re.compile(r"^=== Rank (\d{1,7}): [^\n]{0,2000} ===$", re.M)
+_STACK_HEAD = re.compile(
+    r"^=== Rank (\d{1,7}): (?:https?://(\[[0-9a-fA-F:.]{1,64}\]|[\w.-]{1,255}))?[^\n]{0,2000} ===$",
+    re.M,
+)
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16})[^\n]*:$", re.M)
 _FRAME = re.compile(r'^\s+File "([^"\n]{0,1000})", line (\d{1,9}) in ([^\n]{0,200})$', re.M)
 #: How a section of TorchComms' page is labelled (a sign for :mod:`analyzer.load.torchcomms`).
@@ -240,8 +243,122 @@ def stacks_contexts(
             out[rank] = RankContext(
                 rank=rank,
                 path=str(pick.path),
+                host=h.group(2) or "",
                 time=pick.time,
                 reason=reason,
                 threads=threads,
             )
     return out
+
+
+#: Per table, the columns tabulate right-aligns (numbers): values end where the heading ends.
+_NUMERIC = {
+    "Groups": frozenset({"size"}),
+    "Memberships": frozenset({"global_rank"}),
+    "NCCL Calls": frozenset({"id", "collective_id", "global_rank", "traceback_id"}),
+}
+_GROUP_ID = re.compile(r"^(.*?)-?\d{12,20}$")
+_MAX_ROWS = 1 << 20
+
+
+def _rows(sections: dict[str, list[str]], table: str) -> list[dict[str, str]]:
+    """The rows of one plain tabulate table (heading first), cells by the heading's columns."""
+    lines = sections.get(table, [])
+    numeric = _NUMERIC.get(table, frozenset())
+    if not lines:
+        return []
+    head = lines[0]
+    cols = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", head)]
+    out = []
+    for line in lines[1 : _MAX_ROWS + 1]:
+        row: dict[str, str] = {}
+        for name, start, end in cols:
+            if name in numeric:
+                cell = line[:end].rsplit(None, 1)[-1] if line[end - 1 : end].strip() else ""
+            else:
+                cell = (
+                    line[start:].split("  ", 1)[0].strip()
+                    if line[start : start + 1].strip()
+                    else ""
+                )
+            row[name] = cell[:1000]
+        out.append(row)
+    return out
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """``--- Groups ---`` ... : the lines of each table of the first trace in ``text``."""
+    out: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines()[: 4 * _MAX_ROWS]:
+        m = re.match(r"^--- (\w[\w ]{0,40}) ---$", line)
+        if m:
+            if m.group(1) in out:
+                break  # a second trace (the NCCL one) follows
+            name = m.group(1)
+            out[name] = []
+        elif line.startswith("==="):
+            if out:
+                break
+        elif name and line.strip():
+            out[name].append(line)
+    return out
+
+
+def table_dumps(text: str, max_rank: int) -> dict[int, bytes]:
+    """Per rank, a JSON dump of what the tables of a ``*fr_trace_<ts>.txt`` say it enqueued:
+    one entry per row of its NCCL Calls (in each comm's order; an op no collective matched,
+    the comm's newest, is not retired), comms keyed by name and members as TorchComms'
+    reading keys them. Only who enqueued what is kept: the tables hold no dtypes, no states
+    worth reading and no order across comms."""
+    import json
+
+    sec = _sections(text)
+    members: dict[str, list[int]] = {}
+    for row in _rows(sec, "Memberships"):
+        if row.get("global_rank", "").isdigit():
+            members.setdefault(row.get("group_id", ""), []).append(int(row["global_rank"]))
+    desc = {r.get("id", ""): r.get("desc", "") for r in _rows(sec, "Groups")}
+    by_name: dict[str, list[tuple[str, list[int]]]] = {}
+    for gid, ranks in members.items():
+        m = _GROUP_ID.match(gid)
+        by_name.setdefault(m.group(1) if m else gid, []).append((gid, sorted(ranks)))
+    dumps: dict[int, dict[str, object]] = {}
+    for n, row in enumerate(_rows(sec, "NCCL Calls")):
+        rank_text, name = row.get("global_rank", ""), row.get("group_id", "")
+        if not rank_text.isdigit() or int(rank_text) >= max_rank:
+            continue
+        rank = int(rank_text)
+        group = next((g for g in by_name.get(name, []) if rank in g[1]), None)
+        if group is None:
+            continue
+        gid, ranks = group
+        backend = desc.get(gid, "")
+        d = dumps.setdefault(
+            rank, {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": []}
+        )
+        d["pg_config"][name] = {"name": name, "desc": backend, "ranks": str(ranks)}  # type: ignore[index]
+        entries: list[dict[str, object]] = d["entries"]  # type: ignore[assignment]
+        sizes = row.get("sizes", "")
+        entries.append(
+            {
+                "record_id": n,
+                "pg_id": 0,
+                "process_group": [name, backend],
+                "collective_seq_id": len(entries),
+                "p2p_seq_id": 0,
+                "op_id": len(entries),
+                "profiling_name": row.get("collective_type", ""),
+                "input_sizes": json.loads(sizes)
+                if re.fullmatch(r"[\[\]\d, ]{0,1000}", sizes)
+                else [],
+                "output_sizes": [],
+                "input_dtypes": [],
+                "output_dtypes": [],
+                "state": "scheduled",
+                "retired": bool(row.get("collective_id")),
+                "time_created_ns": 0,
+                "is_p2p": False,
+            }
+        )
+    return {r: json.dumps(d).encode() for r, d in sorted(dumps.items())}

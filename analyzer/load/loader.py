@@ -20,7 +20,6 @@ from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.errors import DumpFormatError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, spill
-from analyzer.load.debug_server import prefer_files
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
 from analyzer.load.incidents import Incident, set_aside, split_incidents
@@ -30,6 +29,7 @@ from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
 from analyzer.load.pool import parse_in_pool
+from analyzer.load.snapshot_tables import read_as_written
 from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
 from analyzer.load.unpack import Refusal, payloads
 
@@ -370,14 +370,14 @@ def _loaded(
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
-    every_dump, pages = prefer_files(every_dump)
+    every_dump, pages, note = read_as_written(every_dump, inputs, skipped, ignored)
     ignored += tuple(Ignored(path, why) for path, why in pages)
     all_dumps, incidents, others = split_incidents(every_dump, incident)
     if others:  # the other incidents' files: listed, never merged with the one analyzed
         paths = [d.path for d in every_dump] + [s.path for s in skipped]
         ignored += tuple(Ignored(p, why) for p, why in set_aside(paths, incidents, others))
         skipped = tuple(s for s in skipped if str(Path(s.path).parent) not in others)
-    torchcomms = read_torchcomms(all_dumps)
+    torchcomms = read_torchcomms(all_dumps, note)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
         raise no_dump_error(

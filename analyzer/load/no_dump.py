@@ -9,6 +9,7 @@ from pathlib import Path
 from analyzer.errors import InputError
 from analyzer.escape import clean
 from analyzer.load.debug_server import snapshot_only
+from analyzer.load.snapshot_tables import NO_TABLES
 
 __all__ = ["no_dump_error"]
 
@@ -21,11 +22,7 @@ def no_dump_error(
     """Why none of the files gave a dump: ``skipped`` as (path, reason), ``ignored`` paths."""
     where = ", ".join(clean(os.fspath(s)) for s in inputs)
     if not skipped and snapshot_only(ignored):
-        return InputError(
-            f"{where}: the debug server's snapshots (stacks_, *fr_trace_<ts>.txt) hold no "
-            "rank's dump: give its per_rank/ folder, or the /torchcomms_fr_trace_json "
-            "(or /fr_trace_json) page saved from the browser"
-        )
+        return InputError(f"{where}: {NO_TABLES}")
     if not skipped:
         return InputError(
             f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "

@@ -35,7 +35,7 @@ Then, in each such dump:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -219,9 +219,15 @@ def _cross_rank_sign(dumps: Sequence[ParsedDump]) -> bool:
     return any(len(ids) > 1 for ids in firsts.values())
 
 
-def read_torchcomms(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
+def read_torchcomms(dumps: Sequence[ParsedDump], note: str = "") -> TorchCommsRead:
     """Recognise the TorchComms dumps among ``dumps`` and read them in place (see the
-    module's docstring); the others are left as they are."""
+    module's docstring); the others are left as they are. ``note``: what to say first (where
+    the dumps came from, when not from files of their own)."""
+    read = _read(dumps)
+    return replace(read, notes=(note, *read.notes)) if note else read
+
+
+def _read(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
     candidates = {id(d): signs_of(d) for d in dumps}
     base = [d for d in dumps if candidates[id(d)]]
     if not base:

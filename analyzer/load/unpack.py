@@ -272,20 +272,14 @@ def _page(
         yield Refusal(path, name, _too_large(size, cap), foreign=False)
         return
     text = data[: cap + 1].decode("utf-8", "replace")
-    got = 0
-    comms = is_torchcomms_page(text)
+    got, comms, limit = 0, is_torchcomms_page(text), config.max_dump_bytes
     for rank, body in page_ranks(text, config.max_archive_members):
         got += 1
-        if len(body) > config.max_dump_bytes:
-            yield Refusal(
-                page_member(path, rank, comms),
-                name,
-                _too_large(len(body), config.max_dump_bytes),
-                False,
-            )
+        member = page_member(path, rank, comms)
+        if len(body) > limit:
+            yield Refusal(member, name, _too_large(len(body), limit), False)
             continue
         fp = fingerprint_of(body) if fingerprint else ""
-        member = page_member(path, rank, comms)
         yield Payload(member, member.rsplit(":", 1)[1], "json", body, fp)
     if not got:
         yield Refusal(path, name, "a debug-server page without a rank's JSON", foreign=True)

@@ -92,6 +92,16 @@ def _family_gaps(
     return total, gaps
 
 
+def _names_without_gaps(names: pd.Series) -> bool:
+    """Whether the global group names are 0, 1, ..., n with none missing (names that are not
+    numbers, as torch 2.15's hashes, tell nothing: False)."""
+    try:
+        numbers = {int(n) for n in names}
+    except (TypeError, ValueError):
+        return False
+    return numbers == set(range(max(numbers) + 1)) if numbers else False
+
+
 def infer_members(groups: pd.DataFrame, world: int, dumped: set[int]) -> Layout:
     """``groups`` with the members their layout implies added (see the module's text), the
     world extended to hold them, and why each added rank was inferred."""
@@ -103,11 +113,17 @@ def infer_members(groups: pd.DataFrame, world: int, dumped: set[int]) -> Layout:
             families[str(desc)].append((str(name), tuple(members)))
     added: dict[str, tuple[int, ...]] = {}
     declared = 0
+    every_name = _names_without_gaps(groups["pg_name"])
     for family in families.values():
         got = _family_gaps(family, dumped) if len(family) >= 2 else None
         if got is not None:
             total, gaps = got
-            declared = max(declared, total)
+            # A complete-looking layout declares the world only where no group is unseen:
+            # with no member list in the dumps (gloo 2.13), the groups of ranks with no
+            # readable dump are missing from it, and only the gaps in the global group
+            # names (given out in order, 0, 1, 2, ...) show that they exist.
+            if gaps or every_name:
+                declared = max(declared, total)
             added.update(gaps)
     new_world = max(world, declared)
     if not added:

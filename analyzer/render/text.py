@@ -95,6 +95,8 @@ def render_text(
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
+    comms = analysis.loaded.torchcomms.notes if analysis.loaded is not None else ()
+    lines.extend(_wrap(f"torchcomms: {clean(n)}", "", width) for n in comms)
     if d.missing_dumps:
         lines.append(missing_text(analysis))
     if analysis.contexts:

@@ -298,3 +298,185 @@ def test_a_dump_swapped_for_a_fifo_after_discovery_never_blocks(tmp_path: Path) 
         timeout=30,
     )  # fmt: skip
     assert "a FIFO, not a regular file" in got.stdout, got.stderr
+
+
+@pytest.fixture(scope="module")
+def job64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sim64") / "job"
+    subprocess.run(
+        [sys.executable, "-m", "tools.simulate", "-o", str(out), "--tp", "4", "--pp", "4",
+         "--dp", "4", "--fault", "stall", "--jobs", "1"],
+        cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (out / "EXPECTED.json").unlink()
+    return out
+
+
+def _on_small_disk(
+    tmp_path: Path, kb: int, body: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``body`` (sh; ``$D`` a tmpfs of ``kb`` KB) and what is left on the disk after."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    got = _in_namespace(
+        f"mount -t tmpfs -o size={kb}k tmpfs {disk} && {{ {body.replace('$D', str(disk))}; }}; "
+        f"c=$?; echo LEFT; cd {disk} && find . -mindepth 1 | sort; exit $c"
+    )
+    left = got.stdout.split("LEFT\n", 1)[1].split() if "LEFT\n" in got.stdout else ["?"]
+    return got, left
+
+
+@MOUNTS
+def test_a_report_onto_a_full_disk_is_exit_6_and_leaves_no_file(tmp_path: Path) -> None:
+    got, left = _on_small_disk(tmp_path, 1024, f"$HS report {STALL} -q -o $D/report.html")
+    assert got.returncode == 6, got.stderr
+    assert "No space left on device" in got.stderr and "Traceback" not in got.stderr
+    assert left == []
+
+
+@MOUNTS
+def test_an_export_onto_a_full_disk_is_exit_6_and_leaves_nothing(
+    tmp_path: Path, job64: Path
+) -> None:
+    got, left = _on_small_disk(tmp_path, 2048, f"$HS export {job64} -q -o $D/store")
+    assert got.returncode == 6, got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert left == []
+
+
+@MOUNTS
+def test_a_re_export_onto_a_full_disk_leaves_the_old_store_whole(
+    tmp_path: Path, job64: Path
+) -> None:
+    got, left = _on_small_disk(
+        tmp_path,
+        4096,
+        f"$HS export {STALL} -q -o $D/store >/dev/null && head -c 3500k /dev/zero > $D/fill; "
+        f"$HS export {job64} -q -o $D/store; c=$?; rm $D/fill; "
+        "$HS analyze $D/store -q -f json > $D/after.json; echo after=$?; cat $D/after.json; "
+        "rm $D/after.json; (exit $c)",
+    )
+    assert got.returncode == 6, got.stderr
+    assert "after=1" in got.stdout
+    doc = json.loads(got.stdout.split("after=1\n", 1)[1].split("LEFT\n")[0])
+    assert doc["world_size"] == 4  # the old store, stall_w4's
+    assert sorted(n for n in left if n.count("/") == 1) == ["./store"]
+
+
+def test_concurrent_exports_leave_the_store_of_the_last_one(tmp_path: Path, job64: Path) -> None:
+    out = tmp_path / "store"
+    procs = [
+        subprocess.Popen(
+            _hangscope("export", str(job), "-q", "-o", str(out)),
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for job in (job64, STALL)
+    ]
+    ended: list[int] = []
+    while len(ended) < 2:
+        ended += [i for i, p in enumerate(procs) if p.poll() is not None and i not in ended]
+        time.sleep(0.005)
+    assert [p.wait() for p in procs] == [0, 0]
+    code, doc, err = _analyze_json(str(out))
+    assert code == 1, err
+    assert doc["world_size"] == (64, 4)[ended[-1]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # no build folder left
+
+
+def test_export_into_its_own_input_is_refused(tmp_path: Path) -> None:
+    job = _stall_copy(tmp_path)
+    for out in (job, tmp_path):
+        got = subprocess.run(
+            _hangscope("export", str(job), "-q", "-o", str(out)),
+            cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert got.returncode == 2, got.stderr
+        assert "write the store to another folder" in got.stderr
+    assert sorted(p.name for p in job.iterdir()) == [f"nccl_trace_rank_{r}" for r in range(4)]
+
+
+def test_an_export_over_a_folder_of_other_files_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    got = subprocess.run(
+        _hangscope("export", str(STALL), "-q", "-o", str(out)),
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == 2 and "is no hangscope store" in got.stderr, got.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def _export(src: Path, out: Path) -> Path:
+    subprocess.run(
+        _hangscope("export", str(src), "-q", "-o", str(out)),
+        cwd=ROOT, env=_env(), check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return out
+
+
+def _marker(store: Path, **change: object) -> None:
+    path = store / "hangscope-store.json"
+    meta = json.loads(path.read_text())
+    for key, value in change.items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": "hangscope.store/1", "world_size": 10**12},
+        {"world_size": 10**12},
+        {"world_option": 10**12},
+        {"world_size": "4"},
+    ],
+)
+def test_a_marker_claiming_an_impossible_world_is_refused(tmp_path: Path, change: dict) -> None:
+    store = _export(STALL, tmp_path / "store")
+    _marker(store, **change)
+    code, _, err = _analyze_json(str(store), timeout=60)
+    assert code == 2, err
+    assert "no job has that many ranks" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_part_copied_from_another_store_is_refused(tmp_path: Path, job64: Path) -> None:
+    store = _export(STALL, tmp_path / "store")
+    other = _export(job64, tmp_path / "other")
+    shutil.copy(other / "members.json", store / "members.json")
+    code, _, err = _analyze_json(str(store))
+    assert code == 2, err
+    assert "members.json: not the file written with this store" in err
+
+
+def test_a_store_without_digests_is_still_checked_field_by_field(tmp_path: Path) -> None:
+    """Stores written before the digests: their fields are checked as a dump's are."""
+    store = _export(STALL, tmp_path / "store")
+    _marker(store, digests=None)
+    members = json.loads((store / "members.json").read_text())
+    members["members"][0][-1] = 10**12
+    (store / "members.json").write_text(json.dumps(members))
+    code, _, err = _analyze_json(str(store))
+    assert code == 2 and "beyond any job's" in err, err
+    store = _export(STALL, tmp_path / "store2")
+    _marker(store, digests=None)
+    inputs = json.loads((store / "inputs.json").read_text())
+    inputs["skipped"] = [["nccl_trace_rank_x", 10**12, "cannot read"]]
+    (store / "inputs.json").write_text(json.dumps(inputs))
+    code, _, err = _analyze_json(str(store))
+    assert code == 2 and "beyond any job's" in err, err
+
+
+def test_a_store_beside_dumps_says_the_dumps_are_not_read(tmp_path: Path) -> None:
+    store = _export(STALL, tmp_path / "store")
+    shutil.copy(HEALTHY / "nccl_trace_rank_0", store / "nccl_trace_rank_0")
+    code, _, err = _analyze_json(str(store))
+    assert code == 1, err
+    assert "hangscope: warning:" in err and "nccl_trace_rank_0" in err
+    assert "those files are not read" in err

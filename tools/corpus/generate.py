@@ -240,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="*", help="exactly these seeds")
     ap.add_argument("--attempts", type=int, default=2, help="runs per seed before discarding")
     ap.add_argument("--work", type=Path, help="run here and keep the last run's logs")
+    ap.add_argument("--discards", type=Path, help="keep the logs of discarded runs here")
     args = ap.parse_args(argv)
     short = ".".join(torch.__version__.split(".")[:2])
     args.out.mkdir(parents=True, exist_ok=True)
@@ -261,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                     kept += 1
                     print(f"kept {' '.join(p.name for p in paths)} ({took:.1f} s)", flush=True)
                     break
+                if args.discards:
+                    shutil.copytree(work / "logs", args.discards / f"{spec.name}_{attempt}")
                 print(
                     f"seed {seed} {spec.name} attempt {attempt}: {why} ({took:.1f} s)",
                     file=sys.stderr,

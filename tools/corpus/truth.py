@@ -77,7 +77,9 @@ def judge(spec: CaseSpec, logs: dict[int, RankLog], died: set[int], dumped: set[
         return None
     fired = [t for r in f.ranks for t, _ in logs[r].faults]
     if any(not logs[r].faults for r in f.ranks):
-        return f"the fault did not fire on ranks {[r for r in f.ranks if not logs[r].faults]}"
+        first = min(((t, r, m) for r, log in logs.items() for t, m in log.errors), default=None)
+        seen = f"; first failure: rank {first[1]} {first[2][:120]}" if first else ""
+        return f"the fault did not fire on ranks {[r for r in f.ranks if not logs[r].faults]}{seen}"
     if f.kind == "stuck_in_collective" and not logs[f.ranks[0]].dumped:
         return "the frozen rank wrote no buffer"
     t_fire = min(fired)

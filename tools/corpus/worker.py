@@ -123,9 +123,10 @@ def _make_fault_hook(spec: CaseSpec, rank: int, side: Any, write: Any) -> Any:
     def freeze() -> None:
         """Write the buffer as it stands and stop the process (SIGSTOP), like a host that
         hangs with an op in flight; the store key ``frozen_<rank>`` tells the others."""
+        log(f"FAULT stuck_in_collective freezing in {f.step}.{f.index} (its op enqueued)")
         write()
         side.set(f"frozen_{rank}", "1")
-        log(f"FAULT stuck_in_collective frozen in {f.step}.{f.index}")
+        log("frozen")
         os.kill(os.getpid(), signal.SIGSTOP)
 
     return before, freeze

@@ -99,12 +99,27 @@ def _pp(job: Job, batched: bool) -> None:
     d, torch = job.dist, job.torch
     _, p, _ = job.coords
     prev, nxt = job.rank - job.spec.tp, job.rank + job.spec.tp
+    if batched and job.spec.recorder != "gloo":
+        # torch 2.15's batch_isend_irecv recurses without end over a Python backend: the same
+        # exchange as isend/irecv, posted together and then waited for.
+        works = []
+        if p > 0:
+            works.append(d.irecv(job.t(), src=prev, group=_pp_group(job, prev, job.rank)))
+        if p < job.spec.pp - 1:
+            works.append(d.isend(job.t(), dst=nxt, group=_pp_group(job, job.rank, nxt)))
+        for w in works:
+            w.wait()
+        return
     if batched:
+        # One batch runs on one group: the default group when the pair groups differ.
+        pgs = {_pp_group(job, prev, job.rank) if p > 0 else None}
+        pgs |= {_pp_group(job, job.rank, nxt) if p < job.spec.pp - 1 else None}
+        g = pgs.pop() if len(pgs) == 1 else None
         ops = []
         if p > 0:
-            ops.append(d.P2POp(d.irecv, job.t(), prev, group=_pp_group(job, prev, job.rank)))
+            ops.append(d.P2POp(d.irecv, job.t(), prev, group=g))
         if p < job.spec.pp - 1:
-            ops.append(d.P2POp(d.isend, job.t(), nxt, group=_pp_group(job, job.rank, nxt)))
+            ops.append(d.P2POp(d.isend, job.t(), nxt, group=g))
         for w in d.batch_isend_irecv(ops) if ops else []:
             w.wait()
         return

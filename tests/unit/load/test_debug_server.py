@@ -76,8 +76,21 @@ def test_c10d_page_alone_is_read(tmp_path: Path) -> None:
     assert loaded.torchcomms.ranks == ()
 
 
-def test_snapshots_alone_say_what_to_give(tmp_path: Path) -> None:
+def test_snapshots_alone_read_from_the_trace_tables(tmp_path: Path) -> None:
     given = _copy(tmp_path, "*.txt")
+    a = analyzer.analyze(given, jobs=1)
+    assert a.diagnosis.culprit_ranks == (3,)
+    assert a.loaded is not None
+    note = a.loaded.torchcomms.notes[0]
+    # The newest complete table snapshot, and the PARTIAL DATA after it, are named.
+    assert "torchcomms_fr_trace_20261206_171056.txt" in note and "PARTIAL DATA: 2/4" in note
+    groups = {str(g) for g in a.tables.members()}
+    assert {"tp[0,1]", "tp[2,3]", "dp[0,2]", "dp[1,3]"} <= groups
+    assert a.contexts.by_rank[3].where_now()[0]["name"] == "_worker"
+
+
+def test_stacks_alone_say_what_to_give(tmp_path: Path) -> None:
+    given = _copy(tmp_path, "stacks_*.txt")
     with pytest.raises(InputError, match="per_rank/"):
         load_dumps([given], jobs=1)
 

@@ -20,6 +20,8 @@ GLOO = SAMPLES / "torchcomms_gloo_mesh_stall_w4"
 JSON = SAMPLES / "torchcomms_gloo_mesh_stall_w4_json"
 CUDA = SAMPLES / "torchcomms_cuda_mesh_stall_w4"
 HEALTH = SAMPLES / "torchcomms_gloo_health_check_w4"
+#: The same job under torch 2.15.0.
+T215 = sorted(SAMPLES.glob("torchcomms_*_t215"))
 
 
 def test_comm_key_names_the_member_set() -> None:
@@ -29,14 +31,14 @@ def test_comm_key_names_the_member_set() -> None:
     assert comm_key("x", None) == "x"
 
 
-@pytest.mark.parametrize("path", [GLOO, JSON, CUDA, HEALTH], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [GLOO, JSON, CUDA, HEALTH, *T215], ids=lambda p: p.name)
 def test_recognised_from_content(path: Path) -> None:
     loaded = load_dumps([path], jobs=1)
     read = loaded.torchcomms
     assert read.ranks == tuple(d.rank for d in loaded.dumps)
     assert "empty pg_status" in read.signs
     assert "send/recv without a peer" in read.signs
-    backend = "torchcomms-nccl" if path == CUDA else "torchcomms-gloo"
+    backend = "torchcomms-nccl" if "cuda" in path.name else "torchcomms-gloo"
     for d in loaded.dumps:
         assert d.vocab["backend"] == [backend]
         tp = "tp[0,1]" if d.rank < 2 else "tp[2,3]"
@@ -147,7 +149,15 @@ def test_json_and_pickle_read_alike() -> None:
     )
 
 
+def test_torch215_runs_read_alike() -> None:
+    assert len(T215) == 4
+    for path in T215:
+        a = analyzer.analyze(path, jobs=1)
+        assert a.diagnosis.culprit_ranks == (3,)
+        assert "unrecorded_ops" not in {f.kind for f in a.diagnosis.findings}
+
+
 def test_expected_marks_the_writer() -> None:
-    for path in (GLOO, JSON, CUDA, HEALTH):
+    for path in (GLOO, JSON, CUDA, HEALTH, *T215):
         exp = json.loads((path / "EXPECTED.json").read_text())
         assert exp["recorded_with"].startswith("tools/torchcomms_fr.py")
