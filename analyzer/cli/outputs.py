@@ -6,7 +6,7 @@
   expected (``analyze -o some_dir``), or a place this user may not write is one line and exit
   6, before the analysis starts.
 - ``export`` writes into a new or empty folder, or over a store of the same job; a folder
-  holding other files, or a store of another job, is refused unless ``--force``.
+  holding other files is refused, a store of another job unless ``--force``.
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def _store_meta(folder: Path) -> dict[str, object] | None:
 
 def check_store_output(folder: Path, force: bool) -> None:
     """``export -o FOLDER``: a new or empty folder, or a store (checked again after loading
-    by :func:`check_same_job`); anything else only with ``--force``."""
+    by :func:`check_same_job`, where ``force`` lets a store of another job be replaced)."""
     if folder.exists() and not folder.is_dir():
         raise refuse(f"-o {folder}: is a file; give a folder for the store")
-    if folder.is_dir() and not force:
+    if folder.is_dir():  # the store is swapped in whole: other files are never its to replace
         try:
             held = next(iter(folder.iterdir()), None) is not None
         except OSError as exc:
@@ -97,7 +97,7 @@ def check_store_output(folder: Path, force: bool) -> None:
         if held and _store_meta(folder) is None:
             raise refuse(
                 f"-o {folder}: the folder holds other files and is no hangscope store; "
-                "give a new or empty folder, or --force to write into it"
+                "give a new or empty folder"
             )
     if folder.is_dir():
         _folder_ready(folder, "-o", folder)

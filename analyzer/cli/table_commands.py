@@ -106,7 +106,7 @@ def export(
         bool,
         typer.Option(
             "--force",
-            help="Write into a folder that holds other files, or over a store of another job",
+            help="Replace a store of another job (a folder with other files is never written into)",
         ),
     ] = False,
     prefix: PrefixOpt = None,
