@@ -225,8 +225,13 @@ def report(
 
         progress_phase("drawing the static timeline")
         try:
-            write_timeline_image(
-                result, png, clock=clock.value, max_lanes=max_lanes, window_s=window
+            from analyzer.store import write_atomically
+
+            write_atomically(  # whole or not at all, as every file hangscope writes
+                png,
+                lambda tmp: write_timeline_image(
+                    result, tmp, clock=clock.value, max_lanes=max_lanes, window_s=window
+                ),
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None

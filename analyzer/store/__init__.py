@@ -2,7 +2,7 @@
 input by every command, and several shards opened as one job.
 """
 
-from analyzer.store.atomic import begin_store, write_text
+from analyzer.store.atomic import begin_store, write_atomically, write_text
 from analyzer.store.merge import Exported, open_stores, prepare_export
 from analyzer.store.parquet import ranges, read_store, store_inputs, write_store
 
@@ -14,6 +14,7 @@ __all__ = [
     "ranges",
     "read_store",
     "store_inputs",
+    "write_atomically",
     "write_store",
     "write_text",
 ]

@@ -54,8 +54,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """``write(tmp)`` to a temporary name beside ``path``, flushed, renamed to ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    """``write(tmp)`` to a temporary name beside ``path`` (hidden, with ``path``'s suffix
+    last, for writers that read the format from it), flushed, renamed to ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
     try:
         write(tmp)
         fsync_file(tmp)
