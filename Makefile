@@ -32,11 +32,18 @@ $(STAMP): pyproject.toml setup.py $(wildcard analyzer/load/_fastpickle/*.c analy
 	$(BIN)/python -m compileall -q analyzer  # the bytecode a wheel's install writes (editable installs do not)
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo installs only what a user's pip install does (no dev extra), in its own venv.
+DEMO_VENV := .venv-demo
+$(DEMO_VENV)/.installed: pyproject.toml setup.py
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet .
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
 	@echo "$$ hangscope analyze $(DEMO)"
-	@$(BIN)/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
+	@$(DEMO_VENV)/bin/hangscope analyze $(DEMO); code=$$?; test $$code -le 1
 	@mkdir -p $(OUT)
-	@$(BIN)/hangscope report $(DEMO) -o $(OUT)/report.html -q; code=$$?; test $$code -le 1
+	@$(DEMO_VENV)/bin/hangscope report $(DEMO) -o $(OUT)/report.html -q
 
 test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory lint
@@ -153,4 +160,4 @@ samples-hook:
 	$(TORCH215) -m tools.record_hook --out sample_dumps
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) $(OUT) .pytest_cache .hypothesis

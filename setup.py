@@ -2,9 +2,31 @@
 kernels (analyzer.kernels._groupkeys); everything else is in pyproject.toml. Without a C compiler the
 install still succeeds and the Python reader and numpy's group-bys are used."""
 
+import shutil
+from pathlib import Path
+
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+#: Small recorded dump sets the wheel carries (analyzer/samples/), for `hangscope demo`.
+DEMO_SAMPLES = ("chain_tp_dp_w8", "stall_w4", "crash_w4", "deadlock_w4", "size_desync_w4")
+
+
+class BuildWithSamples(build_py):
+    """build_py, and the demo samples copied from sample_dumps/ into the built package."""
+
+    def run(self) -> None:
+        super().run()
+        root = Path(__file__).resolve().parent / "sample_dumps"
+        for name in DEMO_SAMPLES:
+            src = root / name
+            if src.is_dir() and not self.dry_run:
+                dst = Path(self.build_lib) / "analyzer" / "samples" / name
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+
 
 setup(
+    cmdclass={"build_py": BuildWithSamples},
     ext_modules=[
         Extension(
             "analyzer.load._fastpickle",
@@ -29,5 +51,5 @@ setup(
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wextra"],
             optional=True,
         ),
-    ]
+    ],
 )

@@ -211,6 +211,20 @@ class Analysis:
             window_s=window_s,
         )
 
+    def summary_markdown(self, source: str = "") -> str:
+        """The ticket summary (``hangscope analyze -f markdown``); ``source``: the input to name."""
+        from analyzer import __version__
+        from analyzer.render import render_markdown
+
+        return render_markdown(self, source=source, version=__version__)
+
+    def where_now(self) -> pd.DataFrame:
+        """Where each rank is now: one row per rank whose context was captured
+        (:mod:`analyzer.capture`), its main thread's stack at capture time."""
+        from analyzer.render import where_each_rank_is_now
+
+        return where_each_rank_is_now(self)
+
     def _repr_html_(self) -> str:
         from analyzer.render import verdict_html
 
@@ -234,6 +248,7 @@ def analyze(
     scheduler: str | None = None,
     config: AnalysisConfig | None = None,
     loading: Loading | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     """Analyze the dumps at ``paths`` (a directory, glob, prefix, file, or a list of them).
 
@@ -251,6 +266,8 @@ def analyze(
     ``loading``: the dumps of ``paths`` already handed to the parsers
     (:func:`analyzer.load.loader.start_loading`, with the same ``prefix``, ``jobs``, ``scheduler``
     and ``config``); None: they are loaded here. Its parsers are let go in any case.
+    ``incident``: where the folders hold several incidents (restarts), the one to analyze
+    (by the name :attr:`Loaded.incidents` gives it); None: the newest.
     """
     if config is None:
         config = DEFAULT_CONFIG
@@ -258,7 +275,7 @@ def analyze(
     with loading or nullcontext(), _cyclic_gc_paused(), without_hugepage_advice():
         check_world_option(world_size, config.max_rank)
         tables, loaded, contexts = _open(
-            inputs, _Load(prefix, jobs, progress, scheduler, loading), world_size, config
+            inputs, _Load(prefix, jobs, progress, scheduler, loading, incident), world_size, config
         )
         with freed_memory_reused():  # matching's temporaries reuse each other's pages
             matching = match(tables, config=config)
@@ -295,6 +312,7 @@ class _Load:
     progress: Progress | None
     scheduler: str | None
     loading: Loading | None
+    incident: str | None = None
 
 
 def _open(
@@ -312,7 +330,7 @@ def _open(
         hint = opened.world_option or contexts.world_hint(d.rank for d in loaded.dumps)
     else:
         loaded = (
-            how.loading.finish(how.progress)
+            how.loading.finish(how.progress, how.incident)
             if how.loading is not None
             else load_dumps(
                 inputs,
@@ -321,6 +339,7 @@ def _open(
                 progress=how.progress,
                 scheduler=how.scheduler,
                 config=config,
+                incident=how.incident,
             )
         )
         # Captured context files beside the dumps: where each rank is now, who is alive.

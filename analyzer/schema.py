@@ -55,7 +55,11 @@ GROUPS: tuple[Col, ...] = (
     Col("pg_desc", "string", "group description"),
     Col("ranks", "object", "member global ranks in group-rank order (tuple)"),
     Col("size", "int32", "number of members"),
-    Col("source", "string", "pg_config, entries (inferred: gloo pg_config is empty) or world"),
+    Col(
+        "source",
+        "string",
+        "pg_config, entries (gloo pg_config is empty), inferred (members the layout implies) or world",
+    ),
 )
 
 RANKS: tuple[Col, ...] = (

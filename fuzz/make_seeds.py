@@ -16,7 +16,11 @@ from analyzer.unpickler import SafeUnpickler as _SafeUnpickler  # noqa: E402
 
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for i, path in enumerate(sorted((ROOT / "sample_dumps").rglob("nccl_trace_rank_*"))):
+    dumps = sorted((ROOT / "sample_dumps").rglob("nccl_trace_rank_*"))
+    # TorchComms' format (tools/torchcomms_fr.py) and the debug server's per_rank/ files.
+    dumps += sorted((ROOT / "sample_dumps").glob("torchcomms_*/comm_lib_trace_rank_[0-9]"))
+    dumps += sorted((ROOT / "sample_dumps").glob("debug_server_*/per_rank/rank_*"))
+    for i, path in enumerate(dumps):
         data = path.read_bytes()
         (out / f"sample_{i}").write_bytes(data)
         raw = _SafeUnpickler(io.BytesIO(data)).load()

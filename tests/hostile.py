@@ -140,11 +140,13 @@ def escapes(path: Path) -> None:
     save(path, obj)
 
 
-def older_copy(path: Path, dst: Path) -> None:
-    """A different, older dump of the same rank: its entries 1,000 s earlier, one fewer."""
+def older_copy(path: Path, dst: Path, *, shift_s: int = 0) -> None:
+    """A different, older dump of the same rank: one entry fewer (an older snapshot of the
+    same ring buffer), and with ``shift_s`` its entries that many seconds earlier (an
+    earlier attempt's process: another incident)."""
     obj = load(path)
     for e in obj["entries"]:
-        e["time_created_ns"] -= 10**12
+        e["time_created_ns"] -= shift_s * 10**9
     obj["entries"] = obj["entries"][:-1]
     dst.parent.mkdir(parents=True, exist_ok=True)
     save(dst, obj)

@@ -30,6 +30,25 @@ def test_readme_example_output_is_current() -> None:
     assert res.stdout.strip() == shown.strip()
 
 
+def test_readme_ticket_summary_is_current() -> None:
+    """The README's first screen shows the Markdown summary as the tool prints it (its
+    first part, up to the source line)."""
+    block = re.search(r"````markdown\n(.*?)````", README, re.S)
+    assert block, "README shows no ticket summary"
+    import os
+
+    here = os.getcwd()
+    os.chdir(ROOT)  # the input path is printed as given
+    try:
+        res = CliRunner().invoke(
+            app, ["analyze", "sample_dumps/chain_tp_dp_w8", "-q", "-f", "markdown"]
+        )
+    finally:
+        os.chdir(here)
+    assert res.stdout.startswith(block.group(1))
+    assert README.index("````markdown") < 1500  # on the first screen
+
+
 def test_every_command_is_in_the_readme_and_in_the_cli_page() -> None:
     for name in [c.name or c.callback.__name__ for c in app.registered_commands]:  # type: ignore[union-attr]
         assert f"hangscope {name}" in README, name
@@ -58,7 +77,7 @@ def test_every_kind_has_a_row_in_the_taxonomy() -> None:
 
 # --- the options tables against --help -----------------------------------------------------------
 
-_OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
+_OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-z0-9-]*)")
 TOP = "hangscope"
 
 
@@ -71,8 +90,8 @@ def _commands() -> dict[str, object]:
 
 
 def _declared_options(command: object) -> set[str]:
-    """Every option name the command declares, ``--help`` included."""
-    names = {"--help"}
+    """Every option name the command declares, ``-h``/``--help`` included."""
+    names = {"--help", "-h"}
     for param in command.params:  # type: ignore[attr-defined]
         if param.param_type_name == "option":
             names.update(param.opts, param.secondary_opts)

@@ -310,6 +310,42 @@ def _crash_size_w4(c: Ctx) -> None:
     c.dist.all_reduce(c.t())
 
 
+def _size_desync_pair_w4(c: Ctx) -> None:
+    # TP pairs {0,1},{2,3}: rank 2 all_reduces 12 elements in its pair where it always posted 8.
+    # gloo aborts its peer 3 (it receives more than it posted): the odd rank's own dump is the
+    # only witness, and nobody else is in that group to compare with.
+    tp, dp = _make_tp_dp(c)
+    c.dist.barrier()
+    for step in range(3):
+        n = 12 if step == 2 and c.rank == 2 else 8
+        c.dist.all_reduce(c.t(n), group=tp)
+        c.dist.all_reduce(c.t(), group=dp)
+
+
+def _crash_tp_w8(c: Ctx) -> None:
+    # Rank 7, the last rank, exits hard between a data-parallel all_reduce and the next
+    # tensor-parallel one: nothing any other rank writes names it (gloo 2.13 writes no
+    # pg_config), and its tensor-parallel peer 6 fails in an all_reduce nobody else is in.
+    tp, dp = _make_tp_dp(c)
+    c.dist.barrier()
+    for step in range(3):
+        c.dist.all_reduce(c.t(), group=tp)
+        c.dist.all_reduce(c.t(), group=dp)
+        if step == 1 and c.rank == 7:
+            c.crash()
+
+
+def _monitored_barrier_stall_w4(c: Ctx) -> None:
+    # monitored_barrier runs as gloo send/recv, which the recorder does not record: rank 2
+    # stalls before it, rank 0 times out waiting for rank 2's message, and no recorded op is
+    # pending anywhere.
+    _warmup(c)
+    if c.rank == 2:
+        c.stall()
+    c.dist.monitored_barrier(timeout=c.timeout)
+    c.dist.all_reduce(c.t())
+
+
 # --------------------------------------------------------------------------------------
 # The op mix: collectives whose recorded sides and sizes differ per rank by design
 # --------------------------------------------------------------------------------------
@@ -579,6 +615,28 @@ SCENARIOS: dict[str, Scenario] = {
             no_dump=(3,),
         ),
         Scenario(
+            "size_desync_pair_w4",
+            4,
+            _size_desync_pair_w4,
+            [2],
+            "size_mismatch",
+            "TP pairs {0,1}, {2,3} and DP groups {0,2}, {1,3}. In the third step rank 2 "
+            "all_reduces 12 elements in its TP pair where it always posted 8; gloo aborts its "
+            "peer 3, which leaves no dump. Rank 2's own history is the only witness of the "
+            "change; ranks 0 and 1 wait for 2 and 3 in the DP all_reduce.",
+            no_dump=(3,),
+            analyzer={
+                "verdict": "inconclusive",
+                "culprits": [2, 3],
+                "kind": "missing_dump",
+                "why": (
+                    "The group has two members and one wrote no dump: rank 2 changed its size "
+                    "(8 -> 12) in the op its peer died in, so either a desync by rank 2 aborted "
+                    "rank 3, or rank 3 crashed on its own. Both are suspects."
+                ),
+            },
+        ),
+        Scenario(
             "opmix_healthy_w4",
             4,
             _opmix_healthy_w4,
@@ -625,6 +683,40 @@ SCENARIOS: dict[str, Scenario] = {
             "others dumped; ranks 0, 1 and 2 enqueue the all_reduce after that and time out in "
             "it. Every member joined; rank 3's entry is the one that never timed out.",
             freeze=(3,),
+        ),
+        Scenario(
+            "crash_tp_w8",
+            8,
+            _crash_tp_w8,
+            [7],
+            "missing_dump",
+            "Same topology as chain_tp_dp_w8; rank 7, the last rank, exits hard after its 2nd "
+            "data-parallel all_reduce and before its 3rd tensor-parallel one and writes no "
+            "dump. Its tensor-parallel peer 6 fails in that all_reduce; ranks 1, 3 and 5 wait "
+            "for rank 7 in the data-parallel all_reduce and ranks 0, 2 and 4 on their "
+            "tensor-parallel peers. With gloo 2.13 (no pg_config) no file names rank 7.",
+            no_dump=(7,),
+        ),
+        Scenario(
+            "monitored_barrier_stall_w4",
+            4,
+            _monitored_barrier_stall_w4,
+            [2],
+            "unrecorded_ops",
+            "Rank 2 stalls before a monitored_barrier, which gloo runs as send/recv that the "
+            "recorder does not record; rank 0 times out waiting for rank 2, ranks 1 and 3 wait "
+            "for rank 0's answer. No recorded op is pending anywhere.",
+            analyzer={
+                "verdict": "no_hang",
+                "culprits": [],
+                "kind": "no_hang",
+                "why": (
+                    "The stuck barrier is in no buffer and moves no counter: gloo records no "
+                    "send/recv, and monitored_barrier is send/recv. Every recorded op completed, "
+                    "so the honest answer is 'no hang among the recorded ops', with the caveat "
+                    "the headline carries: a hang inside a send/recv leaves these same dumps."
+                ),
+            },
         ),
     ]
 }

@@ -123,6 +123,25 @@ def _deadlock_p2p_w2(c: Any) -> None:
     d.send(c.t(), dst=peer)
 
 
+def _anysource_stall_w4(c: Any) -> None:
+    """Ranks 1-3 send to rank 0, which receives from any source (``irecv`` without ``src``:
+    the hook writes ``recv 0<-?``); then an all_reduce. Rank 3 stalls in compute
+    before the all_reduce of the third step, after its sends."""
+    d = c.dist
+    d.barrier()
+    for step in range(3):
+        if c.rank == 0:
+            for _ in range(c.world - 1):
+                # irecv + wait: dist.recv without src asks the hook's work for its source
+                # rank, which torch 2.15's hooked works do not report (RuntimeError)
+                d.irecv(c.t()).wait()
+        else:
+            d.send(c.t(), dst=0)
+        if step == 2 and c.rank == 3:
+            c.stall()
+        d.all_reduce(c.t())
+
+
 def _pp4(c: Any, stall_stage: int | None, lazy: bool) -> None:
     """Four pipeline stages; each step stage s receives from s-1, computes, sends to s+1;
     then every stage all_reduces on the default group (the gradient sync)."""
@@ -231,6 +250,19 @@ SCENARIOS: dict[str, HookScenario] = {
             "nccl2 (recorder hook): after two good send/recv exchanges both ranks post a recv "
             "first and wait for each other's send: a send/recv deadlock; both time out and dump.",
             deadlock=True,
+        ),
+        HookScenario(
+            "nccl2_anysource_stall_w4",
+            4,
+            _anysource_stall_w4,
+            [3],
+            "not_joined",
+            "nccl2 (recorder hook): each step ranks 1-3 send to rank 0, which receives from any "
+            "source (written 'recv 0<-?'), then every rank all_reduces. Rank 3 stalls in compute "
+            "before the all_reduce of the third step, after its sends; ranks 0-2 time out in "
+            "that all_reduce. Every rank dumped once the first timed out. The any-source "
+            "receives each pair with a send that targeted rank 0; none is a wait.",
+            policy="all",
         ),
         HookScenario(
             "nccl2_pp4_stall_w4",

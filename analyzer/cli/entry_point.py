@@ -1,16 +1,20 @@
 """The ``hangscope`` process (the console script is :func:`run`): the commands run, an
-unexpected error turned into exit code 3 and one line, the process ended at once."""
+unexpected error turned into exit code 3 and one line, a signal into 128 plus its number,
+output that cannot be written into 6 (:mod:`~analyzer.cli.process`), the process ended at
+once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 import typer
 
 from analyzer.cli.commands import app
-from analyzer.cli.exits import EXIT_BAD_INPUT, EXIT_INTERNAL
+from analyzer.cli.exits import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERNAL, EXIT_OUTPUT
 from analyzer.cli.options import DEBUG
+from analyzer.cli.process import exit_code_of, guard_streams, install_signal_handlers, received
 from analyzer.errors import AnalyzerError
 
 __all__ = ["main", "run"]
@@ -26,8 +30,10 @@ def main() -> None:
     except AnalyzerError as exc:  # pragma: no cover - commands already convert these
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit:
         raise
+    except KeyboardInterrupt as exc:  # a signal (analyzer.cli.process): 128 + its number
+        raise SystemExit(exit_code_of(exc)) from None
     except BaseException as exc:  # noqa: BLE001 - any bug becomes exit 3 with one line
         if DEBUG["on"] or "--debug" in sys.argv[1:]:
             import traceback
@@ -45,8 +51,10 @@ def run() -> None:
     """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
     code, without taking apart what the analysis built (millions of objects freed one by
     one at scale). Output is flushed first; nothing of hangscope's
-    needs to run at exit. A flush that fails (the reader of a pipe went away) ends it with
-    120, as Python's own exit would."""
+    needs to run at exit. A flush of stdout that fails (closed, full, the reader of a pipe
+    went away) ends it with 6; a signal that stopped the run, with 128 plus its number."""
+    guard_streams()
+    install_signal_handlers()
     try:
         main()
         code = 0
@@ -56,9 +64,25 @@ def run() -> None:
         else:  # a message: Python prints it and exits with 1
             print(exc.code, file=sys.stderr)
             code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120
+    except KeyboardInterrupt as exc:  # stopped outside the commands' own handling
+        code = exit_code_of(exc)
+    signum = received()
+    if signum is not None:  # whatever the unwinding made of it (click's "Aborted!": 1)
+        code = 128 + signum
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        if code not in (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_CLUSTER, EXIT_OUTPUT) and code < 128:
+            # the verdict (or what was asked) could not be told
+            _say_lost(exc)
+            code = EXIT_OUTPUT
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(code)
+
+
+def _say_lost(exc: BaseException) -> None:
+    from analyzer.escape import clean
+
+    why = getattr(exc, "strerror", None) or str(exc)
+    sys.stderr.write(f"hangscope: error: stdout: cannot write ({clean(why)})\n")

@@ -5,7 +5,6 @@ them for export, write the output)."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from analyzer.errors import AnalyzerError
+from analyzer.cli.process import exit_code_of
+from analyzer.cli.progress import ProgressPrinter, erase_progress
+from analyzer.errors import AnalyzerError, OutputError
 
 if TYPE_CHECKING:  # pragma: no cover - the library is imported lazily
     import pandas as pd
@@ -27,11 +28,28 @@ EXIT_FOUND = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_CLUSTER = 4
+#: The verdict is inconclusive: the dumps do not single anyone out.
+EXIT_INCONCLUSIVE = 5
+#: The output could not be written: stdout closed or full, ``-o`` unwritable (a full disk).
+EXIT_OUTPUT = 6
+
+
+def verdict_code(verdict: str) -> int:
+    """The exit code of a verdict: 1 hang, 5 inconclusive, 0 no hang."""
+    return {"hang": EXIT_FOUND, "inconclusive": EXIT_INCONCLUSIVE}.get(verdict, EXIT_OK)
 
 
 def fail(message: str) -> typer.Exit:
+    erase_progress()
     typer.echo(f"hangscope: error: {message}", err=True)
     return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def output_failed(message: str) -> typer.Exit:
+    """Exit 6 with one line: the output could not be written."""
+    erase_progress()
+    typer.echo(f"hangscope: error: {message}", err=True)
+    return typer.Exit(code=EXIT_OUTPUT)
 
 
 def warn(message: str) -> None:
@@ -71,8 +89,8 @@ def _check_counts(world: int | None, jobs: int | None) -> None:
 
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
-    """The library's typed errors as one line and their exit code: the cluster's 4, bad
-    input's 2; Ctrl-C 130."""
+    """The library's typed errors as one line and their exit code: the cluster's 4, an
+    output's 6, bad input's 2; a signal 128 plus its number (Ctrl-C 130)."""
     from analyzer.escape import clean
     from analyzer.load import ClusterError
 
@@ -81,10 +99,12 @@ def _one_line_errors() -> Iterator[None]:
     except ClusterError as exc:
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise typer.Exit(code=EXIT_CLUSTER) from None
+    except OutputError as exc:
+        raise output_failed(clean(str(exc))) from None
     except AnalyzerError as exc:
         raise fail(clean(str(exc))) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(code=130) from None
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(code=exit_code_of(exc)) from None
 
 
 def _refuse_different_dumps(loaded: Loaded) -> None:
@@ -103,6 +123,7 @@ def analyze_inputs(
     quiet: bool,
     strict: bool = False,
     scheduler: str | None = None,
+    incident: str | None = None,
 ) -> Analysis:
     from analyzer.load import is_store, start_loading
 
@@ -127,10 +148,14 @@ def analyze_inputs(
                 progress=ProgressPrinter(not quiet),
                 scheduler=address,
                 loading=loading,
+                incident=incident,
             )
-        finally:  # analyze lets the parsers go; this covers a failure before it took them over
+        except BaseException:  # an error or a signal: the parsers are ended, not waited for
             if loading is not None:
-                loading.close()
+                loading.close(abort=True)
+            raise
+        if loading is not None:  # analyze let the parsers go; this covers a failure before
+            loading.close()
     if strict and result.loaded is not None:
         _refuse_different_dumps(result.loaded)
     return result
@@ -146,26 +171,49 @@ def export_tables(
     scheduler: str | None,
     output: Path,
 ) -> Exported | None:
-    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged in
-    ``output`` first; None for a first-format store."""
-    from analyzer.store import prepare_export, store_inputs
+    """Load and normalize for ``export`` (no diagnosis), the parsed dumps staged first in a
+    folder beside ``output`` (``made.parsed_in.parent``: the store is built there and
+    swapped in whole); None for a first-format store. ``output`` may not be an input."""
+    import shutil
+
+    from analyzer.store import begin_store, prepare_export, store_inputs
 
     _check_counts(world, jobs)
+    _refuse_output_among_inputs(paths, output)
     with _one_line_errors():
         address = inputs_check(paths, prefix, jobs, scheduler)
         if store_inputs(list(paths)) == "tables":
             return None
-        made = prepare_export(
-            list(paths),
-            prefix=prefix,
-            world_size=world,
-            jobs=jobs,
-            progress=ProgressPrinter(not quiet),
-            scheduler=address,
-            parsed_to=output,
-            check=_refuse_different_dumps if strict else None,
-        )
-    return made
+        try:
+            build = begin_store(output)
+        except OSError as exc:
+            raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        try:
+            return prepare_export(
+                list(paths),
+                prefix=prefix,
+                world_size=world,
+                jobs=jobs,
+                progress=ProgressPrinter(not quiet),
+                scheduler=address,
+                parsed_to=build,
+                check=_refuse_different_dumps if strict else None,
+            )
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+
+
+def _refuse_output_among_inputs(paths: list[str], output: Path) -> None:
+    """``export DIR -o DIR``: the store would sit among the dumps it was made of, and a
+    later analysis of the folder would read the store and not the dumps."""
+    import os
+
+    target = os.path.realpath(output)
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == target or real.startswith(target + os.sep):
+            raise fail(f"-o {output}: holds the input {p}: write the store to another folder")
 
 
 def escaped(frame: pd.DataFrame) -> pd.DataFrame:
@@ -191,7 +239,9 @@ def escaped(frame: pd.DataFrame) -> pd.DataFrame:
 def write(text: str, output: Path | None) -> None:
     """Write ``text`` to stdout or to the file ``output``. Files are always UTF-8, whatever
     the locale; on a terminal whose encoding cannot show a character (an ASCII locale), the
-    character is written as a backslash escape instead of failing."""
+    character is written as a backslash escape instead of failing. Output that cannot be
+    written (stdout closed or full, a full disk) is exit 6 with one line."""
+    erase_progress()  # the output is the first line on the screen
     if output is None:
         try:
             try:
@@ -200,54 +250,47 @@ def write(text: str, output: Path | None) -> None:
                 encoding = getattr(sys.stdout, "encoding", None) or "ascii"
                 sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
             sys.stdout.flush()
-        except BrokenPipeError:
-            pass
+        except (OSError, ValueError) as exc:
+            raise _stdout_failed(exc) from None
         return
+    from analyzer.store import write_text
+
     try:
-        output.write_text(text, encoding="utf-8")
+        write_text(output, text)  # whole or not at all: never a half-written file
     except OSError as exc:
-        raise fail(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise output_failed(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
-class ProgressPrinter:
-    """Progress on stderr for long loads; silent when stderr is not a terminal."""
+def say(line: str) -> None:
+    """One line of what a command tells on stdout (``wrote report.html``): exit 6 when it
+    cannot be written."""
+    write(line + "\n", None)
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.monotonic()
-        self.last = 0.0
 
-    def __call__(self, done: int, total: int, entries: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done != total and now - self.last < 0.25:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if elapsed < 1.0 and done != total:
-            return
-        sys.stderr.write(
-            f"\rreading dumps: {done}/{total} files, {entries:,} entries, "
-            f"{entries / elapsed:,.0f} entries/s"
-        )
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+def _stdout_failed(exc: BaseException) -> typer.Exit:
+    """Exit 6: stdout cannot be written; what is still buffered for it is dropped."""
+    from analyzer.cli.process import drop_stdout
+
+    drop_stdout()
+    return output_failed(f"stdout: cannot write ({getattr(exc, 'strerror', None) or exc})")
 
 
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_CLUSTER",
     "EXIT_FOUND",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERNAL",
     "EXIT_OK",
-    "ProgressPrinter",
+    "EXIT_OUTPUT",
     "analyze_inputs",
     "escaped",
     "export_tables",
     "fail",
     "inputs_check",
+    "output_failed",
+    "say",
+    "verdict_code",
     "warn",
     "write",
 ]

@@ -15,6 +15,7 @@ from analyzer.cli.exits import EXIT_OK
 __all__ = [
     "DEBUG",
     "Clock",
+    "EntriesFormat",
     "GraphFormat",
     "JobsOpt",
     "OutputFormat",
@@ -26,6 +27,7 @@ __all__ = [
     "StrictOpt",
     "VerboseOpt",
     "WorldOpt",
+    "hangscope_version",
     "version_callback",
 ]
 
@@ -35,6 +37,14 @@ DEBUG = {"on": bool(os.environ.get("HANGSCOPE_DEBUG"))}
 
 class OutputFormat(StrEnum):
     text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class EntriesFormat(StrEnum):
+    text = "text"
+    csv = "csv"
+    jsonl = "jsonl"
     json = "json"
 
 
@@ -58,6 +68,7 @@ class Clock(StrEnum):
 Paths = Annotated[
     list[str],
     typer.Argument(
+        metavar="PATH...",
         help="Dump directory, files, a glob, or a path prefix such as /tmp/nccl_trace_rank_",
         show_default=False,
     ),
@@ -65,19 +76,36 @@ Paths = Annotated[
 PrefixOpt = Annotated[
     str | None,
     typer.Option(
-        "--prefix", help="File-name prefix before the rank number (when names are unusual)"
+        "--prefix",
+        metavar="PREFIX",
+        help="File-name prefix before the rank number (when names are unusual)",
+    ),
+]
+IncidentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--incident",
+        metavar="NAME",
+        help="Where the folder holds several incidents (restarts): the one to analyze, by the "
+        "name the output lists (default: the newest)",
     ),
 ]
 WorldOpt = Annotated[
     int | None,
     typer.Option(
-        "--world-size", help="Number of ranks of the job (to spot missing dumps of the last ranks)"
+        "--world-size",
+        metavar="N",
+        help="Number of ranks of the job (to spot missing dumps of the last ranks)",
     ),
 ]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
-        "--jobs", "-j", help="Parser processes, at least 1 (default: all cores)", show_default=False
+        "--jobs",
+        "-j",
+        metavar="N",
+        help="Parser processes, at least 1 (default: all cores)",
+        show_default=False,
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
@@ -92,6 +120,7 @@ SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
+        metavar="ADDRESS",
         help="Parse on the workers of this Dask scheduler (e.g. tcp://host:8786; "
         "default: $HANGSCOPE_SCHEDULER, else in this process); the paths must be readable there",
         show_default=False,
@@ -99,7 +128,7 @@ SchedulerOpt = Annotated[
 ]
 
 
-def _version() -> str:
+def hangscope_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -111,5 +140,5 @@ def _version() -> str:
 def version_callback(value: bool) -> None:
     """``--version``: print the version and exit."""
     if value:
-        typer.echo(f"hangscope {_version()}")
+        typer.echo(f"hangscope {hangscope_version()}")
         raise typer.Exit(code=EXIT_OK)

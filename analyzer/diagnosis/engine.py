@@ -10,8 +10,9 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
+from analyzer.diagnosis.confidence import culprits_of
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.records import Diagnosis, Finding
+from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
 from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
@@ -23,6 +24,12 @@ from analyzer.waits import chain, chain_length
 __all__ = ["diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
+#: What a no-hang cannot rule out where the backend records no send/recv (gloo): its
+#: monitored_barrier is send/recv too, so a rank stuck in one leaves the same dumps.
+_BLIND_P2P = (
+    "; this backend records no send/recv (gloo's monitored_barrier among them): a hang inside "
+    "one would leave these same dumps"
+)
 _NO_BLAME = "ops are still pending but no rank can be blamed from these dumps"
 
 
@@ -108,7 +115,8 @@ def diagnose(
     elif not culprits:
         kind = kind or FindingKind.INCONCLUSIVE.value
     if row.kind is FindingKind.NO_HANG:
-        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG))
+        summary = _NO_HANG + (_BLIND_P2P if matching.dialects.p2p_unrecorded else "")
+        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=summary))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
@@ -123,6 +131,14 @@ def diagnose(
         )
     elif lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
         headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
+    judged = culprits_of(facts, findings, culprits)
+    culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
+    if (
+        verdict is Verdict.HANG
+        and all(c.confidence is Confidence.SUSPECT for c in judged)
+        and kind != FindingKind.STUCK_IN_COLLECTIVE.value
+    ):  # nobody singled out: the culprits are suspects. A collective every member is stuck
+        verdict = Verdict.INCONCLUSIVE  # in is a hang for certain, whichever member holds it
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(
@@ -136,4 +152,5 @@ def diagnose(
         chains=chains,
         chain_waits=chain_waits,
         unrecorded_groups=unrecorded_groups,
+        culprits=judged,
     )

@@ -12,13 +12,31 @@ from typing import Any
 from analyzer.diagnosis.evidence import NO_EVIDENCE, Evidence
 from analyzer.waits import Wait
 
-__all__ = ["Diagnosis", "Finding", "Verdict"]
+__all__ = ["Confidence", "Culprit", "Diagnosis", "Finding", "Verdict"]
 
 
 class Verdict(StrEnum):
     HANG = "hang"
     NO_HANG = "no_hang"
     INCONCLUSIVE = "inconclusive"
+
+
+class Confidence(StrEnum):
+    CERTAIN = "certain"
+    LIKELY = "likely"
+    SUSPECT = "suspect"
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    """One culprit, how sure the evidence makes it, and the one fact that decides it."""
+
+    rank: int
+    confidence: Confidence
+    because: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rank": self.rank, "confidence": str(self.confidence), "because": self.because}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,5 +87,8 @@ class Diagnosis:
     out past 8 waits: the first wait and the 7 next to the culprit are kept)."""
     chain_waits: dict[int, int] = field(default_factory=dict)
     """For each chain: the number of waits on the whole path."""
+    culprits: tuple[Culprit, ...] = ()
+    """Each culprit (or, when the verdict is inconclusive, each suspect) with how sure the
+    evidence makes it and the one fact that decides it (:mod:`analyzer.diagnosis.confidence`)."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""

@@ -9,10 +9,11 @@ diagnosis; every file is untrusted, and one file never changes what the others p
 
 from analyzer.load.contexts import Contexts, alive_without_dump, find_contexts, where_now
 from analyzer.load.dask_workers import ClusterError, scheduler_address
-from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_store
+from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_dump_name, is_store
 from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
+from analyzer.load.incidents import Incident
 from analyzer.load.loader import (
     Ignored,
     Loaded,
@@ -32,12 +33,15 @@ from analyzer.load.parsed_dump import (
     STRING_FIELDS,
     ParsedDump,
 )
+from analyzer.load.pool import ParseNote
+from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
 
 __all__ = [
     "BOOL_FIELDS",
     "COLUMN_FIELDS",
     "FLOAT_FIELDS",
     "INT_FIELDS",
+    "LABEL_PREFIX",
     "MAX_BESIDE",
     "STORE_MARKER",
     "STRING_FIELDS",
@@ -46,20 +50,25 @@ __all__ = [
     "Contexts",
     "Duplicate",
     "Ignored",
+    "Incident",
     "Loaded",
     "Loading",
+    "ParseNote",
     "ParsedDump",
     "Progress",
     "RankFile",
     "SameMembers",
     "Skipped",
+    "TorchCommsRead",
     "alive_without_dump",
     "backends_of",
     "clear_memos",
     "column_bytes",
+    "comm_key",
     "default_jobs",
     "drop_column",
     "find_contexts",
+    "is_dump_name",
     "is_released",
     "is_store",
     "load_dumps",

@@ -27,7 +27,15 @@ import numpy as np
 from analyzer.load.handover import COLUMN_FIELDS as _KINDS
 from analyzer.load.parsed_dump import ParsedDump
 
-__all__ = ["SPILL_WAITING", "ParseBatch", "read_in_thread", "spill", "spill_folder", "unspill"]
+__all__ = [
+    "SPILL_SHARE",
+    "SPILL_WAITING",
+    "ParseBatch",
+    "read_in_thread",
+    "spill",
+    "spill_folder",
+    "unspill",
+]
 
 
 def _joinable(d: object) -> bool:
@@ -134,11 +142,13 @@ def spill(batch: ParseBatch, folder: str | None) -> ParseBatch | str:
     so that the process parses its next files instead of waiting for the loader to read this
     batch through the pipe (at 4,096 ranks the cores idled about a fifth of the load). The
     batch itself when there is no folder, when it already holds :data:`SPILL_WAITING`
-    unread batches, or when the file cannot be written (a full ``/dev/shm``)."""
+    unread batches or the run's share of the memory (:data:`SPILL_SHARE`), or when the file
+    cannot be written (a full ``/dev/shm``)."""
     if folder is None:
         return batch
     try:
-        if len(os.listdir(folder)) >= SPILL_WAITING:
+        names = os.listdir(folder)
+        if len(names) >= SPILL_WAITING or not _room_for(batch, folder, names):
             return batch
         fd, path = tempfile.mkstemp(dir=folder, suffix=".batch")
     except OSError:
@@ -151,6 +161,37 @@ def spill(batch: ParseBatch, folder: str | None) -> ParseBatch | str:
             os.unlink(path)
         return batch
     return path
+
+
+#: The share of ``/dev/shm`` (what is free plus what the run's batches hold) the batches of
+#: one run may take: a container's 64 MB ``/dev/shm`` is shared with everything else in it.
+SPILL_SHARE = 0.25
+
+
+def _batch_bytes(batch: ParseBatch) -> int:
+    """About what ``batch`` takes pickled: its dumps' entry columns, and a little per file."""
+    total = 0
+    for results in batch.results:
+        total += 4096
+        for r in results:
+            if isinstance(r, ParsedDump):
+                for kind, _ in _KINDS:
+                    columns = getattr(r, kind)
+                    if isinstance(columns, dict):
+                        total += sum(getattr(v, "nbytes", 0) for v in columns.values())
+    return total
+
+
+def _room_for(batch: ParseBatch, folder: str, names: list[str]) -> bool:
+    """Whether ``batch`` fits in the run's share of ``folder``'s file system
+    (:data:`SPILL_SHARE`) beside the batches already waiting there."""
+    held = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            held += os.stat(os.path.join(folder, name)).st_size
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    return held + _batch_bytes(batch) <= SPILL_SHARE * (free + held)
 
 
 def unspill(got: ParseBatch | str) -> ParseBatch:

@@ -31,6 +31,7 @@ from analyzer.context_file import (
     RankContext,
     ThreadStack,
 )
+from analyzer.load.debug_server import stacks_contexts
 
 _SCHEMA_PREFIX = b"hangscope.context/"
 _HEAD = 4096
@@ -194,6 +195,10 @@ def find_contexts(
         old = by_rank.get(ctx.rank)
         if old is None or (ctx.time_ns or 0) > (old.time_ns or 0):
             by_rank[ctx.rank] = ctx
+    # The debug server's stacks snapshots: where each rank is now, for ranks not captured.
+    folders = {Path(f).parent for f in dump_files}
+    for rank, ctx in stacks_contexts(inputs, sorted(folders), config=config).items():
+        by_rank.setdefault(rank, ctx)
     return Contexts(by_rank=dict(sorted(by_rank.items())), skipped=tuple(skipped))
 
 

@@ -157,10 +157,23 @@ def _beside(given: Sequence[Candidate], prefix: str | None) -> tuple[RankFile, .
 
 
 def _regular(path: str) -> bool:
+    """A regular file; or, named like a dump, anything but a folder (a dangling symbolic
+    link, a FIFO, a device): such a rank's file is reported as unreadable, with its reason,
+    not left out (its rank would read as crashed)."""
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        if stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except OSError:
+        pass
+    return _odd_dump(path)
+
+
+def _odd_dump(path: str) -> bool:
+    try:
+        mode = os.lstat(path).st_mode
     except OSError:
         return False
+    return not stat.S_ISDIR(mode) and is_dump_name(os.path.basename(path))
 
 
 def _walk(top: str, unreadable: list[tuple[str, str]]) -> list[str]:

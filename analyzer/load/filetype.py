@@ -3,6 +3,8 @@ mark, or in UTF-16/32), compressed data, an archive, a capture's context file, o
 
 from __future__ import annotations
 
+from analyzer.load.debug_server import is_page
+
 __all__ = ["COMPRESSED", "FOREIGN_WHAT", "HEAD_BYTES", "sniff"]
 
 #: Bytes looked at to tell what a file is (a dump's top-level keys are in its first bytes).
@@ -47,7 +49,8 @@ def _json_text(head: bytes) -> str | None:
 
 def sniff(head: bytes) -> str:
     """``pickle``, ``json``, a compression (:data:`COMPRESSED`), ``tar``, ``zip``, ``empty``,
-    ``context`` (a capture's context file), ``foreign-pickle``, ``foreign-json`` or ``foreign``."""
+    ``context`` (a capture's context file), ``debug-page`` (a page of torch's debug server,
+    one rank's JSON per section), ``foreign-pickle``, ``foreign-json`` or ``foreign``."""
     if not head.strip(b" \t\r\n"):
         return "empty" if not head else ("foreign" if head.strip(b" \t\r\n\x00") else "empty")
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
@@ -64,6 +67,8 @@ def sniff(head: bytes) -> str:
         return "zip"
     if head[257:262] == b"ustar":
         return "tar"
+    if is_page(head):
+        return "debug-page"
     text = _json_text(head)
     if text is not None:
         if '"schema"' in text and "hangscope." in text:

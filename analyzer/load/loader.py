@@ -2,34 +2,35 @@
 
 Each file is recognised by its content: dumps (plain, compressed or in archives) are parsed,
 files that are no dump at all are *ignored* (counted, listed with ``-v``), dumps that cannot
-be read are *skipped* with their reason. Several dumps of one rank are then resolved
-(:mod:`analyzer.load.duplicates`).
+be read are *skipped* with their reason. Then one incident is chosen where the folders hold
+several (:mod:`.incidents`), and several dumps of one rank are resolved (:mod:`.duplicates`).
 """
 
 from __future__ import annotations
 
-import gc
 import os
-import shutil
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.errors import DumpFormatError, InputError
+from analyzer.errors import DumpFormatError
 from analyzer.escape import clean
-from analyzer.load.batches import ParseBatch, read_in_thread, spill, spill_folder
+from analyzer.load.batches import ParseBatch, spill
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
 from analyzer.load.duplicates import Duplicate, resolve_ranks
+from analyzer.load.incidents import Incident, set_aside, split_incidents
 from analyzer.load.members import SameMembers, own_world
+from analyzer.load.no_dump import no_dump_error
 from analyzer.load.parse import parse_payload
 from analyzer.load.parse_native import read_payload
 from analyzer.load.parsed_dump import ParsedDump
+from analyzer.load.pool import parse_in_pool
+from analyzer.load.snapshot_tables import read_as_written
+from analyzer.load.torchcomms import TorchCommsRead, read_torchcomms
 from analyzer.load.unpack import Refusal, payloads
 
 Progress = Callable[[int, int, int], None]
@@ -65,6 +66,10 @@ class Loaded:
     unreadable_dirs: tuple[tuple[str, str], ...] = ()
     beside: tuple[RankFile, ...] = ()
     """Files named like dumps beside the files given, that were not given (never read)."""
+    incidents: tuple[Incident, ...] = ()
+    """The incidents of the folders when several (newest first; one was loaded)."""
+    torchcomms: TorchCommsRead = field(default_factory=TorchCommsRead)
+    """The dumps read as TorchComms' recorder (:mod:`analyzer.load.torchcomms`), and why."""
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -221,6 +226,7 @@ class Loading:
         inputs: Sequence[str | os.PathLike[str]],
         parsed: Iterator[list[_Result]],
         stack: ExitStack,
+        aborting: list[bool] | None = None,
     ) -> None:
         self._items = items
         self._files = files
@@ -228,24 +234,30 @@ class Loading:
         self._inputs = inputs
         self._parsed = parsed
         self._stack = stack
+        self._aborting = aborting if aborting is not None else [False]
 
     def __enter__(self) -> Loading:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(abort=kind is not None)
 
-    def close(self) -> None:
-        """Let the parser processes go (the files not parsed yet never are)."""
+    def close(self, abort: bool = False) -> None:
+        """Let the parser processes go (the files not parsed yet never are). ``abort``: the
+        load is abandoned (an error, a signal): the processes are ended without waiting
+        for the files they are parsing."""
+        self._aborting[0] = self._aborting[0] or abort
         self._stack.close()
 
-    def finish(self, progress: Progress | None = None) -> Loaded:
-        """Every file's result, then the ranks resolved (see :func:`load_dumps`)."""
+    def finish(self, progress: Progress | None = None, incident: str | None = None) -> Loaded:
+        """Every file's result, then one incident's ranks resolved (:func:`load_dumps`)."""
         try:
             results = self._gather(progress)
-        finally:
-            self.close()
-        return _loaded(results, self._files, self._found, self._inputs)
+        except BaseException:
+            self.close(abort=True)
+            raise
+        self.close()
+        return _loaded(results, self._files, self._found, self._inputs, incident)
 
     def _gather(self, progress: Progress | None) -> list[_Result]:
         results: list[_Result] = []
@@ -296,6 +308,7 @@ def start_loading(
     jobs = min(jobs, len(items))
     parsed: Iterator[list[_Result]]
     stack = ExitStack()
+    aborting = [False]
     try:
         if scheduler:
             from analyzer.load.dask_workers import parse_on_cluster
@@ -307,28 +320,19 @@ def start_loading(
             parsed = map(parse, items)
         else:
             chunk = max(1, min(64, len(items) // (jobs * 8)))
-            ctx = None
-            if sys.platform.startswith("linux"):
-                import multiprocessing
-
-                ctx = multiprocessing.get_context("fork")
-            folder = spill_folder()
-            if folder is not None:  # removed after the pool is let go (callbacks run last first)
-                stack.callback(shutil.rmtree, folder, ignore_errors=True)
-            # The parsers make no garbage cycles: a collection would only walk what they keep.
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=gc.disable)
-            # Let go unfinished: the chunks not started yet are dropped, not parsed first.
-            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            # Every chunk is submitted now; each comes back as one ParseBatch.
-            batches = pool.map(
-                partial(_parse_batch, config=config, folder=folder),
+            pooled = parse_in_pool(
                 [items[i : i + chunk] for i in range(0, len(items), chunk)],
+                jobs,
+                partial(_parse_batch, config=config),
+                stack,
+                aborting,
             )
-            parsed = (results for batch in read_in_thread(batches) for results in batch.results)
+            parsed = map(parse, items) if pooled is None else pooled  # None: no pool here
     except BaseException:
+        aborting[0] = True
         stack.close()
         raise
-    return Loading(items, files, found, inputs, parsed, stack)
+    return Loading(items, files, found, inputs, parsed, stack, aborting)
 
 
 def load_dumps(
@@ -339,8 +343,10 @@ def load_dumps(
     progress: Progress | None = None,
     scheduler: str | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
+    incident: str | None = None,
 ) -> Loaded:
     """Discover and parse the dumps named by ``inputs``, within the caps of ``config``.
+    Of several incidents (restarts), the newest or ``incident`` (:mod:`.incidents`).
 
     Bad files are listed in ``skipped`` and the others are still read. Raises
     :class:`InputError` when no file could be read at all. ``scheduler``: the address of a
@@ -350,7 +356,7 @@ def load_dumps(
     with start_loading(
         inputs, prefix=prefix, jobs=jobs, scheduler=scheduler, config=config
     ) as loading:
-        return loading.finish(progress)
+        return loading.finish(progress, incident)
 
 
 def _loaded(
@@ -358,22 +364,25 @@ def _loaded(
     files: tuple[RankFile, ...],
     found: Found,
     inputs: Sequence[str | os.PathLike[str]],
+    incident: str | None = None,
 ) -> Loaded:
-    all_dumps = [r for r in results if isinstance(r, ParsedDump)]
+    every_dump = [r for r in results if isinstance(r, ParsedDump)]
     skipped = tuple(r for r in results if isinstance(r, Skipped))
     ignored = tuple(r for r in results if isinstance(r, Ignored))
     ignored += tuple(Ignored(h, "hidden file") for h in found.hidden)
+    every_dump, pages, note = read_as_written(every_dump, inputs, skipped, ignored)
+    ignored += tuple(Ignored(path, why) for path, why in pages)
+    all_dumps, incidents, others = split_incidents(every_dump, incident)
+    if others:  # the other incidents' files: listed, never merged with the one analyzed
+        paths = [d.path for d in every_dump] + [s.path for s in skipped]
+        ignored += tuple(Ignored(p, why) for p, why in set_aside(paths, incidents, others))
+        skipped = tuple(s for s in skipped if str(Path(s.path).parent) not in others)
+    torchcomms = read_torchcomms(all_dumps, note)
     dumps, duplicates = resolve_ranks(all_dumps)
     if not dumps:
-        if not skipped:
-            where = ", ".join(clean(os.fspath(s)) for s in inputs)
-            raise InputError(
-                f"{where}: none of the {len(ignored)} file(s) is a flight-recorder dump "
-                f"(pickle or JSON with its keys, or such a dump compressed or archived)"
-            )
-        reasons = "; ".join(f"{clean(Path(s.path).name)}: {s.reason}" for s in skipped[:3])
-        more = f" (and {len(skipped) - 3} more)" if len(skipped) > 3 else ""
-        raise InputError(f"no readable dump among {len(skipped)} file(s): {reasons}{more}")
+        raise no_dump_error(
+            inputs, [(s.path, s.reason) for s in skipped], [i.path for i in ignored]
+        )
     return Loaded(
         dumps=tuple(dumps),
         skipped=skipped,
@@ -382,6 +391,8 @@ def _loaded(
         duplicates=tuple(duplicates),
         unreadable_dirs=found.unreadable_dirs,
         beside=found.beside,
+        incidents=incidents,
+        torchcomms=torchcomms,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import lzma
 import os
+import stat
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, cast
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
+from analyzer.load.debug_server import is_torchcomms_page, page_member, page_ranks
 from analyzer.load.filetype import COMPRESSED, FOREIGN_WHAT, HEAD_BYTES, sniff
 from analyzer.load.streams import (
     Capped,
@@ -90,6 +92,9 @@ def _one(
             return
         budget.left -= len(data)
         yield Payload(label, name, kind, data, fingerprint_of(data) if fingerprint else "")
+        return
+    if kind == "debug-page":
+        yield Refusal(label, name, "a debug-server page inside an archive (not read)", foreign=True)
         return
     if depth >= 3:
         yield Refusal(label, name, f"{kind} nested too deep", foreign=False)
@@ -257,6 +262,29 @@ def _zip(
         yield Refusal(label, "", f"truncated or corrupt zip ({type(exc).__name__})", foreign=False)
 
 
+def _page(
+    path: str, name: str, data: bytes, size: int, fingerprint: bool, config: AnalysisConfig
+) -> Iterator[Payload | Refusal]:
+    """One JSON payload per rank section of a saved debug-server page, within the archive
+    caps (a page is read whole, its sections are members)."""
+    cap = config.max_archive_bytes
+    if size > cap:
+        yield Refusal(path, name, _too_large(size, cap), foreign=False)
+        return
+    text = data[: cap + 1].decode("utf-8", "replace")
+    got, comms, limit = 0, is_torchcomms_page(text), config.max_dump_bytes
+    for rank, body in page_ranks(text, config.max_archive_members):
+        got += 1
+        member = page_member(path, rank, comms)
+        if len(body) > limit:
+            yield Refusal(member, name, _too_large(len(body), limit), False)
+            continue
+        fp = fingerprint_of(body) if fingerprint else ""
+        yield Payload(member, member.rsplit(":", 1)[1], "json", body, fp)
+    if not got:
+        yield Refusal(path, name, "a debug-server page without a rank's JSON", foreign=True)
+
+
 def payloads(
     path: str,
     *,
@@ -277,7 +305,7 @@ def payloads(
     budget = _Budget(config, config.max_archive_bytes)
     cap = config.max_dump_bytes
     try:
-        with open(path, "rb", buffering=0) as raw:
+        with _open_regular(path) as raw:
             st = os.fstat(raw.fileno())
             head = os.pread(raw.fileno(), HEAD_BYTES, 0)
             kind = sniff(head)
@@ -300,6 +328,12 @@ def payloads(
             if kind in FOREIGN_WHAT:
                 yield Refusal(path, name, FOREIGN_WHAT[kind], foreign=True)
                 return
+            if kind == "debug-page":
+                fits = st.st_size <= config.max_archive_bytes
+                yield from _page(
+                    path, name, raw.readall() if fits else b"", st.st_size, fingerprint, config
+                )
+                return
             f = io.BufferedReader(raw, buffer_size=HEAD_BYTES)
             try:
                 yield from _one(
@@ -312,8 +346,44 @@ def payloads(
                 yield Refusal(
                     path, name, f"truncated or corrupt compressed data ({why})", foreign=False
                 )
+    except _NotRegular as exc:
+        yield Refusal(path, name, str(exc), foreign=False)
     except OSError as exc:
-        yield Refusal(path, name, f"cannot read: {exc.strerror or exc}", foreign=False)
+        why = exc.strerror or str(exc)
+        if os.path.islink(path) and not os.path.exists(path):
+            why = "a symbolic link to a missing file"
+        yield Refusal(path, name, f"cannot read: {why}", foreign=False)
+
+
+class _NotRegular(Exception):
+    """The file at a dump's path is no regular file (a FIFO, a device, a socket)."""
+
+
+_KINDS_OF_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _open_regular(path: str) -> io.FileIO:
+    """``path`` opened for reading without ever blocking (a FIFO without a writer would
+    wait for good): ``O_NONBLOCK``, and the type checked on the open descriptor (the file
+    may have been swapped since it was listed). :class:`_NotRegular` for anything but a
+    regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((w for test, w in _KINDS_OF_FILES if test(mode)), "no regular file")
+            raise _NotRegular(f"cannot read: {what}, not a regular file")
+        os.set_blocking(fd, True)
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 __all__ = [

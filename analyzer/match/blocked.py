@@ -10,7 +10,7 @@ from analyzer.match.matching import Matching
 from analyzer.match.mismatches import as_str
 from analyzer.normalize import Tables
 
-__all__ = ["blocked_in", "stuck_collectives"]
+__all__ = ["blocked_in", "retired_held", "stuck_collectives"]
 
 
 def blocked_in(
@@ -55,9 +55,12 @@ def stuck_collectives(
 ) -> list[tuple[str, int]]:
     """Collectives (group, seq) that every member enqueued, none completed, and every member
     is blocked in (its earliest unfinished op): nothing in the program holds them, so the
-    network or a GPU does. Empty when completion is not reported (gloo)."""
+    network or a GPU does. Where completion is not reported, gloo's retiring tells it
+    (:func:`retired_held`)."""
     c = matching.collectives
-    if matching.dialects.completion_unobserved or c.empty:
+    if matching.dialects.completion_unobserved:
+        return retired_held(tables, matching)
+    if c.empty:
         return []
     cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
     if cand.empty:
@@ -76,3 +79,45 @@ def stuck_collectives(
         ):
             out.append((g, int(q)))
     return sorted(set(out))
+
+
+#: Candidate collectives :func:`retired_held` checks (each costs a scan of its group's rows).
+_MAX_HELD_CHECKS = 64
+
+
+def retired_held(tables: Tables, matching: Matching) -> list[tuple[str, int]]:
+    """gloo's collectives (group, seq) that every member enqueued and none finished.
+
+    gloo retires an entry when its work ends, completed or timed out, and leaves the one a
+    rank is blocked in not retired. A collective is held when some member still holds it
+    not retired as its earliest unfinished collective and every other member holds it too
+    (not retired) or retired it (it timed out) without ever passing it in that group: the
+    members are stuck inside it, not stalled before their next op."""
+    gloo = {r for r, d in matching.dialects.by_rank.items() if d.name == "gloo"}
+    if not gloo:
+        return []
+    e = tables.entries
+    rank = e["rank"].to_numpy()
+    coll = e[~e["is_p2p"].to_numpy(bool) & np.isin(rank, np.array(sorted(gloo)))]
+    pending = coll[~coll["retired"].to_numpy(bool)]
+    if pending.empty:
+        return []
+    heads = pending.loc[pending.groupby("rank")["record_id"].idxmin(), ["rank", "pg_name", "seq"]]
+    members = tables.members()
+    dumped = set(tables.dumped_ranks)
+    top = coll.groupby(["rank", "pg_name"], observed=True)["seq"].max().to_dict()
+    out: list[tuple[str, int]] = []
+    groups = list(heads.groupby(["pg_name", "seq"], observed=True))
+    for (g, q), grp in groups[:_MAX_HELD_CHECKS]:
+        m = set(members.get(str(g), ()))
+        if not m or not m <= dumped or not m <= gloo:
+            continue
+        holders = {int(r) for r in grp["rank"]}
+        at = coll[(coll["pg_name"] == g) & (coll["seq"] == q)]
+        joined = {int(r) for r in at["rank"]}
+        retired = {int(r) for r in at.loc[at["retired"].to_numpy(bool), "rank"]}
+        if m <= joined and all(
+            r in holders or (r in retired and top.get((r, g), q) <= q) for r in m
+        ):
+            out.append((str(g), int(str(q))))
+    return sorted(out)

@@ -37,10 +37,12 @@ import numpy as np
 import pandas as pd
 
 from analyzer.match.dialect_defaults import (
+    EVERY_RANK,
     HOOK,
     NONE,
     OBSERVED,
     OWN_TIMEOUT,
+    TORCHCOMMS,
     Dialect,
     default_for,
     legacy,
@@ -80,6 +82,12 @@ class Dialects:
     @property
     def unobserved_ranks(self) -> frozenset[int]:
         return frozenset(r for r, d in self.by_rank.items() if not d.completion_observed)
+
+    @property
+    def retired_done_ranks(self) -> frozenset[int]:
+        """Ranks whose retired entries finished: TorchComms' recorder on CPU retires an op
+        when its call returned, and a call that raised (a timeout) leaves it not retired."""
+        return frozenset(r for r, d in self.by_rank.items() if d.backend == f"{TORCHCOMMS}gloo")
 
     @property
     def op_id_counter_ranks(self) -> frozenset[int]:
@@ -174,6 +182,9 @@ def _from_content(backend: str, f: dict[str, Any]) -> Dialect:
     """The prefix default of ``backend``, confirmed or overridden by one rank's facts."""
     d = default_for(backend)
     why: list[str] = []
+    if backend.startswith(TORCHCOMMS):
+        # Recognised from content at load; its fields have one meaning (see torchcomms()).
+        return d
     if f.get("completed") and d.completion == NONE:
         d = replace(d, completion=HOOK if d.counter == "op_id" and d.records_p2p else OBSERVED)
         why.append("completed entries: the backend reports completion")
@@ -219,6 +230,34 @@ def _backends_seen(backend: pd.Series) -> frozenset[str]:
     return frozenset(seen | ({str(np.nan)} if present[0] else set()))
 
 
+#: What each TorchComms flow means for a rank without a file.
+TUTORIAL_FLOW = (
+    "tutorial flow: only ranks that caught a timeout wrote a file (dump_file in the timeout "
+    "handler), so a rank without one is stalled outside communication (the usual reading) "
+    "or crashed"
+)
+HEALTH_CHECK_FLOW = "health check flow: every rank wrote a file, stalled ones included"
+
+
+def _torchcomms_flow(tables: Tables, out: dict[int, Dialect]) -> None:
+    """Which TorchComms flow wrote the files: every rank of the world (the debug server's
+    health check asks every rank to dump) or only some (the tutorial's timeout handler: the
+    rank that never timed out writes none). Said in the dialect's name and evidence."""
+    tc = [r for r, d in out.items() if d.backend.startswith(TORCHCOMMS)]
+    if not tc:
+        return
+    every = len(tables.dumped_ranks) >= tables.world_size
+    flow = HEALTH_CHECK_FLOW if every else TUTORIAL_FLOW
+    for r in tc:
+        d = out[r]
+        out[r] = replace(
+            d,
+            name=f"{d.name} ({'health check' if every else 'tutorial'} flow)",
+            dump_policy=EVERY_RANK if every else OWN_TIMEOUT,
+            evidence=(*d.evidence, "recognised as TorchComms' recorder from its content", flow),
+        )
+
+
 def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
     """Each dumped rank's dialect: the prefix default of its backend, confirmed or overridden
     by its entries (states, send/recv shapes) and its counters against its op ids. ``keys``
@@ -246,6 +285,7 @@ def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
             )
             continue
         out[r] = _from_content(backend, facts.get(r, {}))
+    _torchcomms_flow(tables, out)
     seen = _backends_seen(e["backend"]) if len(e) else frozenset()
     return Dialects(
         by_rank=out, backends=seen, unrecorded_groups=unrecorded_groups(tables, out, held, keys)

@@ -15,6 +15,7 @@ __all__ = [
     "OBSERVED",
     "OWN_TIMEOUT",
     "PREFIXES",
+    "TORCHCOMMS",
     "Dialect",
     "default_for",
     "legacy",
@@ -91,9 +92,26 @@ PREFIXES: dict[str, Dialect] = {
 }
 
 
+#: The backend label the loader gives dumps it recognised as TorchComms' recorder from their
+#: content (``analyzer.load.torchcomms``): never a ``profiling_name`` prefix of its own.
+TORCHCOMMS = "torchcomms-"
+
+
+def torchcomms(backend: str) -> Dialect:
+    """TorchComms' recorder over ``backend``: comms keyed by (name, members), collectives by
+    their position in their comm, peerless send/recv (a send writes its tensor as input and
+    output, a recv as output), no ``pg_status``. No completion reports either way: on CPU
+    (gloo) an op is retired when its call returned, so the one not retired is the op the rank
+    timed out in; on CUDA the state is read once at issue and every issued op is retired.
+    Nobody dumps by itself (user code or the debug server's health check does)."""
+    return Dialect(backend, backend, NONE, "seq", True, True, MANUAL)
+
+
 def default_for(backend: str) -> Dialect:
     """The prefix table's dialect for ``backend``; an unknown custom name is hook-recorded
     (torch 2.15 hooks every backend that does not record itself) without completion reports."""
+    if backend.startswith(TORCHCOMMS):
+        return torchcomms(backend)
     known = PREFIXES.get(backend)
     if known is not None:
         return known

@@ -99,18 +99,20 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     e = tables.entries
     op_codes = e["op"].cat.codes.to_numpy()
     send, recv = code_of(e["op"], "send"), code_of(e["op"], "recv")
-    mask = (
-        e["is_p2p"].to_numpy(bool)
-        & ((op_codes == send) | (op_codes == recv))
-        & (e["peer"].to_numpy() >= 0)
-    )
+    all_peers = e["peer"].to_numpy()
+    any_rows, senders = _any_source(e, op_codes, send, recv, dialects)
+    if len(any_rows):  # a recv from any source takes the sender of the send it pairs with
+        all_peers = all_peers.copy()
+        all_peers[any_rows] = senders
+    mask = e["is_p2p"].to_numpy(bool) & ((op_codes == send) | (op_codes == recv)) & (all_peers >= 0)
     rows = np.flatnonzero(mask)
     del mask
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in P2P_COLUMNS})
     index = pd.RangeIndex(len(rows))
     rank = e["rank"].to_numpy()[rows]
-    peer = e["peer"].to_numpy()[rows]
+    peer = all_peers[rows]
+    del all_peers
     is_send = op_codes[rows] == send
     one_sided = np.isin(rank, np.array(sorted(dialects.one_sided_ranks), dtype=np.int64))
     use_out = ~is_send & one_sided
@@ -130,7 +132,7 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
             "input_dtypes": _payload(e, "dtypes", rows, use_out, index),
         },
     )
-    done = e["state"].cat.codes.to_numpy()[rows] == code_of(e["state"], "completed")
+    done = _finished(e, rows, rank, dialects)
     peer_dumped = np.isin(peer, np.array(tables.dumped_ranks, dtype=np.int64))
     # peer_state as codes into _PEER_STATES, the pair columns as codes into their values.
     state = np.where(done, 0, np.where(peer_dumped, 1, 2)).astype(np.int8)
@@ -153,6 +155,59 @@ def match_p2p(tables: Tables, dialects: Dialects) -> pd.DataFrame:
     if len(p) > 1 and not _sorted_pairs(*keys):
         p = p.sort_values(["rank", "record_id"])
     return p.reset_index(drop=True)
+
+
+def _any_source(
+    e: pd.DataFrame, op_codes: np.ndarray, send: int, recv: int, dialects: Dialects
+) -> tuple[np.ndarray, np.ndarray]:
+    """The receives from any source still in flight (``recv 2<-?``: no peer written) that a
+    send still in flight targets, and the sender of each: per (group, receiver), the k-th
+    such receive (in the receiver's order) takes the k-th such send (in enqueue order) among
+    the streams the receiver posts no receive from a named source on. A receive from any
+    source that no send targets keeps no peer: it waits on nobody the dumps name."""
+    none = np.zeros(0, dtype=np.int64)
+    p2p = e["is_p2p"].to_numpy(bool)
+    peer, rank = e["peer"].to_numpy(), e["rank"].to_numpy()
+    anys = np.flatnonzero(p2p & (op_codes == recv) & (peer < 0))
+    if not len(anys):
+        return none, none
+    anys = anys[~_finished(e, anys, rank[anys], dialects)]
+    sends = np.flatnonzero(p2p & (op_codes == send) & (peer >= 0))
+    sends = sends[~_finished(e, sends, rank[sends], dialects)]
+    named = np.flatnonzero(p2p & (op_codes == recv) & (peer >= 0))
+    named = named[~_finished(e, named, rank[named], dialects)]
+    group = e["pg_name"].to_numpy()
+    posted = {(group[i], int(peer[i]), int(rank[i])) for i in named}
+    times = e["time_created_ns"].to_numpy()
+    waiting: dict[tuple[object, int], list[int]] = {}
+    for i in sorted(sends.tolist(), key=lambda i: (times[i], rank[i])):
+        if (group[i], int(rank[i]), int(peer[i])) not in posted:
+            waiting.setdefault((group[i], int(peer[i])), []).append(i)
+    rows: list[int] = []
+    senders: list[int] = []
+    taken: dict[tuple[object, int], int] = {}
+    for i in sorted(anys.tolist(), key=lambda i: (rank[i], e["record_id"].iat[i])):
+        key = (group[i], int(rank[i]))
+        k = taken.get(key, 0)
+        if k < len(waiting.get(key, ())):
+            rows.append(i)
+            senders.append(int(rank[waiting[key][k]]))
+            taken[key] = k + 1
+    return np.asarray(rows, dtype=np.int64), np.asarray(senders, dtype=np.int64)
+
+
+def _finished(
+    e: pd.DataFrame, rows: np.ndarray, rank: np.ndarray, dialects: Dialects
+) -> np.ndarray:
+    """Which of the send/recv ``rows`` finished: ``completed``, or retired where retiring
+    means the call returned (TorchComms on CPU)."""
+    done = e["state"].cat.codes.to_numpy()[rows] == code_of(e["state"], "completed")
+    returned = dialects.retired_done_ranks
+    if returned:
+        done |= e["retired"].to_numpy(bool)[rows] & np.isin(
+            rank, np.array(sorted(returned), dtype=np.int64)
+        )
+    return done
 
 
 #: Values of ``peer_state`` by code (1: not decided yet, set by the pairing).

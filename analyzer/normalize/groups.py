@@ -9,7 +9,7 @@ import pandas as pd
 
 from analyzer import schema
 
-__all__ = ["group_table"]
+__all__ = ["group_table", "with_world"]
 
 
 def _sort_key(name: str) -> tuple[int, int | str]:
@@ -47,3 +47,14 @@ def group_table(
     groups = schema.frame(schema.GROUPS, group_rows)
 
     return groups
+
+
+def with_world(groups: pd.DataFrame, world: int) -> pd.DataFrame:
+    """``groups`` with the default group's members set to the whole ``world`` where they were
+    taken from the world (no member list of it was read)."""
+    default = (groups["pg_name"] == "0") & (groups["source"] == "world")
+    ranks = [tuple(range(world)) if d else m for d, m in zip(default, groups["ranks"], strict=True)]
+    return groups.assign(
+        ranks=pd.Series(ranks, index=groups.index, dtype=object),
+        size=pd.Series([len(m) for m in ranks], index=groups.index, dtype="int32"),
+    )

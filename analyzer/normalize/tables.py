@@ -37,11 +37,12 @@ from analyzer.load import (
 )
 from analyzer.normalize.backends import per_rank as _per_rank_dumps
 from analyzer.normalize.backends import process_order
-from analyzer.normalize.groups import group_table
+from analyzer.normalize.groups import group_table, with_world
+from analyzer.normalize.layout import infer_members, inferred_ranks
 from analyzer.normalize.peers import peers
 from analyzer.normalize.ranks import rank_rows
 from analyzer.normalize.scan import scan, stack_column
-from analyzer.normalize.world import check_world_size, world_of
+from analyzer.normalize.world import beyond_readable, check_world_size, world_of
 from analyzer.runtime import trim_heap
 
 
@@ -56,6 +57,12 @@ class Tables:
     stacks: pd.DataFrame
     skipped: pd.DataFrame
     world_size: int
+
+    @property
+    def inferred(self) -> dict[int, str]:
+        """Ranks no file names, inferred from the layout of the groups: rank -> the groups
+        that imply it (:func:`analyzer.normalize.layout.inferred_ranks`; a store keeps it)."""
+        return inferred_ranks(self.groups, set(self.dumped_ranks))
 
     @property
     def dumped_ranks(self) -> list[int]:
@@ -284,8 +291,16 @@ def _normalize(
     assert isinstance(backend_cat, pd.Categorical)
 
     seen_members, seen_desc, known_by_dump, per_rank = scan(dumps, starts, data)
-    world, config_votes = world_of(loaded, dumps, world_size, starts, data, config.max_rank)
+    world, config_votes, declared = world_of(
+        loaded, dumps, world_size, starts, data, config.max_rank
+    )
     groups = group_table(world, config_votes, seen_members, seen_desc)
+    layout = infer_members(groups, world, {d.rank for d in dumps})
+    if world_size is None or layout.world <= world_size:
+        groups, world = layout.groups, max(world, layout.world)
+    if world_size is None and not declared and not layout.declared:
+        world = beyond_readable(world, loaded)
+        groups = with_world(groups, world)
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
     # The group-local peers, as wide as their widest part (the readers narrow each column).
     wide = any(d.ints["peer_local"].dtype.itemsize > 4 for d in dumps if d.n_entries)

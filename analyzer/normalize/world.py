@@ -13,7 +13,13 @@ from analyzer.errors import InputError
 from analyzer.load import Loaded, ParsedDump, SameMembers
 from analyzer.normalize.scan import categorical
 
-__all__ = ["check_world_option", "check_world_size", "default_group_size", "world_of"]
+__all__ = [
+    "beyond_readable",
+    "check_world_option",
+    "check_world_size",
+    "default_group_size",
+    "world_of",
+]
 
 
 #: Ops whose output lists one shape per member of the group.
@@ -84,7 +90,10 @@ def world_of(
     starts: np.ndarray,
     data: dict[str, object],
     max_rank: int,
-) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]]]:
+) -> tuple[int, dict[str, list[tuple[tuple[str, tuple[int, ...]], int]]], bool]:
+    """The world, the member lists ``pg_config`` votes for by group, and whether readable
+    evidence declares the world (a member list of the whole job, or the default group's
+    entries) rather than only the highest dumped rank bounding it."""
     # ``world_size`` was checked against the dumped ranks (check_world_size) by the caller.
     # Groups: pg_config where it is real, entries where gloo left it empty or wrong.
     # Votes per group name for (desc, members); equal member tuples are one object (same), so
@@ -113,12 +122,20 @@ def world_of(
         [top_dumped + 1, unnamed_max + 1]
         + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes]
     )
+    declared = "0" in config_votes or unnamed_max >= 0
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
-        evident = max(evident, default_group_size(dumps, starts, data, max_rank))
-    # Unreadable files named like the next ranks extend it, one contiguous rank at a time
-    # (a lone high number with no file between does not): those ranks are unknown.
-    unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
-    while evident in unreadable:
-        evident += 1
+        shown = default_group_size(dumps, starts, data, max_rank)
+        evident = max(evident, shown)
+        declared = declared or shown > 0
     world = world_size or evident
-    return world, config_votes
+    return world, config_votes, declared
+
+
+def beyond_readable(world: int, loaded: Loaded) -> int:
+    """Where no readable evidence declares the world: unreadable files named like the next
+    ranks extend it, one contiguous rank at a time (a lone high number with no file between
+    does not); those ranks are unknown. Where it is declared, a name beyond it is no rank."""
+    unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
+    while world in unreadable:
+        world += 1
+    return world

@@ -23,8 +23,10 @@ What was merged or left out is recorded in ``fig.layout.meta["hangscope"]["notes
 shown under the figure title.
 """
 
+from analyzer.render.entry_rows import entry_rows
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
+from analyzer.render.markdown import render_markdown
 from analyzer.render.progress_map import progress
 from analyzer.render.report import render_html, verdict_html, write_html
 from analyzer.render.sentences import verdict_line
@@ -32,21 +34,25 @@ from analyzer.render.static_image import StaticImageError, write_timeline_image
 from analyzer.render.text import render_text
 from analyzer.render.timeline_figure import timeline
 from analyzer.render.wait_graph_figure import wait_graph
+from analyzer.render.where_now import where_each_rank_is_now
 
 __all__ = [
     "StaticImageError",
+    "entry_rows",
     "graph_dict",
     "graph_dot",
     "graph_graphml",
     "graph_text",
     "progress",
     "render_html",
+    "render_markdown",
     "render_text",
     "timeline",
     "to_json",
     "verdict_html",
     "verdict_line",
     "wait_graph",
+    "where_each_rank_is_now",
     "write_html",
     "write_timeline_image",
 ]

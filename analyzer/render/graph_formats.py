@@ -44,8 +44,27 @@ def graph_text(analysis: Analysis, *, max_lines: int = 200) -> str:
             lines.append(f"... {len(by_holder)} holders in all (use --format json)")
             break
     for cycle in analysis.diagnosis.deadlock_cycles:
-        lines.append(f"cycle: {' -> '.join(map(str, cycle))} -> {cycle[0]}")
+        lines.append(cycle_text(g, cycle))
     return "\n".join(lines) + "\n"
+
+
+def cycle_text(g: nx.DiGraph, cycle: tuple[int, ...]) -> str:
+    """``cycle: 0, 1, 2 -> 3; 3 -> 0, 1, 2``: the waits among the ranks of a cycle that
+    exist, waiters with the same holders on one arrow (never an order the waits do not have)."""
+    members = set(cycle)
+    holders: dict[int, tuple[int, ...]] = {}
+    for w in sorted(members):
+        hs = tuple(sorted(int(h) for h in g.successors(w) if int(h) in members))
+        if hs:
+            holders[w] = hs
+    same: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for w, hs in holders.items():
+        same[hs].append(w)
+    arrows = [
+        f"{', '.join(map(str, ws))} -> {', '.join(map(str, hs))}"
+        for hs, ws in sorted(same.items(), key=lambda x: x[1][0])
+    ]
+    return "cycle: " + "; ".join(arrows)
 
 
 def _export_graph(analysis: Analysis) -> nx.DiGraph:

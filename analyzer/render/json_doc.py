@@ -49,6 +49,10 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "kind": d.kind,
         "headline": d.headline,
         "culprit_ranks": [int(r) for r in d.culprit_ranks],
+        "culprits": [c.to_dict() for c in d.culprits],
+        "incidents": [i.to_dict() for i in analysis.loaded.incidents]
+        if analysis.loaded is not None
+        else [],
         "missing_dumps": [int(r) for r in d.missing_dumps],
         "deadlock_cycles": [[int(r) for r in c] for c in d.deadlock_cycles],
         "chains": {str(r): [s.to_dict() for s in steps] for r, steps in d.chains.items()},

@@ -21,6 +21,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from analyzer.render import sentences as wording
+from analyzer.render.folding import chain_lines
 from analyzer.render.report_assets import BOOT, CSS
 from analyzer.render.report_sections import (
     findings_table,
@@ -28,7 +29,7 @@ from analyzer.render.report_sections import (
     stacks_section,
     summary_section,
 )
-from analyzer.render.sentences import chain_sentences, cycle_line, for_html, missing_text
+from analyzer.render.sentences import cycle_line, for_html, missing_text
 from analyzer.terms import rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,6 +100,35 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
+def _meta_line(analysis: Analysis, *, source: str, command: str, version: str) -> str:
+    """The report's header line: what it was made from, how, by which version, when."""
+    import datetime as dt
+
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    t = analysis.tables
+    parts = [
+        f"input <code>{for_html(source)}</code>" if source else "",
+        f"{len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries",
+        f"made by <code>{for_html(command)}</code>" if command else "",
+        f"hangscope {for_html(version)}",
+        f"generated {when}",
+    ]
+    return "<p class='meta' id='made'>" + " · ".join(p for p in parts if p) + "</p>"
+
+
+def ticket_block(analysis: Analysis, *, source: str = "", version: str = "") -> str:
+    """The Markdown summary (:func:`~analyzer.render.markdown.render_markdown`), folded, with a
+    button that copies it (the text can also be selected by hand)."""
+    from analyzer.render.markdown import render_markdown
+
+    text = render_markdown(analysis, source=source, version=version)
+    return (
+        "<details id='ticket'><summary>Summary for a ticket (Markdown)</summary>"
+        "<button type='button' class='copy' data-copy='ticket-md'>copy</button>"
+        f"<pre id='ticket-md'>{for_html(text)}</pre></details>"
+    )
+
+
 def _cdn_tag(nonce: str) -> tuple[str, str]:
     from plotly.io._utils import plotly_cdn_url
 
@@ -115,7 +145,10 @@ def _cdn_tag(nonce: str) -> tuple[str, str]:
 def banner_html(analysis: Analysis) -> str:
     """The verdict banner: the same verdict, kind, headline and chain sentences as the text."""
     d = analysis.diagnosis
-    chains = "".join(f"<li class='chain'>{for_html(c)}</li>" for c in chain_sentences(d))
+    chains = "".join(
+        f"<li class='chain'>{for_html(c.arrow)}<br><span class='detail'>{for_html(c.detail)}</span></li>"
+        for c in chain_lines(d)
+    )
     missing = (
         f"<li class='missing'>{for_html(missing_text(analysis))}</li>" if d.missing_dumps else ""
     )
@@ -243,12 +276,16 @@ def render_html(
     clock: str = "job",
     max_lanes: int = 64,
     window_s: float | None = None,
+    source: str = "",
+    command: str = "",
 ) -> str:
     """The incident report as one HTML document (a string).
 
     ``plotlyjs="inline"`` (default) embeds plotly.js: the file works offline and makes no
     request. ``"cdn"`` loads plotly.js from its CDN (a ~5 MB smaller file). ``clock``,
     ``max_lanes`` and ``window_s`` are passed to :func:`analyzer.render.timeline_figure.timeline`.
+    ``source`` is the input as given and ``command`` the command line that made the report,
+    both named in its header with the version and the time it was made.
     """
     from analyzer import __version__ as version
     from analyzer.render.where_now import where_now_section
@@ -262,7 +299,9 @@ def render_html(
     page_title = title or f"hangscope: {wording.verdict_head(d)}"
     body = [
         banner_html(analysis),
+        _meta_line(analysis, source=source, command=command, version=version),
         where_now_section(analysis),
+        ticket_block(analysis, source=source, version=version),
         _NAV,
         *_figure_sections(blobs, notes, clock),
         f"<section id='findings'><h2>Findings</h2>{findings_table(analysis)}</section>",
@@ -292,4 +331,4 @@ def write_html(analysis: Analysis, path: Any, **kw: Any) -> str:
     return str(out)
 
 
-__all__ = ["banner_html", "render_html", "verdict_html", "write_html"]
+__all__ = ["banner_html", "render_html", "ticket_block", "verdict_html", "write_html"]

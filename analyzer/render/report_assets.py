@@ -37,19 +37,49 @@ dl.summary dt{color:var(--mute)}dl.summary dd{margin:0;overflow-wrap:anywhere}
 details summary{cursor:pointer;font-size:13px;color:#2e6da4}
 footer{color:var(--mute);font-size:12px;text-align:center;margin-top:18px}
 .noscript{color:var(--red);font-size:13px}
+.meta{font-size:12.5px;color:var(--mute);margin:0 0 8px;overflow-wrap:anywhere}
+.meta code{font-size:12px}
+.scroll{overflow-x:auto;max-width:100%}
+.banner .detail{opacity:.9}
+@media (max-width:600px){main{padding:0 8px 30px}.banner{margin:0 -8px 12px;padding:14px}
+.banner .verdict{font-size:21px}section{padding:10px 8px}.plot{min-height:260px}
+table{display:block;overflow-x:auto;max-width:100%}td.sum{min-width:260px}}
+.plot{max-width:100%;overflow:hidden}
+#ticket{margin:0 0 10px}#ticket pre{white-space:pre-wrap;overflow-wrap:anywhere}
+button.copy{font-size:12px;margin:4px 0;cursor:pointer}
 """
 
 BOOT = """
 (function(){
   var t0=performance.now();
-  var cfg={responsive:true,displaylogo:false,scrollZoom:false,
+  var narrow=window.innerWidth<700;
+  var cfg={responsive:true,displaylogo:false,scrollZoom:false,displayModeBar:narrow?false:'hover',
            modeBarButtonsToRemove:['select2d','lasso2d'],toImageButtonOptions:{format:'png',scale:2}};
+  function phone(layout){
+    /* at phone width: the plot takes the card's width, the legend goes under it */
+    delete layout.width;layout.autosize=true;
+    layout.legend=Object.assign({},layout.legend||{},{orientation:'h',x:0,xanchor:'left',y:-0.12,yanchor:'top'});
+    var m=layout.margin||{};layout.margin=Object.assign({},m,{l:Math.min(m.l||10,60),r:8,b:Math.max(m.b||50,110)});
+    if(layout.yaxis&&layout.yaxis.ticktext){layout.yaxis.ticktext=layout.yaxis.ticktext.map(function(t){
+      var plain=String(t).replace(/<[^>]*>/g,'');
+      return plain.length>22?plain.slice(0,21)+'…':t;});}
+    if(layout.updatemenus){layout.updatemenus.forEach(function(u){u.y=1.0;u.yanchor='bottom';u.x=0;u.xanchor='left';});}
+    return layout;
+  }
   function plot(el){
     var target=document.getElementById(el.getAttribute('data-plot'));
     try{var spec=JSON.parse(el.textContent);
+        if(narrow){spec.layout=phone(spec.layout||{});}
         return Plotly.newPlot(target,spec.data,spec.layout,cfg);}
     catch(err){target.textContent='figure failed to render: '+err;console.error(err);return null;}
   }
+  document.querySelectorAll('button[data-copy]').forEach(function(b){
+    b.addEventListener('click',function(){
+      var text=document.getElementById(b.getAttribute('data-copy')).textContent;
+      var done=function(){b.textContent='copied';};
+      if(navigator.clipboard){navigator.clipboard.writeText(text).then(done,function(){});}
+    });
+  });
   var jobs=[];
   document.querySelectorAll('script[type="application/json"][data-plot]').forEach(function(el){
     var lazy=el.closest('details[data-lazy]');

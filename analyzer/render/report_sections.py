@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from analyzer.diagnosis import unrecorded_text
 from analyzer.render.input_notes import input_notes
 from analyzer.render.sentences import for_html, full_dialect_text
-from analyzer.terms import group_label, group_short, rank_runs
+from analyzer.terms import group_label, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
@@ -56,29 +56,19 @@ def _stack_block(frames: Any) -> str:
 
 
 def stacks_section(analysis: Analysis) -> str:
-    d = analysis.diagnosis
-    parts = []
-    shown = 0
-    for f in d.findings:
-        if not f.culprit or shown >= 4:
-            continue
-        ranks = for_html(rank_runs(f.ranks, 6))
-        if f.stack:
-            parts.append(
-                f"<h3 class='note'>[{for_html(f.kind)}] ranks {ranks}: stack that issued "
-                f"{for_html(f.op)} in {for_html(group_short(f.group, f.group_desc))} seq {int(f.seq)} "
-                "(innermost frame first)</h3>" + _stack_block(f.stack)
-            )
-        last = f.evidence.get("last_recorded_stack")
-        if last:
-            op = f.evidence.get("last_recorded_op", {}) or {}
-            parts.append(
-                f"<h3 class='note'>rank {ranks}: stack of its last recorded op "
-                f"({for_html(op.get('op', ''))} in {for_html(group_short(op.get('group', ''), op.get('group_desc', '')))} "
-                f"seq {for_html(op.get('seq', ''))}), where it stopped issuing</h3>"
-                + _stack_block(last)
-            )
-        shown += 1
+    """Whose stack each is, as the text says it (:func:`analyzer.render.culprit_view.stack_blocks`):
+    the awaited op with the ranks that issued it, the culprit's own last issued op; for a
+    deadlock, each side and the op it is blocked in."""
+    from analyzer.render.culprit_view import stack_blocks
+
+    blocks, more = stack_blocks(analysis, most=4)
+    parts = [
+        f"<h3 class='note'>{for_html(b.head)} at: (innermost frame first)</h3>"
+        + _stack_block(b.frames)
+        for b in blocks
+    ]
+    if more:
+        parts.append(f"<p class='note'>the stacks of {more} more culprits are in the JSON</p>")
     if not parts:
         return (
             "<p class='note'>no stack recorded for the culprit's ops (stacks need "

@@ -25,6 +25,7 @@ from analyzer.terms import (
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
     from analyzer.diagnosis import Diagnosis
+    from analyzer.load import Incident
     from analyzer.waits import Wait
 
 __all__ = [
@@ -107,7 +108,27 @@ def verdict_line(d: Diagnosis) -> str:
     """The first line of every output: verdict, culprits and what kind of failure."""
     if d.verdict.value == "hang":
         return f"{verdict_head(d)} ({kind_title(d)})"
+    if d.verdict.value == "inconclusive" and d.culprits:
+        ranks = [c.rank for c in d.culprits]
+        return (
+            f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)} "
+            f"({kind_title(d)}); the dumps do not single anyone out"
+        )
     return _NO_HANG_LINE if d.verdict.value == "no_hang" else _INCONCLUSIVE_LINE
+
+
+def confidence_lines(d: Diagnosis) -> list[str]:
+    """``how sure: certain: its own dump shows ...``, one line per culprit (or suspect)
+    whose confidence or reason differs from the one before, with its ranks when several."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c in d.culprits:
+        groups.setdefault((str(c.confidence), c.because), []).append(c.rank)
+    several = len(d.culprits) > 1
+    return [
+        f"how sure{f' of {plural(ranks)} {rank_runs(ranks)}' if several else ''}: "
+        f"{confidence}: {because}"
+        for (confidence, because), ranks in groups.items()
+    ]
 
 
 def verdict_detail(d: Diagnosis) -> str:
@@ -217,3 +238,17 @@ def missing_text(analysis: Analysis) -> str:
         else ""
     )
     return "missing dumps: ranks " + ", ".join(t for _, t in items[:MISSING_ITEMS]) + more + note
+
+
+def incidents_note(incidents: Sequence[Incident]) -> str:
+    """``; these folders held 2 incidents: analyzed attempt_1 (the newest), not attempt_0
+    (--incident NAME)`` for the first line, or nothing when there was one."""
+    if len(incidents) < 2:
+        return ""
+    done = next(i for i in incidents if i.analyzed)
+    newest = " (the newest)" if done is incidents[0] else ""
+    rest = ", ".join(clean(i.name) for i in incidents if not i.analyzed)
+    return (
+        f"; these folders held {len(incidents)} incidents: analyzed {clean(done.name)}{newest}, "
+        f"not {rest} (--incident NAME)"
+    )

@@ -128,6 +128,8 @@ def _svg_traces(
     out: list[str] = []
     legend: list[tuple[str, str]] = []
     for tr in fig.data:
+        if tr.type == "bar" and tr.base is None:  # a legend entry only (the outline's)
+            continue
         if tr.type == "bar":
             base = np.asarray(tr.base, dtype=float)
             xs = np.asarray(tr.x, dtype=float)

@@ -10,9 +10,10 @@ from analyzer.escape import clean
 from analyzer.load import where_now
 from analyzer.normalize import Tables
 from analyzer.render import sentences as wording
+from analyzer.render.culprit_view import stack_lines
+from analyzer.render.folding import chain_lines, fold_findings
 from analyzer.render.input_notes import input_notes, text_lines
 from analyzer.render.sentences import (
-    chain_sentences,
     cycle_line,
     dialect_text,
     missing_text,
@@ -26,6 +27,18 @@ __all__ = ["render_text", "where_now_lines"]
 
 def _wrap(text: str, indent: str, width: int) -> str:
     return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _fill(text: str, indent: str, width: int) -> str:
+    """As :func:`_wrap`, never inside a rank range (``1496-1503``) or a word."""
+    return textwrap.fill(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
 
 
 def where_now_lines(analysis: Analysis, *, max_frames: int = 8) -> list[str]:
@@ -60,19 +73,15 @@ def render_text(
     d = analysis.diagnosis
     t = analysis.tables
     lines: list[str] = []
-    lines.append(wording.verdict_line(d))
+    incidents = analysis.loaded.incidents if analysis.loaded is not None else ()
+    lines.append(wording.verdict_line(d) + wording.incidents_note(incidents))
     lines.append(_wrap(d.headline, "  ", width))
+    lines.extend(_wrap(line, "  ", width) for line in wording.confidence_lines(d))
     lines.extend(where_now_lines(analysis))
-    lines.extend(_wrap(sentence, "  ", width) for sentence in chain_sentences(d))
-    lead = next((f for f in d.findings if f.culprit and f.stack), None)
-    if lead is not None:
-        frames = list(lead.stack)
-        # Start at the caller: skip torch.distributed's own frames at the top.
-        while len(frames) > 1 and "/torch/distributed/" in str(frames[0]["filename"]):
-            frames.pop(0)
-        lines.append("  issued at:")
-        for fr in frames[:8]:
-            lines.append(f"    {fr['filename']}:{fr['line']} in {fr['name']}")
+    for chain in chain_lines(d):  # one arrow line each, its detail below; same paths folded
+        lines.append(_fill(chain.arrow, "  ", width))
+        lines.append(_fill(chain.detail, "    ", width))
+    lines.extend(stack_lines(analysis))  # whose stack each is: awaited op, culprit's own
     lines.append("")
     lines.append(
         f"dumps: {len(t.dumped_ranks)} of {t.world_size} ranks, {len(t.entries):,} entries"
@@ -86,6 +95,8 @@ def render_text(
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
+    comms = analysis.loaded.torchcomms.notes if analysis.loaded is not None else ()
+    lines.extend(_wrap(f"torchcomms: {clean(n)}", "", width) for n in comms)
     if d.missing_dumps:
         lines.append(missing_text(analysis))
     if analysis.contexts:
@@ -103,13 +114,12 @@ def render_text(
         lines.append(_wrap(unrecorded_text(d.unrecorded_groups), "", width))
     if d.deadlock_cycles:
         lines.extend(cycle_line(cycle) for cycle in d.deadlock_cycles)
-    shown = [f for f in d.findings if f.summary != d.headline][:max_findings]
+    others = fold_findings(f for f in d.findings if f.summary != d.headline)
+    shown = others[:max_findings]
     if shown:
         lines.append("findings:")
-        for f in shown:
-            mark = "*" if f.culprit else "-"
-            lines.append(_wrap(f"{mark} [{f.kind}] {f.summary}", "  ", width))
-        hidden = len(d.findings) - 1 - len(shown)
+        lines.extend(_wrap(f.text(), "  ", width) for f in shown)
+        hidden = len(others) - len(shown)
         if hidden > 0:
             lines.append(f"  ... {hidden} more (use --format json)")
     if len(t.skipped):

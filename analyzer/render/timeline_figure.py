@@ -260,6 +260,18 @@ def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
                 cliponaxis=True,
             )
         )
+    if any(w for t in traces.values() for w in t["lw"] if w and w >= 2):
+        fig.add_trace(  # legend only: what the black outline of a bar means
+            go.Bar(
+                orientation="h",
+                x=[None],
+                y=[None],
+                name="outlined: the op the finding is about",
+                marker={"color": "rgba(0,0,0,0)", "line": {"width": 2, "color": "#111"}},
+                hoverinfo="skip",
+                showlegend=True,
+            )
+        )
     bars, marks, ghost_x = _never_joined(fr)
     if bars["x"]:
         fig.add_trace(
@@ -296,7 +308,7 @@ def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
                 },
                 hovertext=marks["text"],
                 hoverinfo="text",
-                showlegend=False,
+                showlegend=True,
             )
         )
     # Lanes of ranks without a dump: a flat marker so they are visible even when empty.

@@ -156,5 +156,8 @@ def lay_out(
         hovermode="closest",
         xaxis=_x_axis(fr.clock, meta["window"]),
         yaxis=_y_axis(lanes, n_lanes),
-        updatemenus=[_view_buttons(meta, span, whole_span)],
+        # The two views only where they differ (a small job's window is its whole buffer).
+        updatemenus=(
+            [_view_buttons(meta, span, whole_span)] if f"{span:.3g}" != f"{whole_span:.3g}" else []
+        ),
     )

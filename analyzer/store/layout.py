@@ -1,7 +1,8 @@
 """What a store folder holds: its files, the formats it is written in, the columns of its
 tables, and its marker read back. Layout::
 
-    DIR/hangscope-store.json   format marker, schema version, world size, ranks held
+    DIR/hangscope-store.json   format marker, schema version, world size, ranks held, and
+                               a digest of every other file (:func:`digest_of`)
     DIR/entries.parquet        analyzer.schema.ENTRIES
     DIR/groups.parquet         analyzer.schema.GROUPS (ranks as a list column)
     DIR/ranks.parquet          analyzer.schema.RANKS
@@ -23,11 +24,14 @@ the whole job's files give (:func:`analyzer.store.merge.open_stores`).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from analyzer import schema
+from analyzer.config import DEFAULT_CONFIG
 from analyzer.errors import InputError
 from analyzer.load import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STORE_MARKER, STRING_FIELDS
 from analyzer.schema import Col
@@ -47,8 +51,13 @@ __all__ = [
     "STORE_VERSION",
     "TABLES",
     "TABLES_ONLY_VERSION",
+    "StoreNote",
+    "check_parts",
+    "digest_of",
     "read_meta",
     "require_pyarrow",
+    "store_rank",
+    "stray_dumps",
 ]
 
 MARKER = STORE_MARKER
@@ -128,6 +137,7 @@ PARSED_TABLES = {"dumps": DUMPS, "parsed": PARSED}
 STAGING = ".parsed.partial"
 #: The files of the parsed dumps (and the loader's notes, and the contexts).
 PARSED_FILES = ("dumps.parquet", "parsed.parquet", MEMBERS, INPUTS, CONTEXTS)
+_STORE_FILES = frozenset({MARKER, *PARSED_FILES, *(f"{n}.parquet" for n in TABLES)})
 
 
 def require_pyarrow() -> None:
@@ -141,7 +151,9 @@ def require_pyarrow() -> None:
 
 def read_meta(folder: Path) -> dict[str, Any]:
     """The store's marker (:data:`MARKER`), refused (:class:`InputError`) unless it names a
-    format this version reads."""
+    format this version reads, its fields are what a job can have (a world of at most
+    4,194,304 ranks, as for dumps: a store is a file like any other), and every file it
+    lists a digest for is the one written with it (:func:`check_parts`)."""
     try:
         meta = json.loads((folder / MARKER).read_text())
     except (OSError, ValueError) as exc:
@@ -152,4 +164,91 @@ def read_meta(folder: Path) -> dict[str, Any]:
     ):
         got = meta.get("format") if isinstance(meta, dict) else None
         raise InputError(f"{folder}: store format {got!r}, expected {STORE_VERSION!r}")
+    _check_world(folder, meta, "world_size", required=True)
+    _check_world(folder, meta, "world_option", required=False)
+    check_parts(folder, meta)
     return meta
+
+
+def _check_world(folder: Path, meta: dict[str, Any], key: str, *, required: bool) -> None:
+    value = meta.get(key)
+    if value is None and not required:
+        return
+    top = DEFAULT_CONFIG.max_rank
+    if type(value) is not int or not 1 <= value <= top:
+        raise InputError(
+            f"{folder}: {MARKER} gives {key} {str(value)[:40]}: no job has that many ranks "
+            f"(1 to {top:,})"
+        )
+
+
+def digest_of(path: Path) -> str:
+    """What ties a file to the store it was written for: its size, its first 4 KB and its
+    last 64 KB (a Parquet file's footer: its schema, row groups and their offsets) hashed.
+    Cheap at any size; a file copied from another store, or cut short, has another."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h.update(size.to_bytes(8, "little"))
+        h.update(f.read(4096))
+        f.seek(max(4096, size - 65536))
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def check_parts(folder: Path, meta: dict[str, Any]) -> None:
+    """Every file the marker gives a digest for (stores written since digests were) is
+    the one written with it: not copied from another store, cut short or rewritten."""
+    digests = meta.get("digests")
+    if digests is None:  # written before digests were: nothing to check against
+        return
+    if not isinstance(digests, dict):
+        raise InputError(f"{folder}: {MARKER} has malformed digests")
+    for name, want in digests.items():
+        if not isinstance(name, str) or os.path.basename(name) != name or name == MARKER:
+            raise InputError(f"{folder}: {MARKER} has a digest for {str(name)[:60]!r}")
+        try:
+            got = digest_of(folder / name)
+        except OSError as exc:
+            raise InputError(f"{folder / name}: cannot read ({exc.strerror or exc})") from None
+        if got != want:
+            raise InputError(
+                f"{folder / name}: not the file written with this store (its digest differs "
+                f"from {MARKER}'s): copied from another store, cut short or changed? "
+                "Export the dumps again"
+            )
+
+
+def store_rank(value: Any, lowest: int = 0) -> int:
+    """A rank of a store's notes, checked as a dump's name's would be (ValueError)."""
+    if type(value) is not int or not lowest <= value < DEFAULT_CONFIG.max_rank:
+        raise ValueError(f"rank {str(value)[:30]} beyond any job's")
+    return value
+
+
+class StoreNote(UserWarning):
+    """A store folder holds what its analysis does not read (files named like dumps)."""
+
+
+def stray_dumps(folder: Path) -> None:
+    """Warn (:class:`StoreNote`) when the store ``folder`` also holds files named like
+    dumps: the store is what is analyzed, those files are not read."""
+    import warnings
+
+    from analyzer.load import is_dump_name
+
+    try:
+        names = [n for n in os.listdir(folder) if is_dump_name(n) and n not in _STORE_FILES]
+    except OSError:
+        return
+    if names:
+        names.sort()
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        warnings.warn(
+            StoreNote(
+                f"{folder} is a store and also holds files named like dumps ({names[0]}{more}): "
+                "the store is analyzed, those files are not read (give them by name, or "
+                "export them to another folder)"
+            ),
+            stacklevel=3,
+        )

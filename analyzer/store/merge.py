@@ -40,6 +40,8 @@ from analyzer.store.layout import (
     TABLES_ONLY_VERSION,
     read_meta,
     require_pyarrow,
+    store_rank,
+    stray_dumps,
 )
 from analyzer.store.parquet import store_inputs
 from analyzer.store.parsed_dumps import read_dumps, write_parsed
@@ -174,6 +176,8 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     require_pyarrow()
     folders = [Path(p) for p in paths]
     metas = [read_meta(f) for f in folders]
+    for folder in folders:
+        stray_dumps(folder)
     per_store, world_option = _one_job(folders, metas)
     dumps, new_duplicates = _union(per_store)
     notes = _notes(folders)
@@ -280,14 +284,16 @@ def _notes(folders: list[Path]) -> _Notes:
     for folder in folders:
         doc = _read_json(folder, INPUTS)
         try:
-            skipped += [Skipped(str(p), int(r), str(w)) for p, r, w in doc.get("skipped", [])]
+            skipped += [
+                Skipped(str(p), store_rank(r, -1), str(w)) for p, r, w in doc.get("skipped", [])
+            ]
             ignored += [Ignored(str(p), str(w)) for p, w in doc.get("ignored", [])]
             duplicates += [
-                Duplicate(int(r), str(k), str(dr), bool(i))
+                Duplicate(store_rank(r), str(k), str(dr), bool(i))
                 for r, k, dr, i in doc.get("duplicates", [])
             ]
             unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
-            files += [RankFile(int(r), Path(p)) for r, p in doc.get("files", [])]
+            files += [RankFile(store_rank(r), Path(p)) for r, p in doc.get("files", [])]
             notes.beside += [
                 RankFile(int(r), Path(p))
                 for r, p in doc.get("beside", [])[:MAX_BESIDE]
@@ -296,7 +302,8 @@ def _notes(folders: list[Path]) -> _Notes:
             contexts = _contexts_of(_read_json(folder, CONTEXTS))
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(
-                f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__})"
+                f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__}: "
+                f"{str(exc)[:80]})"
             ) from None
         for rank, c in contexts.by_rank.items():
             old = by_rank.get(rank)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from analyzer import schema
 from analyzer.errors import InputError
 from analyzer.load import Contexts, Loaded, is_store
 from analyzer.normalize import Tables
+from analyzer.store.atomic import begin_store, fsync_file, is_build, swap_in
 from analyzer.store.layout import (
     MARKER,
     PARSED_FILES,
@@ -27,8 +29,10 @@ from analyzer.store.layout import (
     STORE_VERSION,
     TABLES,
     TABLES_ONLY_VERSION,
+    digest_of,
     read_meta,
     require_pyarrow,
+    stray_dumps,
 )
 from analyzer.store.parsed_dumps import write_parsed
 
@@ -44,19 +48,47 @@ def write_store(
     world_option: int | None = None,
     staged: Path | None = None,
 ) -> Path:
-    """Write ``tables`` as Parquet files into ``out`` (created if needed), with the parsed
-    dumps of ``loaded`` (what makes stores mergeable) and the ``contexts`` found beside them.
+    """Write ``tables`` as Parquet files as the store ``out``, with the parsed dumps of
+    ``loaded`` (what makes stores mergeable) and the ``contexts`` found beside them.
     ``world_option``: the world size the user gave (None: worked out from the dumps).
-    ``staged``: the folder :func:`write_parsed` already wrote ``loaded`` to, in ``out``. The
-    format marker is written last: a folder the write stopped in is no store."""
+    ``staged``: the folder :func:`write_parsed` already wrote ``loaded`` to (in a folder of
+    :func:`~analyzer.store.atomic.begin_store`, or in ``out``).
+
+    The store is built beside ``out`` and swapped in whole (:mod:`~analyzer.store.atomic`):
+    ``out`` is the complete new store, or what it was before (a failure removes what the
+    write made). ``out`` must be absent, empty or a store (:class:`InputError`)."""
     require_pyarrow()
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    build = staged.parent if staged is not None and is_build(staged.parent) else None
+    try:
+        if build is None:
+            build = begin_store(folder)
+        _write_into(build, tables, loaded, contexts, world_option, staged)
+        swap_in(build, folder)
+    except BaseException:
+        if build is not None:
+            shutil.rmtree(build, ignore_errors=True)
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return folder
+
+
+def _write_into(
+    build: Path,
+    tables: Tables,
+    loaded: Loaded | None,
+    contexts: Contexts | None,
+    world_option: int | None,
+    staged: Path | None,
+) -> None:
+    """Every file of the store in ``build``, flushed to disk, the marker (with each file's
+    digest: :func:`~analyzer.store.atomic.digest_of`) last."""
     for name in TABLES:
         frame = getattr(tables, name)
         if name == "groups":
             frame = frame.assign(ranks=frame["ranks"].map(list))
-        frame.to_parquet(folder / f"{name}.parquet", index=False)
+        frame.to_parquet(build / f"{name}.parquet", index=False)
     meta: dict[str, Any] = {
         "format": STORE_VERSION if loaded is not None else TABLES_ONLY_VERSION,
         "world_size": tables.world_size,
@@ -65,15 +97,20 @@ def write_store(
         "tables": {name: [c.name for c in cols] for name, cols in TABLES.items()},
     }
     if loaded is not None:
-        staging = staged if staged is not None else write_parsed(loaded, folder, contexts)
+        staging = staged if staged is not None else write_parsed(loaded, build, contexts)
         for name in PARSED_FILES:
-            (staging / name).replace(folder / name)
+            (staging / name).replace(build / name)
         staging.rmdir()
         meta["tables"].update(
             {name: [c.name for c in cols] for name, cols in PARSED_TABLES.items()}
         )
-    (folder / MARKER).write_text(json.dumps(meta, indent=1) + "\n")
-    return folder
+    digests = {}
+    for path in sorted(build.iterdir()):
+        fsync_file(path)
+        digests[path.name] = digest_of(path)
+    meta["digests"] = digests
+    (build / MARKER).write_text(json.dumps(meta, indent=1) + "\n")
+    fsync_file(build / MARKER)
 
 
 def ranges(ranks: list[int]) -> str:
@@ -125,6 +162,7 @@ def read_store(path: str | os.PathLike[str], *, world_size: int | None = None) -
     require_pyarrow()
     folder = Path(path)
     meta = read_meta(folder)
+    stray_dumps(folder)
     if world_size is not None and world_size != int(meta["world_size"]):
         raise InputError(
             f"{folder}: --world-size {world_size} cannot be applied to a store of "

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analyzer import schema
+from analyzer.config import DEFAULT_CONFIG
 from analyzer.errors import InputError
 from analyzer.load import (
     BOOL_FIELDS,
@@ -185,6 +186,8 @@ def _ints(values: list[Any]) -> tuple[int, ...]:
     """A JSON list of member ranks as a tuple, refused unless every value is an int."""
     if not set(map(type, values)) <= {int}:
         raise ValueError("a member rank that is not an integer")
+    if values and not 0 <= min(values) <= max(values) < DEFAULT_CONFIG.max_rank:
+        raise ValueError(f"a member rank beyond any job's (0 to {DEFAULT_CONFIG.max_rank - 1:,})")
     return tuple(values)
 
 
@@ -354,6 +357,10 @@ def _dumps(
             dropped_pg_ids={int(k): str(v) for k, v in json.loads(row.dropped_pg_ids).items()},
             reader=str(row.reader),
         )
+        if not 0 <= d.rank < DEFAULT_CONFIG.max_rank:
+            raise ValueError(
+                f"rank {d.rank} beyond any job's (0 to {DEFAULT_CONFIG.max_rank - 1:,})"
+            )
         _check_codes(d)
         out.append(d)
     return out

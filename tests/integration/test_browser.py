@@ -140,7 +140,7 @@ def _stall_job(make_job, desc="default_pg", name="job"):
 def test_report_renders_offline(browser, make_job, tmp_path):
     a = analyze(_stall_job(make_job))
     path = tmp_path / "stall.html"
-    a.save_report(path)
+    a.save_report(path, window_s=2e-8)  # a window shorter than the buffer: both buttons
     info = _open(browser, path, "stall8")
     _assert_rendered(info, "HANG: culprit rank 6")
     assert info["arrows"] >= 1
@@ -270,3 +270,38 @@ def test_static_timeline_png(make_job, tmp_path):
     shots = _shots()
     if shots:
         (shots / "timeline-kaleido.png").write_bytes(data)
+
+
+def test_report_at_phone_width(browser, tmp_path):
+    """390 px wide (a phone): no figure and no part of the page is wider than the viewport,
+    the modebar does not cover the titles, the tables scroll inside their card; the header
+    names the input, the command, the version and the time."""
+    out = tmp_path / "phone.html"
+    analyze(SAMPLES / "chain_tp_dp_w8", jobs=1).save_report(out)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(out.resolve().as_uri(), wait_until="load")
+    page.wait_for_selector("body[data-ready='1'], body[data-ready='error']", state="attached")
+    assert page.evaluate("document.body.getAttribute('data-ready')") == "1"
+    shots = _shots() or tmp_path
+    page.screenshot(path=str(shots / "phone-390.png"), full_page=True)
+    widths = page.evaluate(
+        "Array.from(document.querySelectorAll('.js-plotly-plot .main-svg'))"
+        ".filter(e => e.getBoundingClientRect().width > 0)"
+        ".map(e => e.getBoundingClientRect().right)"
+    )
+    assert widths and max(widths) <= 390, widths
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.locator(".modebar-container .modebar").count() == 0
+    made = page.locator("#made").inner_text()
+    assert "hangscope" in made and "generated" in made
+    page.close()
+
+
+def test_view_buttons_only_where_the_views_differ(browser, tmp_path):
+    out = tmp_path / "small.html"
+    analyze(SAMPLES / "stall_w4", jobs=1).save_report(out, plotlyjs="inline")
+    info = _open(browser, out, "small-no-buttons")
+    assert info["state"] == "1"
+    assert info["page"].locator("#plot-timeline .updatemenu-button").count() == 0
+    info["page"].close()

@@ -366,3 +366,25 @@ def test_live_job_whose_store_dies_keeps_training(tmp_path: Path, backend: str) 
     assert (out / "gloo_trace_rank_1").exists()
     logs = Path(summary["logs"])
     assert "store unavailable" in (logs / "rank_0.log").read_text()
+
+
+def test_capture_never_signals_a_process_without_the_hook() -> None:
+    # SIGUSR1's default action ends a process: a PID without the hook (the torchrun agent, a
+    # rank started without it) is refused with one line and stays alive.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        run = subprocess.run(
+            [sys.executable, "-m", "analyzer", "capture", "--signal", str(proc.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert run.returncode == 2, run.stderr
+        assert "does not handle SIGUSR1" in run.stderr and "Traceback" not in run.stderr
+        time.sleep(0.3)
+        assert proc.poll() is None  # not signalled: still alive
+    finally:
+        proc.kill()
+        proc.wait()

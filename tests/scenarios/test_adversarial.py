@@ -361,6 +361,14 @@ def test_two_different_dumps_keep_the_newer_and_strict_is_exit_2(tmp_path: Path)
     assert res.exit_code == 2 and "--strict: rank 0: two different dumps" in res.stderr
 
 
+def test_an_earlier_attempts_dump_of_a_rank_is_another_incident(tmp_path: Path) -> None:
+    job = _copy(CHAIN, tmp_path / "job")
+    hostile.older_copy(job / "nccl_trace_rank_0", job / "old" / "nccl_trace_rank_0", shift_s=1000)
+    code, doc = _doc(job)
+    assert code == 1 and doc["culprit_ranks"] == [3] and doc["duplicates"] == []
+    assert [(i["name"], i["analyzed"]) for i in doc["incidents"]] == [(".", True), ("old", False)]
+
+
 def test_different_backends_of_one_rank_are_both_kept(tmp_path: Path) -> None:
     write_pickle(tmp_path / "nccl2_trace_rank_0", dump([entry(1, backend="nccl2")]))
     write_pickle(tmp_path / "gloo_trace_rank_0", dump([entry(1, backend="gloo")]))

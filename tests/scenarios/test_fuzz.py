@@ -32,7 +32,12 @@ MEMORY_CAP = 3 << 30  # address space of the process analyzing one mutated set
 TIME_CAP = 60.0
 
 #: (sample, culprits, format) of recorded samples with one known culprit.
-CASES = [("chain_tp_dp_w8", [3]), ("stall_w4", [1]), ("tp_dp_w8_json", [5])]
+CASES = [
+    ("chain_tp_dp_w8", [3]),
+    ("stall_w4", [1]),
+    ("tp_dp_w8_json", [5]),
+    ("torchcomms_gloo_health_check_w4", [3]),
+]
 
 junk = st.recursive(
     st.none()

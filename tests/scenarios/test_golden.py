@@ -7,6 +7,7 @@ For every sample in ``sample_dumps/`` and every fixture dump set in ``../shared/
   (``NAME.txt``),
 * ``hangscope analyze DIR -q -j 1 -f json`` (``NAME.json``),
 * ``hangscope graph DIR -q -j 1`` (``NAME.graph.txt``),
+* ``hangscope analyze DIR -q -j 1 -f markdown`` (``NAME.md``, the ticket summary),
 
 run through the CLI in-process, from the repository root with the directory given relative to
 it (so file paths in the outputs are relative and no machine path gets in). NAME is the
@@ -46,6 +47,7 @@ OUTPUTS = {
     ".txt": ["analyze", "-q"],
     ".json": ["analyze", "-q", "-f", "json"],
     ".graph.txt": ["graph", "-q"],
+    ".md": ["analyze", "-q", "-f", "markdown"],
 }
 
 
@@ -337,6 +339,8 @@ def _ranks(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+#: A wait chain's line, or the line of chains of the same path folded into one.
+_CHAIN = ("chain to rank ", "chains to ranks ")
 _VERDICT = re.compile(r"(HANG|NO HANG|INCONCLUSIVE)(?:: culprit ranks? ([\d, -]+))?")
 
 
@@ -353,7 +357,7 @@ def said_by_text(text: str) -> Said:
             blocks[-1] += " " + line.strip()
         else:
             blocks.append(line.strip())
-    chains = tuple(_squeeze(b) for b in blocks if b.startswith("chain to rank "))
+    chains = tuple(_squeeze(b) for b in blocks if b.startswith(_CHAIN))
     missing = next(
         (
             _ranks(x.removeprefix("missing dumps: ranks "))
@@ -384,7 +388,7 @@ def said_by_report(page: str) -> Said:
         _ranks(m.group(2) or ""),
         banner.fields.get("kind", "") if m.group(1) == "HANG" else "",
         _squeeze(banner.fields.get("headline", "")),
-        tuple(_squeeze(x) for x in items if x.startswith("chain to rank ")),
+        tuple(_squeeze(x) for x in items if x.startswith(_CHAIN)),
         next(
             (
                 _ranks(x.removeprefix("missing dumps: ranks "))
@@ -412,7 +416,7 @@ def test_report_banner_says_what_the_text_says(ds: DumpSet, tmp_path: Path) -> N
     _present(ds)
     page = tmp_path / "report.html"
     code, _, stderr = run_cli(
-        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page)]
+        ["report", ds.rel, "-q", "-j", "1", "--plotlyjs", "cdn", "-o", str(page), "--exit-code"]
     )
     assert not stderr, stderr
     # The text output as pinned (test_outputs_match_golden checks it is the current one).

@@ -38,6 +38,7 @@ KEYS = {
 }
 SCENARIOS = {
     "stall_w4",
+    "anysource_stall_w4",
     "stall_nofile_w4",
     "crash_w4",
     "op_desync_w4",

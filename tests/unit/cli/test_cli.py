@@ -130,7 +130,7 @@ def test_help_lists_every_command() -> None:
 @pytest.mark.parametrize("fmt", ["text", "json", "graphml", "dot"])
 def test_graph_command_exports(make_job: Callable[..., Path], fmt: str) -> None:
     res = runner.invoke(app, ["graph", str(_stall_job(make_job)), "-f", fmt])
-    assert res.exit_code == 1
+    assert res.exit_code == 0  # it wrote the graph (the verdict's code is analyze's)
     out = res.stdout
     if fmt == "json":
         doc = json.loads(out)

@@ -11,21 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cli.exits import ProgressPrinter
+from analyzer.cli.progress import ProgressPrinter
 
 ROOT = Path(__file__).resolve().parents[3]
 JOB = ROOT / "sample_dumps" / "chain_tp_dp_w8"
 pty = pytest.importorskip("pty")
 
 
-def _stderr(args: list[str], *, terminal: bool) -> str:
+def _stderr(args: list[str], *, terminal: bool, env: dict[str, str] | None = None) -> str:
     cmd = [sys.executable, "-m", "analyzer", "analyze", str(JOB), *args]
+    env = {**os.environ, **(env or {})}
     if not terminal:
         return subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env
         ).stderr
     master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=slave, env=env)
     os.close(slave)
     out = b""
     while True:
@@ -45,18 +46,26 @@ def _stderr(args: list[str], *, terminal: bool) -> str:
     return out.decode(errors="replace")
 
 
-def test_progress_on_a_terminal_shows_files_entries_and_rate() -> None:
-    text = _stderr([], terminal=True)
+def test_progress_on_a_terminal_shows_reading_then_the_phases_and_is_erased() -> None:
+    text = _stderr([], terminal=True, env={"HANGSCOPE_PROGRESS_AFTER": "0"})
     # 9 files: every file is looked at (the sample's EXPECTED.json too, then ignored).
     assert re.search(r"reading dumps: 9/9 files, [\d,]+ entries, [\d,]+ entries/s", text), text
+    assert re.search(r"analyzing [\d,]+ entries of 9 files… \d+ s", text), text
+    assert "\r\x1b[K" in text and text.endswith("\r\x1b[K")  # each line cleared; erased at the end
+    assert "\n" not in text
+
+
+def test_a_run_under_a_second_shows_nothing() -> None:
+    assert _stderr([], terminal=True, env={"HANGSCOPE_PROGRESS_AFTER": "60"}) == ""
 
 
 def test_quiet_or_no_terminal_means_no_progress() -> None:
-    assert "reading dumps" not in _stderr(["-q"], terminal=True)
-    assert "reading dumps" not in _stderr([], terminal=False)
+    zero = {"HANGSCOPE_PROGRESS_AFTER": "0"}
+    assert "reading dumps" not in _stderr(["-q"], terminal=True, env=zero)
+    assert "reading dumps" not in _stderr([], terminal=False, env=zero)
 
 
-def test_printer_throttles_and_ends_the_line(
+def test_printer_throttles_clears_and_erases(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
@@ -64,8 +73,11 @@ def test_printer_throttles_and_ends_the_line(
     printer.start -= 5.0  # as if reading for 5 s
     printer(1, 4, 2_000)
     printer(2, 4, 4_000)  # within 0.25 s of the last line: skipped
-    printer(4, 4, 8_000)  # the last file always prints, then a newline
+    printer(4, 4, 8_000)  # the last file always prints, then the next phase
+    printer.erase()
     err = capsys.readouterr().err
     assert err.count("reading dumps:") == 2
-    assert "4/4 files, 8,000 entries" in err and err.endswith("\n")
+    assert "\r\x1b[Kreading dumps: 4/4 files, 8,000 entries" in err
+    assert "\r\x1b[Kanalyzing 8,000 entries of 4 files… 5 s" in err
+    assert err.endswith("\r\x1b[K") and "\n" not in err
     assert ProgressPrinter(False).enabled is False

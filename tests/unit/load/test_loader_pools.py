@@ -154,7 +154,7 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
     pipe; the loader reads and removes each, and the folder goes with the pool. Through the
     pipe (no folder) the dumps are the same."""
     import analyzer.load.batches as parsebatch
-    import analyzer.load.loader
+    import analyzer.load.pool
 
     job = _job(tmp_path)
     made: list[str] = []
@@ -166,13 +166,13 @@ def test_batches_spilled_to_a_folder_in_memory_give_the_same_dumps_and_leave_not
 
     spilled: list[object] = []
     real_unspill = parsebatch.unspill
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", folder)
     monkeypatch.setattr(parsebatch, "unspill", lambda got: spilled.append(got) or real_unspill(got))
     monkeypatch.setattr(parsebatch, "SPILL_WAITING", 10_000)  # however far the reader lags
     through_files = load_dumps([job], jobs=2)
     assert made and not Path(made[0]).exists()  # removed with the pool
     assert spilled and all(isinstance(got, str) for got in spilled)  # every batch came as a file
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", lambda: None)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", lambda: None)
     _same(through_files, load_dumps([job], jobs=2))
     _same(through_files, load_dumps([job], jobs=1))
 
@@ -198,6 +198,35 @@ def test_a_batch_goes_through_the_pipe_when_it_cannot_be_spilled(tmp_path: Path)
     assert not Path(path).exists() and len(back.results) == 2
     assert_same_fields(back.results[0][0], batch.results[0][0])
     assert unspill(batch) is batch
+
+
+def test_batches_take_at_most_their_share_of_dev_shm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's 64 MB /dev/shm is shared: the run's waiting batches hold at most
+    SPILL_SHARE of what is free plus what they hold; past it, the pipe."""
+    import os
+
+    import analyzer.load.batches as batches
+    from analyzer.load.loader import _parse
+
+    files = sorted((SAMPLES / "chain_tp_dp_w8").glob("nccl_trace_rank_*"))[:2]
+    batch = batches.ParseBatch(
+        [_parse((r, str(p), True, False, None)) for r, p in enumerate(files)]
+    )
+    need = batches._batch_bytes(batch)
+
+    class Small:
+        f_frsize = 1
+        f_bavail = 3 * need  # a quarter of it is less than the batch
+
+    monkeypatch.setattr(batches.os, "statvfs", lambda _: Small)
+    assert batches.spill(batch, str(tmp_path)) is batch
+    Small.f_bavail = 5 * need
+    path = batches.spill(batch, str(tmp_path))
+    assert isinstance(path, str)
+    Small.f_bavail = 5 * need - os.stat(path).st_size  # the batch waiting counts as the run's
+    assert batches.spill(batch, str(tmp_path)) is batch
 
 
 def test_batches_read_in_a_thread_come_in_order_and_an_error_where_it_happened() -> None:
@@ -240,7 +269,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     import multiprocessing
     import sys
 
-    import analyzer.load.loader
+    import analyzer.load.pool
     from analyzer import cli
 
     job = _job(tmp_path)
@@ -254,7 +283,7 @@ def test_the_cli_lets_the_parsers_and_their_folder_go_when_the_analysis_fails(
     def boom(*a: object, **k: object) -> object:
         raise RuntimeError("something broke")
 
-    monkeypatch.setattr(analyzer.load.loader, "spill_folder", folder)
+    monkeypatch.setattr(analyzer.load.pool, "spill_folder", folder)
     monkeypatch.setattr("analyzer.analysis.analyze", boom)
     monkeypatch.setattr(sys, "argv", ["hangscope", "analyze", str(job), "--jobs", "2"])
     before = set(multiprocessing.active_children())

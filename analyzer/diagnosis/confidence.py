@@ -1,0 +1,181 @@
+"""How sure the evidence makes each culprit, and the one fact that decides it.
+
+* ``certain``: the culprit's own readable dump shows it (it never enqueued the op its peers
+  wait in, it issued the odd op, its entries close a cycle);
+* ``likely``: the dumps point at it but cannot show it from its side (it wrote no dump, so a
+  crash and a stall look alike; no file names it and the layout of the groups implies it; it
+  is blocked inside a collective whose completion its backend does not report);
+* ``suspect``: another reading fits the dumps as well (its own dump could not be trusted; a
+  group of two, where either side may have issued the odd op; ops the buffers never saw).
+
+When every culprit is a suspect, the verdict is ``inconclusive`` and they are listed as the
+suspects (:func:`analyzer.diagnosis.engine.diagnose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analyzer.diagnosis.evidence import StuckEvidence
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.kinds import FindingKind
+from analyzer.terms import plural, rank_runs
+
+__all__ = ["culprits_of"]
+
+
+_DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
+
+
+def _where(f: Finding) -> str:
+    name = f.group_desc or f"group {f.group}"
+    return f"{f.op or 'an op'} in {name} seq {f.seq}" if f.seq >= 0 else name
+
+
+def _wait(waiters: Sequence[int]) -> str:
+    return "waits" if len(waiters) == 1 else "wait"
+
+
+def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
+    """The confidence of ``rank`` as the culprit of finding ``f``."""
+    if rank in facts.unsure:
+        return Confidence.SUSPECT, f"its own dump cannot be trusted: {facts.unsure[rank]}"
+    if rank in facts.tables.inferred:
+        return Confidence.LIKELY, (
+            "no file names it: the layout of "
+            f"{facts.tables.inferred[rank]} implies a member with no dump"
+        )
+    g = facts.graph  # direct waiters only: the count of all is in the summary
+    waiters = sorted(int(w) for w in g.predecessors(rank)) if rank in g else []
+    kind = FindingKind(f.kind) if f.kind in FindingKind._value2member_map_ else None
+    if kind is FindingKind.MISSING_DUMP:
+        return Confidence.LIKELY, (
+            f"it wrote no dump and {plural(waiters)} {rank_runs(waiters)} {_wait(waiters)} on it: "
+            "a crash and a stall look alike from the others' files"
+            if waiters
+            else "it wrote no dump: a crash and a stall look alike from the others' files"
+        )
+    if kind is FindingKind.NOT_JOINED:
+        return Confidence.CERTAIN, (
+            f"its own dump shows it never enqueued {_where(f)}; "
+            f"{plural(waiters)} {rank_runs(waiters)} {_wait(waiters)} on it"
+            if waiters
+            else f"its own dump shows it never enqueued {_where(f)}"
+        )
+    if kind in _DESYNC:
+        size = len(facts.members.get(f.group, ())) if f.group else 0
+        if size == 2:
+            return Confidence.SUSPECT, (
+                f"a group of two disagrees on {_where(f)}: either side may have issued the odd one"
+            )
+        return (
+            Confidence.CERTAIN,
+            f"its own entry for {_where(f)} differs from every other member's",
+        )
+    if kind is FindingKind.DEADLOCK:
+        return Confidence.CERTAIN, "its own entries close a cycle of waits"
+    if (
+        kind is FindingKind.STUCK_IN_COLLECTIVE
+        and isinstance(f.evidence, StuckEvidence)
+        and f.evidence.suspect is None
+        and len(f.ranks) > 1
+    ):
+        return Confidence.SUSPECT, (
+            f"every member enqueued {_where(f)} and none completed it; no member stands out "
+            "(what holds it inside, network, GPU or host, is not in the files)"
+        )
+    if kind is FindingKind.STUCK_IN_COLLECTIVE:
+        return Confidence.LIKELY, (
+            f"every member enqueued {_where(f)} and it is the one whose entry never completed "
+            "or timed out: what it waits for inside (network, GPU, host) is not in the files"
+        )
+    if kind is FindingKind.UNRECORDED_OPS:
+        return Confidence.SUSPECT, "its counters ran ahead of its entries: the ops are in no buffer"
+    return Confidence.LIKELY, f"others wait on it in {_where(f)}"
+
+
+def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
+    """``size [[8]] -> [[12]]`` when ``rank``'s op at ``seq`` of ``group`` differs in size or
+    dtype from what it posted for every earlier op of that name in that group (two at
+    least), else None."""
+    e = facts.tables.entries
+    mine = e[(e["rank"] == rank) & (e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
+    now = mine[mine["seq"] == seq]
+    if len(now) != 1:
+        return None
+    op = now["op"].iat[0]
+    before = mine[(mine["seq"] < seq) & (mine["op"] == op)]
+    if len(before) < 2:
+        return None
+    for col, word in (("input_sizes", "size"), ("input_dtypes", "dtype")):
+        usual = set(before[col].astype(str))
+        if len(usual) == 1 and (value := str(now[col].iat[0])) not in usual:
+            return f"{word} {usual.pop()} -> {value}"
+    return None
+
+
+#: Pairs checked for a desync whose partner died (each check scans the entries once).
+_MAX_PAIR_CHECKS = 64
+
+
+def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int, str, str]]]:
+    """For culprits with no dump (``dead``): rank -> (waiter, where, change) for each member
+    that waits on it in a group where it is the only other member and whose op there changed
+    size or dtype from its own history (gloo aborts the receiver of a size mismatch)."""
+    w = facts.waits
+    w = w[w["holder"].isin(sorted(dead))]
+    members = facts.members
+    pairs = [
+        (int(holder), int(waiter), str(group), int(seq), str(op))
+        for holder, waiter, group, seq, op in w[
+            ["holder", "waiter", "pg_name", "seq", "op"]
+        ].itertuples(index=False)
+        if set(members.get(group, ())) == {int(waiter), int(holder)}
+    ]
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    descs = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["pg_desc"], strict=True))
+    for holder, waiter, group, seq, op in pairs[:_MAX_PAIR_CHECKS]:
+        change = _changed(facts, waiter, group, seq)
+        if change:
+            where = f"{op} in {descs.get(group) or group} seq {seq}"
+            out.setdefault(holder, []).append((waiter, where, change))
+    return out
+
+
+def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
+    """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
+    with no dump whose only group peer changed size or dtype in the op it died in is a
+    suspect, and so is that peer (a desync whose partner died: the odd rank's own history is
+    the only witness)."""
+    out: dict[int, Culprit] = {}
+    missing = FindingKind.MISSING_DUMP.value
+    dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
+    changed = _partners_changed(facts, dead) if dead else {}
+    for r in sorted(ranks):
+        f = next((f for f in findings if f.culprit and r in f.ranks), None)
+        if f is None:
+            out[r] = Culprit(r, Confidence.SUSPECT, "named by no finding of its own")
+            continue
+        confidence, because = _judge(facts, r, f)
+        out[r] = Culprit(r, confidence, because)
+        if f.kind != missing:
+            continue
+        for peer, where, change in changed.get(r, ()):
+            out[r] = Culprit(
+                r,
+                Confidence.SUSPECT,
+                f"it wrote no dump and its only peer in {where}, rank {peer}, changed {change} "
+                "there: a desync may have aborted it (gloo aborts the receiver of a size "
+                "mismatch), or it crashed on its own",
+            )
+            out.setdefault(
+                peer,
+                Culprit(
+                    peer,
+                    Confidence.SUSPECT,
+                    f"a suspect desync: it changed {change} in {where} from what it posted "
+                    f"before, and its peer rank {r} died in that op",
+                ),
+            )
+    return tuple(out[r] for r in sorted(out))

@@ -1,0 +1,176 @@
+"""Several incidents under one folder, told apart before any rank is resolved.
+
+torchelastic restarts leave one folder per attempt (``attempt_0/``, ``attempt_1/``, or dated
+folders), and people point hangscope at their parent. Merging ranks across attempts mixes two
+different hangs into one wrong story, so the dumps are first split by the folder that holds
+them, and two folders are one incident unless the dumps say otherwise:
+
+* a rank claimed in both by different dumps whose entry times do not overlap (a restarted
+  process; a byte-identical copy, or an older snapshot of the same ring buffer, overlaps), or
+* rank sets that do not meet and entry times that lie far apart (:data:`GAP_NS`: a restart,
+  not two nodes of one job writing at the same time).
+
+Folders are taken newest first (their newest entry) and each joins the first incident it
+agrees with entirely. The newest incident is analyzed unless one is named
+(``--incident NAME``); the others are listed, never merged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from analyzer.errors import InputError
+from analyzer.escape import clean
+from analyzer.load.parsed_dump import ParsedDump
+
+__all__ = ["GAP_NS", "Incident", "set_aside", "split_incidents"]
+
+#: Entry times further apart than this between folders with no rank in common: a restart.
+GAP_NS = 120 * 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """One incident: the folders whose dumps belong together, and what they hold."""
+
+    name: str
+    """The folders, relative to the folder that holds them all (``.`` for that folder)."""
+    folders: tuple[str, ...]
+    ranks: tuple[int, ...]
+    newest_ns: int
+    """The newest entry's enqueue time (ns since the epoch), -1 without entries."""
+    analyzed: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "folders": list(self.folders),
+            "ranks": list(self.ranks),
+            "newest_ns": self.newest_ns,
+            "analyzed": self.analyzed,
+        }
+
+
+@dataclass
+class _Folder:
+    path: str
+    dumps: list[ParsedDump]
+    first: int
+    last: int
+
+    @property
+    def ranks(self) -> set[int]:
+        return {d.rank for d in self.dumps}
+
+
+def _times(d: ParsedDump) -> tuple[int, int]:
+    if not d.n_entries:
+        return -1, -1
+    t = np.asarray(d.ints["time_created_ns"])
+    return int(t.min()), int(t.max())
+
+
+def _same_dump(a: ParsedDump, b: ParsedDump) -> bool:
+    return bool(a.fingerprint) and a.fingerprint == b.fingerprint
+
+
+def _one_process(a: ParsedDump, b: ParsedDump) -> bool:
+    """Whether two dumps of one rank can come from one process: the same bytes, or entry
+    times that overlap (an older snapshot of the same ring buffer)."""
+    if _same_dump(a, b):
+        return True
+    (a0, a1), (b0, b1) = _times(a), _times(b)
+    return min(a0, b0) < 0 or (a0 <= b1 and b0 <= a1)
+
+
+def _agree(a: _Folder, b: _Folder) -> bool:
+    """Whether the dumps of two folders can be one incident."""
+    mine = {d.rank: d for d in a.dumps}
+    common = [d for d in b.dumps if d.rank in mine]
+    if not all(_one_process(d, mine[d.rank]) for d in common):
+        return False  # one rank, two processes: two attempts
+    if not common and min(a.first, b.first) >= 0:
+        gap = max(a.first, b.first) - min(a.last, b.last)
+        return gap <= GAP_NS
+    return True
+
+
+def _name(folders: Sequence[str], root: str) -> str:
+    rel = [os.path.relpath(f, root) if root else f for f in sorted(folders)]
+    return ", ".join(rel)
+
+
+def split_incidents(
+    dumps: Sequence[ParsedDump], choice: str | None = None
+) -> tuple[list[ParsedDump], tuple[Incident, ...], set[str]]:
+    """The dumps of the incident to analyze (the newest, or the one ``choice`` names), every
+    incident found (newest first; empty when there is only one), and the folders of the
+    incidents not analyzed. Raises :class:`InputError` when ``choice`` names none."""
+    by_folder: dict[str, _Folder] = {}
+    for d in dumps:
+        key = str(Path(d.path).parent)
+        first, last = _times(d)
+        f = by_folder.get(key)
+        if f is None:
+            by_folder[key] = _Folder(key, [d], first, last)
+            continue
+        f.dumps.append(d)
+        if first >= 0:
+            f.first = first if f.first < 0 else min(f.first, first)
+            f.last = max(f.last, last)
+    if len(by_folder) < 2 and choice is None:
+        return list(dumps), (), set()
+    groups: list[list[_Folder]] = []
+    for f in sorted(by_folder.values(), key=lambda f: (-f.last, f.path)):
+        home = next((g for g in groups if all(_agree(f, o) for o in g)), None)
+        if home is None:
+            groups.append([f])
+        else:
+            home.append(f)
+    root = os.path.commonpath(list(by_folder)) if by_folder else ""
+    if len(groups) == 1:
+        root = os.path.dirname(root) if len(by_folder) == 1 else root
+    incidents = [
+        (
+            _name([f.path for f in g], root),
+            g,
+        )
+        for g in groups
+    ]
+    names = [n for n, _ in incidents]
+    if choice is not None and choice not in names:
+        listed = "; ".join(clean(n) for n in names)
+        raise InputError(f"--incident {clean(choice)}: no such incident (found: {listed})")
+    if len(groups) == 1:
+        return list(dumps), (), set()
+    pick = names.index(choice) if choice is not None else 0
+    chosen = [d for f in incidents[pick][1] for d in f.dumps]
+    found = tuple(
+        Incident(
+            name=n,
+            folders=tuple(sorted(f.path for f in g)),
+            ranks=tuple(sorted({r for f in g for r in f.ranks})),
+            newest_ns=max(f.last for f in g),
+            analyzed=i == pick,
+        )
+        for i, (n, g) in enumerate(incidents)
+    )
+    others = {f.path for i, (_, g) in enumerate(incidents) if i != pick for f in g}
+    return chosen, found, others
+
+
+def set_aside(
+    paths: Sequence[str], incidents: Sequence[Incident], others: set[str]
+) -> list[tuple[str, str]]:
+    """(path, why) for each of ``paths`` in a folder of an incident not analyzed."""
+    name = {f: i.name for i in incidents for f in i.folders}
+    return [
+        (p, f"another incident ({name[str(Path(p).parent)]}; --incident to analyze it)")
+        for p in paths
+        if str(Path(p).parent) in others
+    ]

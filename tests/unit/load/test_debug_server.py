@@ -1,0 +1,112 @@
+"""torch 2.15's debug server outputs as input, on the dump_dir its periodic dumper wrote
+around a real gloo job (``tools/record_debug_server.py``): saved pages, stacks snapshots,
+per_rank/ dumps, and snapshots alone."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import analyzer
+from analyzer.errors import InputError
+from analyzer.load import find_contexts, load_dumps
+from analyzer.load.debug_server import chosen, page_ranks, snapshots
+from analyzer.render import render_text
+from tests.conftest import SAMPLES
+
+DIR = SAMPLES / "debug_server_mesh_stall_w4"
+
+
+def _copy(tmp: Path, pattern: str) -> Path:
+    out = tmp / "given"
+    out.mkdir()
+    for p in DIR.glob(pattern):
+        shutil.copy(p, out / p.name)
+    return out
+
+
+def test_newest_complete_stacks_snapshot_taken() -> None:
+    snaps = snapshots([DIR], "stacks")
+    pick, newer = chosen(snaps)
+    assert pick is not None and not pick.partial
+    assert newer and all(s.partial.startswith("PARTIAL DATA: 2/4") for s in newer)
+    assert pick.stamp < newer[0].stamp
+
+
+def test_stacks_are_where_each_rank_is_now() -> None:
+    ctx = find_contexts([DIR])
+    assert sorted(ctx.by_rank) == [0, 1, 2, 3]
+    three = ctx.by_rank[3]
+    assert "PARTIAL DATA" in three.reason and "stacks_" in three.reason
+    frames = three.where_now()
+    assert frames[0]["name"] == "_worker" and frames[-1]["name"] == "_run_module_as_main"
+
+
+def test_dump_dir_reads_per_rank_dumps_not_pages() -> None:
+    a = analyzer.analyze(DIR, jobs=1)
+    assert a.diagnosis.culprit_ranks == (3,)
+    assert a.loaded is not None
+    assert all("per_rank" in d.path for d in a.loaded.dumps)
+    why = {i.reason for i in a.loaded.ignored if ".html:" in i.path}
+    assert why == {"a debug-server page's section: the rank's own dump is read"}
+    assert a.contexts.by_rank[3].where_now()[0]["name"] == "_worker"
+
+
+def test_saved_pages_alone(tmp_path: Path) -> None:
+    given = _copy(tmp_path, "*.html")
+    for p in DIR.glob("stacks_*"):
+        shutil.copy(p, given / p.name)
+    a = analyzer.analyze(given, jobs=1)
+    assert a.diagnosis.culprit_ranks == (3,)
+    assert set(a.matching.dialects.names().values()) >= {"torchcomms-gloo (health check flow)"}
+    # The c10d page's sections give way to the TorchComms page's ones.
+    assert a.loaded is not None
+    assert all(":torchcomms_rank_" in d.path for d in a.loaded.dumps)
+    assert a.loaded.torchcomms.notes and "in flight" in a.loaded.torchcomms.notes[0]
+    text = render_text(a)
+    assert "where it is now (rank 3" in text
+
+
+def test_c10d_page_alone_is_read(tmp_path: Path) -> None:
+    given = _copy(tmp_path, "fr_trace_json.html")
+    loaded = load_dumps([given], jobs=1)
+    assert sorted(d.rank for d in loaded.dumps) == [0, 1, 2, 3]
+    assert loaded.torchcomms.ranks == ()
+
+
+def test_snapshots_alone_read_from_the_trace_tables(tmp_path: Path) -> None:
+    given = _copy(tmp_path, "*.txt")
+    a = analyzer.analyze(given, jobs=1)
+    assert a.diagnosis.culprit_ranks == (3,)
+    assert a.loaded is not None
+    note = a.loaded.torchcomms.notes[0]
+    # The newest complete table snapshot, and the PARTIAL DATA after it, are named.
+    assert "torchcomms_fr_trace_20261206_171056.txt" in note and "PARTIAL DATA: 2/4" in note
+    groups = {str(g) for g in a.tables.members()}
+    assert {"tp[0,1]", "tp[2,3]", "dp[0,2]", "dp[1,3]"} <= groups
+    assert a.contexts.by_rank[3].where_now()[0]["name"] == "_worker"
+
+
+def test_stacks_alone_say_what_to_give(tmp_path: Path) -> None:
+    given = _copy(tmp_path, "stacks_*.txt")
+    with pytest.raises(InputError, match="per_rank/"):
+        load_dumps([given], jobs=1)
+
+
+def test_page_text_is_bounded_and_never_markup(tmp_path: Path) -> None:
+    body = (
+        '{"version": "2.10", "pg_config": {}, "pg_status": {}, '
+        '"entries": [{"profiling_name": "gloo:all_reduce&lt;script&gt;"}]}'
+    )
+    sections = "".join(f"<h2>Rank {r}: x</h2><pre>{body}</pre>" for r in range(5))
+    page = f"<!doctype html><title>x - PyTorch Distributed</title>{sections}<h2>Rank 9: y</h2><pre>not json</pre>"
+    got = list(page_ranks(page, 3))
+    assert [r for r, _ in got] == [0, 1, 2]
+    assert b"<script>" in got[0][1]  # unescaped to text for the JSON reader, never rendered
+    f = tmp_path / "page.html"
+    f.write_text(page)
+    # Each section is one rank's dump, checked like any other: the odd name is refused.
+    with pytest.raises(InputError, match=r"page\.html:rank_0\.json: no usable entry"):
+        load_dumps([f], jobs=1)
