@@ -167,6 +167,8 @@ class Analysis:
         clock: Clock = "job",
         max_lanes: int = 64,
         window_s: float | None = None,
+        source: str = "",
+        command: str = "",
     ) -> str:
         """The self-contained HTML incident report, as a string
         (:func:`analyzer.render.report.render_html`).
@@ -174,7 +176,8 @@ class Analysis:
         ``plotlyjs``: ``"inline"`` embeds plotly.js (works offline, makes no request);
         ``"cdn"`` loads it from its CDN (a file about 5 MB smaller). ``title``: the page title
         (default: the verdict line). ``clock``, ``max_lanes`` and ``window_s``: as for
-        :meth:`timeline`.
+        :meth:`timeline`. ``source`` (the input) and ``command`` (the command line that made
+        it) are named in the report's header, with the version and the time.
         """
         from analyzer.render import render_html
 
@@ -185,6 +188,8 @@ class Analysis:
             clock=clock,
             max_lanes=max_lanes,
             window_s=window_s,
+            source=source,
+            command=command,
         )
 
     def save_report(
@@ -196,6 +201,8 @@ class Analysis:
         clock: Clock = "job",
         max_lanes: int = 64,
         window_s: float | None = None,
+        source: str = "",
+        command: str = "",
     ) -> str:
         """Write the HTML incident report (:meth:`report_html`, same options) to ``path`` in
         UTF-8; returns the path as a string."""
@@ -209,6 +216,8 @@ class Analysis:
             clock=clock,
             max_lanes=max_lanes,
             window_s=window_s,
+            source=source,
+            command=command,
         )
 
     def summary_markdown(self, source: str = "") -> str:

@@ -14,7 +14,11 @@ Modules: :mod:`~analyzer.cli.commands` (the commands), :mod:`~analyzer.cli.optio
 they share, ``--version`` and ``--debug``), :mod:`~analyzer.cli.entry_point` (the process:
 ``main`` and ``run``), :mod:`~analyzer.cli.exits` (exit codes, and the steps every command
 shares: load, analyze, report errors), :mod:`~analyzer.cli.process` (signals, and standard
-streams closed or full).
+streams closed or full), :mod:`~analyzer.cli.table_commands` (``entries``, ``export``,
+``demo``), :mod:`~analyzer.cli.report_options`, :mod:`~analyzer.cli.outputs` (outputs
+checked before the work), :mod:`~analyzer.cli.conventions` (``-h``, one error style,
+metavars, colour), :mod:`~analyzer.cli.progress` (the progress line), :mod:`~analyzer.cli.demo`
+(the bundled samples).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   expected (``analyze -o some_dir``), or a place this user may not write is one line and exit
   6, before the analysis starts.
 - ``export`` writes into a new or empty folder, or over a store of the same job; a folder
-  holding other files, or a store of another job, is refused unless ``--force``.
+  holding other files is refused, a store of another job unless ``--force``.
 """
 
 from __future__ import annotations

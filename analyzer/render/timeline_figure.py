@@ -239,6 +239,24 @@ def _never_joined(fr: Frame) -> tuple[dict[str, list[Any]], dict[str, list[Any]]
     return bars, marks, ghost_x
 
 
+def _outline_legend(fig: go.Figure, traces: _Traces) -> None:
+    """A legend entry (no bar) for the black outline of the op the finding is about."""
+    import plotly.graph_objects as go
+
+    if any(w for t in traces.values() for w in t["lw"] if w and w >= 2):
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                x=[None],
+                y=[None],
+                name="outlined: the op the finding is about",
+                marker={"color": "rgba(0,0,0,0)", "line": {"width": 2, "color": "#111"}},
+                hoverinfo="skip",
+                showlegend=True,
+            )
+        )
+
+
 def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
     """Every trace of the figure; returns the x of the never-joined ops."""
     import plotly.graph_objects as go
@@ -260,18 +278,7 @@ def _add_traces(fig: go.Figure, fr: Frame, traces: _Traces) -> list[float]:
                 cliponaxis=True,
             )
         )
-    if any(w for t in traces.values() for w in t["lw"] if w and w >= 2):
-        fig.add_trace(  # legend only: what the black outline of a bar means
-            go.Bar(
-                orientation="h",
-                x=[None],
-                y=[None],
-                name="outlined: the op the finding is about",
-                marker={"color": "rgba(0,0,0,0)", "line": {"width": 2, "color": "#111"}},
-                hoverinfo="skip",
-                showlegend=True,
-            )
-        )
+    _outline_legend(fig, traces)
     bars, marks, ghost_x = _never_joined(fr)
     if bars["x"]:
         fig.add_trace(

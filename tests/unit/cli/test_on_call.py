@@ -172,9 +172,9 @@ def test_export_refuses_a_folder_that_is_not_its_store(tmp_path: Path) -> None:
     assert res.exit_code == 6 and "store of another job" in res.stderr
     assert sorted(p.name for p in store.iterdir()) == before
     assert '"world_size": 8' in (store / "hangscope-store.json").read_text()
-    # --force writes anyway.
+    # --force replaces a store of another job; a folder of other files is never written into.
     assert runner.invoke(app, ["export", stall, "-q", "-o", str(store), "--force"]).exit_code == 0
-    # A folder of other files never, not even with --force: the store is swapped in whole.
+    assert '"world_size": 4' in (store / "hangscope-store.json").read_text()
     res = runner.invoke(app, ["export", stall, "-q", "-o", str(notes), "--force"])
     assert res.exit_code == 6 and sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
 

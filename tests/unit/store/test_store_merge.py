@@ -439,14 +439,12 @@ def test_an_export_that_fails_leaves_no_store_and_nothing_staged(tmp_path: Path)
     """The parsed dumps are staged before normalize: when normalize refuses the dumps
     (--world-size smaller than a rank), nothing of the export is left in the folder."""
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("mine")
-    run = _cli(
-        "export", str(SAMPLES / "stall_w4"), "-o", str(out), "--world-size", "2", "-q", "--force"
-    )
+    out.mkdir()  # empty: a folder of other files is refused before anything is read
+    run = _cli("export", str(SAMPLES / "stall_w4"), "-o", str(out), "--world-size", "2", "-q")
     assert run.returncode == 2, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert sorted(p.name for p in out.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no build folder beside it
 
 
 def test_released_dumps_are_not_written_to_a_store(tmp_path: Path) -> None:
