@@ -17,6 +17,12 @@ GOLDEN = ROOT / "tests" / "golden"
 
 STALL = {"hang": True, "culprits": [1], "kinds": ["not_joined"]}
 TWO = {"hang": True, "culprits": [1, 3], "kinds": ["not_joined", "missing_dump"]}
+DESYNC_NOFILE = {
+    "hang": True,
+    "culprits": [3],
+    "kinds": ["size_mismatch"],
+    "dumped_ranks": [0, 1, 2],
+}
 HEALTHY = {"hang": False, "culprits": [], "kinds": ["no_hang"]}
 
 
@@ -43,6 +49,14 @@ def said(
         (TWO, said("hang", "missing_dump", (1, "certain"), (3, "likely")), "right", ""),
         (TWO, said("hang", "not_joined", (1, "certain")), "wrong", "missed a culprit"),
         (TWO, said("hang", "not_joined", (1, "certain"), (3, "suspect")), "unsure", ""),
+        (DESYNC_NOFILE, said("hang", "missing_dump", (3, "certain")), "right", ""),
+        (DESYNC_NOFILE, said("hang", "not_joined", (3, "certain")), "wrong", "wrong kind"),
+        (
+            {**DESYNC_NOFILE, "dumped_ranks": [0, 1, 2, 3]},
+            said("hang", "missing_dump", (3, "certain")),
+            "wrong",
+            "wrong kind",
+        ),
         (HEALTHY, said("no_hang", "no_hang"), "right", ""),
         (HEALTHY, said("inconclusive", "inconclusive"), "unsure", ""),
         (HEALTHY, said("hang", "not_joined", (0, "certain")), "wrong", "false alarm"),

@@ -1,7 +1,8 @@
 """Score the analyzer on the corpus: every case analyzed, its answer held against its truth.
 
 An answer is **right** when it says the truth's verdict and, for a hang, names exactly the
-injected ranks with a kind the truth allows; **unsure** when it says it is unsure (verdict
+injected ranks with a kind the truth allows (or ``missing_dump`` when an injected rank wrote
+no file); **unsure** when it says it is unsure (verdict
 ``inconclusive``, or a culprit whose ``confidence`` is ``suspect``) and the injected ranks are
 among the ranks it names (or it names none); **wrong** otherwise: a confident wrong culprit,
 a missed culprit, a missed hang (``no_hang`` on a hang), a false alarm (a hang on a healthy
@@ -27,6 +28,7 @@ from typing import Any
 __all__ = [
     "Outcome",
     "Said",
+    "allowed_kinds",
     "case_paths",
     "check_case",
     "classify",
@@ -89,6 +91,17 @@ def read_said(doc: dict[str, Any]) -> Said:
     )
 
 
+def allowed_kinds(truth: dict[str, Any]) -> set[str]:
+    """The kinds a right answer may give: the truth's, and ``missing_dump`` when an injected
+    rank wrote no file (its desync, its half of a deadlock or its stall is in no dump: that
+    it has none and others wait on it is all the files can say)."""
+    kinds = set(truth["kinds"])
+    dumped = truth.get("dumped_ranks")
+    if dumped is not None and set(truth["culprits"]) - set(dumped):
+        kinds.add("missing_dump")
+    return kinds
+
+
 def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
     """(right | wrong | unsure, why) for an answer against a case's truth."""
     if said.verdict == "error":
@@ -115,7 +128,7 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
             return UNSURE, ""
         return WRONG, f"unsure, the truth not among its suspects ({said.kind})"
     if named == want:
-        if said.kind in truth["kinds"]:
+        if said.kind in allowed_kinds(truth):
             return RIGHT, ""
         return WRONG, f"right culprit, wrong kind ({said.kind})"
     if named < want:

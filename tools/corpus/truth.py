@@ -126,6 +126,8 @@ def expected(spec: CaseSpec, dumped: set[int], died: set[int]) -> dict[str, Any]
         kinds = ["stuck_in_collective"]
     else:  # stalls, crashes, two faults: a rank without a file is a missing dump
         kinds = sorted({"not_joined" if r in dumped else "missing_dump" for r in culprits})
+    if set(culprits) - dumped:  # an injected rank without a file: that is all the files say
+        kinds = sorted({*kinds, "missing_dump"})
     if f.kind in STALLS or f.kind in ("crash_exit", "crash_sigkill"):
         assert len(culprits) == 1
     return {"hang": True, "culprits": culprits, "kinds": kinds}
