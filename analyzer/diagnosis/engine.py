@@ -24,6 +24,12 @@ from analyzer.waits import chain, chain_length
 __all__ = ["diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
+#: Why every op retired and the counters agreeing is no no-hang where ops retire when issued.
+_BLIND = (
+    "every op is retired and the counters agree, but this backend reports no completion (it "
+    "retires every op when issued): whether the last ops finished, or a rank is stuck inside "
+    "one, is not in these dumps"
+)
 #: What a no-hang cannot rule out where the backend records no send/recv (gloo): its
 #: monitored_barrier is send/recv too, so a rank stuck in one leaves the same dumps.
 _BLIND_P2P = (
@@ -117,6 +123,8 @@ def diagnose(
     if row.kind is FindingKind.NO_HANG:
         summary = _NO_HANG + (_BLIND_P2P if matching.dialects.p2p_unrecorded else "")
         findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=summary))
+    elif row.name == "completion unknown":
+        findings.append(Finding(kind=FindingKind.INCONCLUSIVE.value, ranks=(), summary=_BLIND))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}

@@ -227,7 +227,18 @@ def _unseen(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
     )
 
 
-def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+def _retire_means_done(facts: Facts) -> bool:
+    """Whether every dumped rank's retired entries finished: gloo retires an op when its work
+    ends, TorchComms on CPU when its call returned; hook backends without completion reports
+    retire every op when it is issued (done and hung look alike)."""
+    d = facts.matching.dialects
+    done = d.retired_done_ranks
+    return all(x.name == "gloo" or r in done for r, x in d.by_rank.items() if x.backend)
+
+
+def _settled(facts: Facts) -> bool:
+    """Every entry finished as far as the backend tells, the counters of every group agree,
+    and every rank dumped."""
     tables, matching = facts.tables, facts.matching
     e = tables.entries
     if matching.dialects.completion_unobserved:
@@ -240,6 +251,15 @@ def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
         bool((known.groupby("pg_name")["enqueued"].nunique() <= 1).all()) if len(known) else True
     )
     return finished and agree and not tables.missing_ranks
+
+
+def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    unobserved = facts.matching.dialects.completion_unobserved
+    return _settled(facts) and (not unobserved or _retire_means_done(facts))
+
+
+def _completion_unknown(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    return facts.matching.dialects.completion_unobserved and _settled(facts)
 
 
 def _always(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
@@ -262,6 +282,14 @@ VERDICTS: tuple[VerdictRow, ...] = (
         Verdict.NO_HANG,
         FindingKind.NO_HANG,
         "every recorded op completed, the counters agree, every rank dumped",
+    ),
+    VerdictRow(
+        "completion unknown",
+        _completion_unknown,
+        Verdict.INCONCLUSIVE,
+        FindingKind.INCONCLUSIVE,
+        "every op retired and the counters agree, but the backend retires ops when issued: "
+        "whether the last ones finished is not in the dumps",
     ),
     VerdictRow(
         "pending", _always, Verdict.INCONCLUSIVE, None, "ops are pending but no rank can be blamed"

@@ -62,6 +62,10 @@ KIND_TITLES: dict[str, str] = {
 #: A missing file where the backend dumps only ranks whose own ops timed out (nccl2).
 NO_DUMP_TITLE = "no dump: stalled outside communication or crashed"
 
+_UNKNOWN_COMPLETION_LINE = (
+    "INCONCLUSIVE: every op retired, but this backend reports no completion: "
+    "a hang inside the last ops would look the same"
+)
 _NO_HANG_LINE = "NO HANG: every recorded op completed and the counters agree"
 _INCONCLUSIVE_LINE = "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
 
@@ -114,6 +118,8 @@ def verdict_line(d: Diagnosis) -> str:
             f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)} "
             f"({kind_title(d)}); the dumps do not single anyone out"
         )
+    if d.verdict.value == "inconclusive" and any(f.kind == "inconclusive" for f in d.findings):
+        return _UNKNOWN_COMPLETION_LINE
     return _NO_HANG_LINE if d.verdict.value == "no_hang" else _INCONCLUSIVE_LINE
 
 

@@ -273,10 +273,12 @@ def test_opmix_verdict_and_exit_code(d: Path) -> None:
     import sys
 
     exp = json.loads((d / "EXPECTED.json").read_text())
+    honest = exp.get("analyzer")  # where the dumps cannot show what happened
     a = analyzer.analyze(d)
-    assert list(a.diagnosis.culprit_ranks) == exp["culprits"], a.diagnosis.headline
-    assert a.diagnosis.kind == exp["kind"], a.diagnosis.headline
-    assert a.diagnosis.verdict.value == ("hang" if exp["hang"] else "no_hang")
+    assert list(a.diagnosis.culprit_ranks) == (honest or exp)["culprits"], a.diagnosis.headline
+    assert a.diagnosis.kind == (honest or exp)["kind"], a.diagnosis.headline
+    verdict = honest["verdict"] if honest else "hang" if exp["hang"] else "no_hang"
+    assert a.diagnosis.verdict.value == verdict
     assert not [f for f in a.diagnosis.findings if f.kind.endswith("_mismatch")], (
         a.diagnosis.headline
     )
@@ -286,7 +288,9 @@ def test_opmix_verdict_and_exit_code(d: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert run.returncode == (1 if exp["hang"] else 0), run.stdout[-500:]
+    assert run.returncode == {"hang": 1, "no_hang": 0, "inconclusive": 5}[verdict], run.stdout[
+        -500:
+    ]
 
 
 def test_opmix_hook_sample_holds_the_ops_whose_sides_differ() -> None:

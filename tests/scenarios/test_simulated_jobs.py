@@ -143,7 +143,7 @@ def test_timeline_outlines_both_sides_of_a_p2p_desync(tmp_path: Path) -> None:
     outlined = [
         text
         for trace in fig.data
-        if trace.type == "bar"
+        if trace.type == "bar" and trace.hovertext is not None  # not the legend's entries
         for text, color in zip(trace.hovertext, trace.marker.line.color)
         if color == HIGHLIGHT
     ]
