@@ -232,8 +232,8 @@ def _retire_means_done(facts: Facts) -> bool:
     ends, TorchComms on CPU when its call returned; hook backends without completion reports
     retire every op when it is issued (done and hung look alike)."""
     d = facts.matching.dialects
-    done = d.retired_done_ranks
-    return all(x.name == "gloo" or r in done for r, x in d.by_rank.items() if x.backend)
+    done = d.retired_done_ranks | d.retire_on_end_ranks
+    return all(r in done for r, x in d.by_rank.items() if x.backend)
 
 
 def _settled(facts: Facts) -> bool:

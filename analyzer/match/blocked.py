@@ -93,7 +93,7 @@ def retired_held(tables: Tables, matching: Matching) -> list[tuple[str, int]]:
     not retired as its earliest unfinished collective and every other member holds it too
     (not retired) or retired it (it timed out) without ever passing it in that group: the
     members are stuck inside it, not stalled before their next op."""
-    gloo = {r for r, d in matching.dialects.by_rank.items() if d.name == "gloo"}
+    gloo = set(matching.dialects.retire_on_end_ranks)
     if not gloo:
         return []
     e = tables.entries

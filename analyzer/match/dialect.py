@@ -84,6 +84,12 @@ class Dialects:
         return frozenset(r for r, d in self.by_rank.items() if not d.completion_observed)
 
     @property
+    def retire_on_end_ranks(self) -> frozenset[int]:
+        """Ranks whose recorder retires an entry when its work ends, completed or failed
+        (gloo's own): the entry not retired is the op the rank is blocked in."""
+        return frozenset(r for r, d in self.by_rank.items() if d.name == "gloo")
+
+    @property
     def retired_done_ranks(self) -> frozenset[int]:
         """Ranks whose retired entries finished: TorchComms' recorder on CPU retires an op
         when its call returned, and a call that raised (a timeout) leaves it not retired."""

@@ -39,7 +39,7 @@ def test_triage_notebook(tmp_path):
     assert "hangscope-verdict" in out  # the rich verdict display
     assert "application/vnd.plotly.v1+json" in out  # the figures
     assert "culprits:" in out
-    assert "chain to rank " in out and "where each rank is now: no context captured" in out
+    assert "Chain to rank " in out and "where each rank is now: no context captured" in out
     assert report.read_text().startswith("<!DOCTYPE html>")
 
 
