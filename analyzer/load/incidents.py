@@ -111,6 +111,8 @@ def split_incidents(
     """The dumps of the incident to analyze (the newest, or the one ``choice`` names), every
     incident found (newest first; empty when there is only one), and the folders of the
     incidents not analyzed. Raises :class:`InputError` when ``choice`` names none."""
+    if choice is None and len({str(Path(d.path).parent) for d in dumps}) < 2:
+        return list(dumps), (), set()  # one folder: one incident, nothing to read
     by_folder: dict[str, _Folder] = {}
     for d in dumps:
         key = str(Path(d.path).parent)
