@@ -41,10 +41,9 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
         return Confidence.SUSPECT, f"its own dump cannot be trusted: {facts.unsure[rank]}"
-    if rank in facts.tables.inferred:
+    if rank in facts.inferred:
         return Confidence.LIKELY, (
-            "no file names it: the layout of "
-            f"{facts.tables.inferred[rank]} implies a member with no dump"
+            f"no file names it: the layout of {facts.inferred[rank]} implies a member with no dump"
         )
     g = facts.graph  # direct waiters only: the count of all is in the summary
     waiters = sorted(int(w) for w in g.predecessors(rank)) if rank in g else []

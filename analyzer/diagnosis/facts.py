@@ -43,6 +43,11 @@ class Facts:
         return self.tables.members()
 
     @cached_property
+    def inferred(self) -> dict[int, str]:
+        """Ranks no file names, inferred from the group layout (read once per diagnosis)."""
+        return self.tables.inferred
+
+    @cached_property
     def held(self) -> list[tuple[str, int]]:
         """Collectives every member joined and is blocked in, none completed."""
         return stuck_collectives(self.tables, self.matching)

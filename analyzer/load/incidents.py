@@ -62,6 +62,8 @@ class _Folder:
     dumps: list[ParsedDump]
     first: int
     last: int
+    spans: dict[int, tuple[int, int]]
+    """Each dump's oldest and newest entry time (by ``id``), read once."""
 
     @property
     def ranks(self) -> set[int]:
@@ -79,12 +81,10 @@ def _same_dump(a: ParsedDump, b: ParsedDump) -> bool:
     return bool(a.fingerprint) and a.fingerprint == b.fingerprint
 
 
-def _one_process(a: ParsedDump, b: ParsedDump) -> bool:
-    """Whether two dumps of one rank can come from one process: the same bytes, or entry
-    times that overlap (an older snapshot of the same ring buffer)."""
-    if _same_dump(a, b):
-        return True
-    (a0, a1), (b0, b1) = _times(a), _times(b)
+def _one_process(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two dumps of one rank, with entry times spanning ``a`` and ``b``, can come
+    from one process: times that overlap (an older snapshot of the same ring buffer)."""
+    (a0, a1), (b0, b1) = a, b
     return min(a0, b0) < 0 or (a0 <= b1 and b0 <= a1)
 
 
@@ -92,7 +92,10 @@ def _agree(a: _Folder, b: _Folder) -> bool:
     """Whether the dumps of two folders can be one incident."""
     mine = {d.rank: d for d in a.dumps}
     common = [d for d in b.dumps if d.rank in mine]
-    if not all(_one_process(d, mine[d.rank]) for d in common):
+    if not all(
+        _same_dump(d, mine[d.rank]) or _one_process(b.spans[id(d)], a.spans[id(mine[d.rank])])
+        for d in common
+    ):
         return False  # one rank, two processes: two attempts
     if not common and min(a.first, b.first) >= 0:
         gap = max(a.first, b.first) - min(a.last, b.last)
@@ -119,9 +122,10 @@ def split_incidents(
         first, last = _times(d)
         f = by_folder.get(key)
         if f is None:
-            by_folder[key] = _Folder(key, [d], first, last)
+            by_folder[key] = _Folder(key, [d], first, last, {id(d): (first, last)})
             continue
         f.dumps.append(d)
+        f.spans[id(d)] = (first, last)
         if first >= 0:
             f.first = first if f.first < 0 else min(f.first, first)
             f.last = max(f.last, last)

@@ -13,7 +13,7 @@ import pandas as pd
 from analyzer.kernels import code_of, codes_at, in_labels
 from analyzer.match.dialect_defaults import Dialect, default_for
 from analyzer.match.keys import EntryKeys, entry_keys
-from analyzer.normalize import Tables
+from analyzer.normalize import Tables, unseen_group_names
 
 __all__ = ["group_backends", "rank_backends", "rank_facts", "unrecorded_groups"]
 
@@ -228,17 +228,12 @@ def unrecorded_groups(
     # Group names are global and numbered in creation order: a gap among the names the
     # dumps show is a group no loaded dump recorded at all.
     # A group in some loaded pg_config is in a loaded buffer (it just ran no op).
-    known = set(tables.groups["pg_name"].astype(str))
-    names = sorted({int(n) for n in known if n.isdigit()})
     hooked = any(_per_backend_buffer(d.backend) for d in dialects.values() if d.backend)
-    if hooked and names:
-        for n in range(0, max(names) + 1):
-            if str(n) not in known and str(n) not in out:
-                out[str(n)] = {
-                    "backend": "",
-                    "members_without_buffer": [],
-                    "evidence": "a gap in the group names",
-                }
+    for name in unseen_group_names(tables.groups["pg_name"].astype(str)) if hooked else ():
+        out.setdefault(
+            name,
+            {"backend": "", "members_without_buffer": [], "evidence": "a gap in the group names"},
+        )
     return dict(
         sorted(out.items(), key=lambda kv: (0, int(kv[0])) if kv[0].isdigit() else (1, kv[0]))
     )

@@ -3,7 +3,14 @@ ranks, peers), one row per entry, with the world, each group's members, and seve
 one rank merged by backend.
 """
 
+from analyzer.normalize.groups import unseen_group_names
 from analyzer.normalize.tables import Tables, normalize, without_hugepage_advice
 from analyzer.normalize.world import check_world_option
 
-__all__ = ["Tables", "check_world_option", "normalize", "without_hugepage_advice"]
+__all__ = [
+    "Tables",
+    "check_world_option",
+    "normalize",
+    "unseen_group_names",
+    "without_hugepage_advice",
+]

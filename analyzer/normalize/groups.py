@@ -4,12 +4,13 @@ where it is real, the entries where gloo left it empty or wrong)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import pandas as pd
 
 from analyzer import schema
 
-__all__ = ["group_table", "with_world"]
+__all__ = ["group_table", "unseen_group_names", "with_world"]
 
 
 def _sort_key(name: str) -> tuple[int, int | str]:
@@ -58,3 +59,12 @@ def with_world(groups: pd.DataFrame, world: int) -> pd.DataFrame:
         ranks=pd.Series(ranks, index=groups.index, dtype=object),
         size=pd.Series([len(m) for m in ranks], index=groups.index, dtype="int32"),
     )
+
+
+def unseen_group_names(names: Iterable[str]) -> list[str]:
+    """The global group names below the highest that ``names`` lack. Names are given out in
+    creation order (0, 1, 2, ...) on every rank, so a gap is a group no dump shows; names that
+    are not numbers (torch 2.15's hashes) tell nothing."""
+    known = {str(n) for n in names}
+    numbers = [int(n) for n in known if n.isdigit()]
+    return [str(n) for n in range(max(numbers) + 1) if str(n) not in known] if numbers else []

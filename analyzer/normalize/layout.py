@@ -8,19 +8,21 @@ still show the layout: when the others all have ``k`` members in the same patter
 consecutive ranks, or ranks a stride apart) and together they partition ``k`` times their
 number of ranks, the ranks none of them holds are the members the short groups lack. Such a
 member is inferred ("most likely rank N"), never read: the groups get source ``inferred`` and
-:attr:`Layout.inferred` says why, so the diagnosis can say how sure it is.
+:func:`inferred_ranks` reads back which ranks were inferred and why, so the diagnosis can say
+how sure it is.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 
 import pandas as pd
 
 from analyzer import schema
+from analyzer.normalize.groups import unseen_group_names
 
 __all__ = ["Layout", "infer_members", "inferred_ranks"]
 
@@ -36,8 +38,6 @@ class Layout:
     world: int
     declared: int = 0
     """The world the layout declares (its groups of one kind partition it), 0 for none."""
-    inferred: dict[int, str] = field(default_factory=dict)
-    """Ranks no file names, inferred from the layout: rank -> the groups that imply it."""
 
 
 def _pattern(members: Sequence[int]) -> int | None:
@@ -92,16 +92,6 @@ def _family_gaps(
     return total, gaps
 
 
-def _names_without_gaps(names: pd.Series) -> bool:
-    """Whether the global group names are 0, 1, ..., n with none missing (names that are not
-    numbers, as torch 2.15's hashes, tell nothing: False)."""
-    try:
-        numbers = {int(n) for n in names}
-    except (TypeError, ValueError):
-        return False
-    return numbers == set(range(max(numbers) + 1)) if numbers else False
-
-
 def infer_members(groups: pd.DataFrame, world: int, dumped: set[int]) -> Layout:
     """``groups`` with the members their layout implies added (see the module's text), the
     world extended to hold them, and why each added rank was inferred."""
@@ -113,7 +103,8 @@ def infer_members(groups: pd.DataFrame, world: int, dumped: set[int]) -> Layout:
             families[str(desc)].append((str(name), tuple(members)))
     added: dict[str, tuple[int, ...]] = {}
     declared = 0
-    every_name = _names_without_gaps(groups["pg_name"])
+    names = [str(n) for n in groups["pg_name"]]
+    every_name = all(n.isdigit() for n in names) and not unseen_group_names(names)
     for family in families.values():
         got = _family_gaps(family, dumped) if len(family) >= 2 else None
         if got is not None:
@@ -128,30 +119,21 @@ def infer_members(groups: pd.DataFrame, world: int, dumped: set[int]) -> Layout:
     new_world = max(world, declared)
     if not added:
         return Layout(groups, world, declared)
-    why: dict[int, list[str]] = defaultdict(list)
     ranks_col: list[tuple[int, ...]] = []
-    sizes: list[int] = []
     sources: list[str] = []
-    for name, desc, members, source in zip(
-        groups["pg_name"], groups["pg_desc"], groups["ranks"], groups["source"], strict=True
+    for name, members, source in zip(
+        groups["pg_name"], groups["ranks"], groups["source"], strict=True
     ):
         if name in added:
-            members = tuple(sorted((*members, *added[name])))
-            source = "inferred"
-            for r in added[name]:
-                why[r].append(f"{desc} (group {name})")
-        elif name == "0" and source == "world":
-            members = tuple(range(new_world))
+            members, source = tuple(sorted((*members, *added[name]))), "inferred"
         ranks_col.append(tuple(members))
-        sizes.append(len(members))
         sources.append(str(source))
     rows = groups.assign(
         ranks=pd.Series(ranks_col, index=groups.index, dtype=object),
-        size=pd.Series(sizes, index=groups.index, dtype="int32"),
+        size=pd.Series([len(m) for m in ranks_col], index=groups.index, dtype="int32"),
         source=pd.Series(sources, index=groups.index, dtype="string"),
     )
-    inferred = {r: ", ".join(groups_) for r, groups_ in sorted(why.items())}
-    return Layout(schema.validate(rows, schema.GROUPS, "groups"), new_world, declared, inferred)
+    return Layout(schema.validate(rows, schema.GROUPS, "groups"), new_world, declared)
 
 
 def inferred_ranks(groups: pd.DataFrame, dumped: set[int]) -> dict[int, str]:

@@ -300,7 +300,7 @@ def _normalize(
         groups, world = layout.groups, max(world, layout.world)
     if world_size is None and not declared and not layout.declared:
         world = beyond_readable(world, loaded)
-        groups = with_world(groups, world)
+    groups = with_world(groups, world)  # the default group, where read off the world
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
     # The group-local peers, as wide as their widest part (the readers narrow each column).
     wide = any(d.ints["peer_local"].dtype.itemsize > 4 for d in dumps if d.n_entries)

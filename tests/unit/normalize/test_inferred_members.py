@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analyzer import schema
-from analyzer.normalize.layout import infer_members
+from analyzer.normalize.layout import infer_members, inferred_ranks
 
 
 def _groups(rows: list[tuple[str, str, tuple[int, ...], str]]) -> pd.DataFrame:
@@ -36,9 +36,10 @@ def _tp_dp(missing: int) -> pd.DataFrame:
 
 def test_the_last_rank_with_no_trace_is_inferred_from_both_families() -> None:
     layout = infer_members(_tp_dp(7), world=7, dumped=set(range(7)))
+    inferred = inferred_ranks(layout.groups, set(range(7)))
     assert layout.world == 8 and layout.declared == 8
-    assert set(layout.inferred) == {7}
-    assert "TENSOR_MODEL_PARALLEL_GROUP (group 4)" in layout.inferred[7]
+    assert set(inferred) == {7}
+    assert "TENSOR_MODEL_PARALLEL_GROUP (group 4)" in inferred[7]
     ranks = dict(zip(layout.groups["pg_name"], layout.groups["ranks"], strict=True))
     assert ranks["4"] == (6, 7) and ranks["6"] == (1, 3, 5, 7)
     source = dict(zip(layout.groups["pg_name"], layout.groups["source"], strict=True))
@@ -47,7 +48,8 @@ def test_the_last_rank_with_no_trace_is_inferred_from_both_families() -> None:
 
 def test_a_complete_layout_declares_the_world_and_infers_nobody() -> None:
     layout = infer_members(_tp_dp(-1), world=8, dumped=set(range(8)))
-    assert layout.inferred == {} and layout.declared == 8 and layout.world == 8
+    assert inferred_ranks(layout.groups, set(range(8))) == {}
+    assert layout.declared == 8 and layout.world == 8
 
 
 def test_no_inference_where_the_layout_does_not_decide() -> None:
@@ -60,7 +62,7 @@ def test_no_inference_where_the_layout_does_not_decide() -> None:
         ]
     )
     layout = infer_members(groups, world=5, dumped={0, 1, 4})
-    assert layout.inferred == {}
+    assert inferred_ranks(layout.groups, {0, 1, 4}) == {}
     # A member that wrote a dump is never inferred as a member with no dump.
     groups = _groups(
         [
@@ -69,4 +71,5 @@ def test_no_inference_where_the_layout_does_not_decide() -> None:
             ("2", "TP", (2,), "entries"),
         ]
     )
-    assert infer_members(groups, world=4, dumped={0, 1, 2, 3}).inferred == {}
+    layout = infer_members(groups, world=4, dumped={0, 1, 2, 3})
+    assert inferred_ranks(layout.groups, {0, 1, 2, 3}) == {}
