@@ -122,7 +122,43 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
         )
 
 
-def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], found: _Found) -> None:
+def _passed_unseen(tables: Tables, matching: Matching, blocked: pd.DataFrame) -> np.ndarray:
+    """Of the ``blocked`` send/recv: those whose peer wrote no dump, on a rank whose backend
+    reports no completion, that the rank got past: it enqueued a later op of the same group
+    (one buffer holds a group's entries, so their record ids compare). Only enqueues are
+    evidence there, and a rank is blocked in its newest op of the group, as
+    :func:`analyzer.waits.pending.pending_first` reads collectives."""
+    blind = matching.dialects.unobserved_ranks - matching.dialects.retired_done_ranks
+    out = np.zeros(len(blocked), dtype=bool)
+    if not blind or not len(blocked):
+        return out
+    e = tables.entries
+    newest = (
+        pd.DataFrame(
+            {
+                "rank": e["rank"].to_numpy(),
+                "pg_name": e["pg_name"].astype(str).to_numpy(dtype=object),
+                "record_id": e["record_id"].to_numpy(np.int64),
+            }
+        )
+        .groupby(["rank", "pg_name"], sort=False)["record_id"]
+        .max()
+        .to_dict()
+    )
+    for i, (r, g, rec, st) in enumerate(
+        blocked[["rank", "pg_name", "record_id", "peer_state"]].itertuples(index=False)
+    ):
+        if st == PeerState.NO_DUMP.value and int(r) in blind:
+            out[i] = int(rec) < newest.get((int(r), str(g)), int(rec))
+    return out
+
+
+def _p2p_waits(
+    tables: Tables,
+    matching: Matching,
+    heads: dict[int, tuple[bool, str, int]],
+    found: _Found,
+) -> None:
     """Waits of send/recv whose peer has not posted its side (or wrote no dump)."""
     p2p = matching.p2p
     if not len(p2p):
@@ -134,6 +170,7 @@ def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], foun
     # A rank whose completions stopped being observed shows finished send/recv as
     # scheduled: its p2p states are no evidence that it waits.
     blocked = blocked[~blocked["rank"].isin(list(matching.stale_completers))]
+    blocked = blocked[~_passed_unseen(tables, matching, blocked)]
     for r, g, d, op, peer, pseq, st in blocked[
         ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]
     ].itertuples(index=False):
@@ -166,7 +203,7 @@ def waits(
         _silent_waits(g, i, found, config)
     if matching.dialects.completion_unobserved and matching.dialects.p2p_unrecorded:
         found.rows.extend(_gloo_unrecorded_waits(tables, matching.progress))
-    _p2p_waits(matching, g.heads, found)
+    _p2p_waits(tables, matching, g.heads, found)
     rows, later, blocks = found.rows, found.later, found.blocks
     direct = [r for r in rows if not isinstance(r, Waits)]
     if blocks:
