@@ -124,32 +124,54 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
 
 def _passed_unseen(tables: Tables, matching: Matching, blocked: pd.DataFrame) -> np.ndarray:
     """Of the ``blocked`` send/recv: those whose peer wrote no dump, on a rank whose backend
-    reports no completion, that the rank got past: it enqueued a later op of the same group
-    (one buffer holds a group's entries, so their record ids compare). Only enqueues are
-    evidence there, and a rank is blocked in its newest op of the group, as
-    :func:`analyzer.waits.pending.pending_first` reads collectives."""
+    reports no completion, that the rank got past: it enqueued a later send/recv with the
+    same peer in the same group, or any later op of a group of two (the peer is its only
+    other member). Only enqueues are evidence there, and a rank is blocked in its newest op
+    of a stream, as :func:`analyzer.waits.pending.pending_first` reads collectives; the
+    newest op still waits on the same peer, so no waiter loses its holder. (One buffer holds
+    a group's entries, so their record ids compare.)"""
     blind = matching.dialects.unobserved_ranks - matching.dialects.retired_done_ranks
     out = np.zeros(len(blocked), dtype=bool)
     if not blind or not len(blocked):
         return out
-    e = tables.entries
-    newest = (
+    p2p = matching.p2p
+    by_peer = (
         pd.DataFrame(
             {
-                "rank": e["rank"].to_numpy(),
-                "pg_name": e["pg_name"].astype(str).to_numpy(dtype=object),
-                "record_id": e["record_id"].to_numpy(np.int64),
+                "rank": p2p["rank"].to_numpy(np.int64),
+                "pg_name": p2p["pg_name"].astype(str).to_numpy(dtype=object),
+                "peer": p2p["peer"].to_numpy(np.int64),
+                "record_id": p2p["record_id"].to_numpy(np.int64),
+            }
+        )
+        .groupby(["rank", "pg_name", "peer"], sort=False)["record_id"]
+        .max()
+        .to_dict()
+    )
+    pairs = {str(g) for g, m in tables.members().items() if len(m) == 2}
+    e = tables.entries
+    in_pair = e["pg_name"].astype(str).isin(pairs).to_numpy()
+    by_group = (
+        pd.DataFrame(
+            {
+                "rank": e["rank"].to_numpy(np.int64)[in_pair],
+                "pg_name": e["pg_name"].astype(str).to_numpy(dtype=object)[in_pair],
+                "record_id": e["record_id"].to_numpy(np.int64)[in_pair],
             }
         )
         .groupby(["rank", "pg_name"], sort=False)["record_id"]
         .max()
         .to_dict()
     )
-    for i, (r, g, rec, st) in enumerate(
-        blocked[["rank", "pg_name", "record_id", "peer_state"]].itertuples(index=False)
+    for i, (r, g, peer, rec, st) in enumerate(
+        blocked[["rank", "pg_name", "peer", "record_id", "peer_state"]].itertuples(index=False)
     ):
-        if st == PeerState.NO_DUMP.value and int(r) in blind:
-            out[i] = int(rec) < newest.get((int(r), str(g)), int(rec))
+        if st != PeerState.NO_DUMP.value or int(r) not in blind:
+            continue
+        later = max(
+            by_peer.get((int(r), str(g), int(peer)), -1), by_group.get((int(r), str(g)), -1)
+        )
+        out[i] = int(rec) < later
     return out
 
 
