@@ -14,6 +14,7 @@ import pytest
 
 import analyzer
 from analyzer.load import comm_key, load_dumps
+from analyzer.load.torchcomms_names import comm_keys
 from tests.conftest import SAMPLES
 
 GLOO = SAMPLES / "torchcomms_gloo_mesh_stall_w4"
@@ -228,3 +229,18 @@ def test_cuda_old_send_recv_the_waiter_got_past_are_not_awaited(path: Path) -> N
         assert int(newest["p2p_seq"]) == int(seq)
     if path == CUDA:
         assert p2p.empty  # rank 1 waits in the dp all_reduce, not in old exchanges
+
+
+def test_comm_keys_guess_no_members() -> None:
+    config = {"pp": ("gloo", (1, 2)), "world": ("gloo", (0, 1, 2, 3))}
+    names = np.array(["world", "pp", "pp", "pp"], dtype=object)
+    # One earlier comm and one other member set of its name holding rank 1: that set.
+    known = {"pp": {(0, 1), (1, 2), (2, 3)}, "world": {(0, 1, 2, 3)}}
+    found = comm_keys(1, config, names[:3], np.array([0, 1, 2]), known)
+    assert found.entries == (("world", (0, 1, 2, 3)), ("pp", (0, 1)), ("pp", (1, 2)))
+    # Two earlier comms and two other sets: which is which is unknown, neither is guessed.
+    known["pp"].add((1, 3))
+    found = comm_keys(1, config, names, np.array([0, 1, 2, 3]), known)
+    assert [k for k, _ in found.entries] == ["world", "pp#1", "pp#2", "pp"]
+    assert found.entries[1][1] is None and found.entries[3] == ("pp", (1, 2))
+    assert "members are unknown" in found.notes[0]
