@@ -219,7 +219,8 @@ def report(
         ),
         output,
     )
-    _say(f"wrote {output}")
+    if not quiet:
+        _say(f"wrote {output}")
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
@@ -235,8 +236,10 @@ def report(
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
-        _say(f"wrote {png}")
-    _say(colour_verdict(verdict_line(result.diagnosis)))
+        if not quiet:
+            _say(f"wrote {png}")
+    if not quiet:
+        _say(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 

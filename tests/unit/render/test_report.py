@@ -174,7 +174,7 @@ def test_cli_report(make_job, tmp_path):
     out = tmp_path / "report.html"
     svg = tmp_path / "timeline.svg"
     res = CliRunner().invoke(
-        app, ["report", str(job), "-o", str(out), "--plotlyjs", "cdn", "--png", str(svg), "-q"]
+        app, ["report", str(job), "-o", str(out), "--plotlyjs", "cdn", "--png", str(svg)]
     )
     assert res.exit_code == 0, res.output  # wrote what was asked (--exit-code: the verdict's)
     assert f"wrote {out}" in res.output and "HANG: culprit rank 1" in res.output
@@ -187,7 +187,7 @@ def test_cli_report_no_hang(make_job, tmp_path):
     per_rank = {r: [entry(s, state="completed", t=s) for s in range(1, 4)] for r in range(2)}
     job = make_job(per_rank, world=2)
     res = CliRunner().invoke(
-        app, ["report", str(job), "-o", str(tmp_path / "r.html"), "-q", "--plotlyjs", "cdn"]
+        app, ["report", str(job), "-o", str(tmp_path / "r.html"), "--plotlyjs", "cdn"]
     )
     assert res.exit_code == 0, res.output
     assert "NO HANG" in res.output

@@ -1,0 +1,43 @@
+"""The command line in scripts and shells: ``-q`` prints nothing but errors, and the shell
+completion scripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from analyzer.cli.commands import app
+from tests.conftest import SAMPLES
+
+runner = CliRunner()
+STALL = str(SAMPLES / "stall_w4")
+
+
+def test_quiet_writers_print_nothing(tmp_path: Path) -> None:
+    """``-q``: report, export, graph and entries with ``-o`` say nothing on either stream;
+    without it, report and export say what they wrote."""
+    cases = {
+        "report": ["report", STALL, "-o", str(tmp_path / "r.html"), "--png", str(tmp_path / "t.svg")],
+        "export": ["export", STALL, "-o", str(tmp_path / "store")],
+        "graph": ["graph", STALL, "-f", "dot", "-o", str(tmp_path / "w.dot")],
+        "entries": ["entries", STALL, "-f", "csv", "-o", str(tmp_path / "e.csv")],
+    }
+    for name, args in cases.items():
+        res = runner.invoke(app, [*args, "-q", "-j", "1"])
+        assert res.exit_code == 0, (name, res.output)
+        assert (res.stdout, res.stderr) == ("", ""), name
+    for name in ("r.html", "t.svg", "w.dot", "e.csv", "store/hangscope-store.json"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    said = runner.invoke(app, [*cases["report"], "-j", "1"])
+    assert said.stdout.startswith(f"wrote {tmp_path / 'r.html'}\n"), said.stdout
+    assert "HANG" in said.stdout
+    again = runner.invoke(app, ["export", STALL, "-o", str(tmp_path / "store2"), "-j", "1"])
+    assert again.stdout.startswith(f"wrote {tmp_path / 'store2'}"), again.stdout
+
+
+def test_quiet_report_with_a_bad_output_still_says_why(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    res = runner.invoke(app, ["report", STALL, "-q", "-o", str(tmp_path / "f" / "r.html")])
+    assert res.exit_code == 6
+    assert res.stdout == "" and "hangscope: error: -o" in res.stderr
