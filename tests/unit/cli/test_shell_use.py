@@ -17,8 +17,9 @@ STALL = str(SAMPLES / "stall_w4")
 def test_quiet_writers_print_nothing(tmp_path: Path) -> None:
     """``-q``: report, export, graph and entries with ``-o`` say nothing on either stream;
     without it, report and export say what they wrote."""
+    page, svg = str(tmp_path / "r.html"), str(tmp_path / "t.svg")
     cases = {
-        "report": ["report", STALL, "-o", str(tmp_path / "r.html"), "--png", str(tmp_path / "t.svg")],
+        "report": ["report", STALL, "-o", page, "--png", svg],
         "export": ["export", STALL, "-o", str(tmp_path / "store")],
         "graph": ["graph", STALL, "-f", "dot", "-o", str(tmp_path / "w.dot")],
         "entries": ["entries", STALL, "-f", "csv", "-o", str(tmp_path / "e.csv")],
