@@ -18,7 +18,7 @@ streams closed or full), :mod:`~analyzer.cli.table_commands` (``entries``, ``exp
 ``demo``), :mod:`~analyzer.cli.report_options`, :mod:`~analyzer.cli.outputs` (outputs
 checked before the work), :mod:`~analyzer.cli.conventions` (``-h``, one error style,
 metavars, colour), :mod:`~analyzer.cli.progress` (the progress line), :mod:`~analyzer.cli.demo`
-(the bundled samples).
+(the bundled samples), :mod:`~analyzer.cli.completion` (shell completion).
 """
 
 from __future__ import annotations

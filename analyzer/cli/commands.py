@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from analyzer.cli.completion import completion
 from analyzer.cli.conventions import (
     HELP_OPTIONS,
     INVOKED,
@@ -245,6 +246,7 @@ def report(
 
 
 app.command()(demo)
+app.command()(completion)
 
 
 @app.command()

@@ -12,6 +12,7 @@ import sys
 import typer
 
 from analyzer.cli.commands import app
+from analyzer.cli.completion import COMPLETE_VAR, prepare_completion
 from analyzer.cli.exits import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERNAL, EXIT_OUTPUT
 from analyzer.cli.options import DEBUG
 from analyzer.cli.process import exit_code_of, guard_streams, install_signal_handlers, received
@@ -25,8 +26,9 @@ def main() -> None:
     one line (never 1, which means "hang found"); ``--debug`` adds the traceback."""
     from analyzer.escape import clean
 
+    prepare_completion()
     try:
-        app(standalone_mode=True)
+        app(standalone_mode=True, complete_var=COMPLETE_VAR)
     except AnalyzerError as exc:  # pragma: no cover - commands already convert these
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
