@@ -13,7 +13,14 @@ import typer
 
 from analyzer.cli.commands import app
 from analyzer.cli.completion import COMPLETE_VAR, prepare_completion
-from analyzer.cli.exits import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERNAL, EXIT_OUTPUT
+from analyzer.cli.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_CLUSTER,
+    EXIT_INTERNAL,
+    EXIT_OUTPUT,
+    EXIT_PIPE,
+    reader_gone,
+)
 from analyzer.cli.options import DEBUG
 from analyzer.cli.process import exit_code_of, guard_streams, install_signal_handlers, received
 from analyzer.errors import AnalyzerError
@@ -53,8 +60,8 @@ def run() -> None:
     """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
     code, without taking apart what the analysis built (millions of objects freed one by
     one at scale). Output is flushed first; nothing of hangscope's
-    needs to run at exit. A flush of stdout that fails (closed, full, the reader of a pipe
-    went away) ends it with 6; a signal that stopped the run, with 128 plus its number."""
+    needs to run at exit. A flush of stdout that fails (closed, full) ends it with 6, or
+    with 141 when the reader of its pipe went away; a signal that stopped the run, with 128 plus its number."""
     guard_streams()
     install_signal_handlers()
     try:
@@ -75,9 +82,13 @@ def run() -> None:
         sys.stdout.flush()
     except (OSError, ValueError) as exc:
         if code not in (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_CLUSTER, EXIT_OUTPUT) and code < 128:
-            # the verdict (or what was asked) could not be told
-            _say_lost(exc)
-            code = EXIT_OUTPUT
+            # the verdict (or what was asked) could not be told; its reader's choice when
+            # the reader of the pipe went away (| head): 141, nothing said
+            if reader_gone(exc):
+                code = EXIT_PIPE
+            else:
+                _say_lost(exc)
+                code = EXIT_OUTPUT
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
     os._exit(code)
