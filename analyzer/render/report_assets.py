@@ -109,9 +109,14 @@ BOOT = """
     delete layout.width;layout.autosize=true;
     layout.legend=Object.assign({},layout.legend||{},{orientation:'h',x:0,xanchor:'left',y:-0.12,yanchor:'top'});
     var m=layout.margin||{};layout.margin=Object.assign({},m,{l:Math.min(m.l||10,60),r:8,b:Math.max(m.b||50,110)});
-    if(layout.yaxis&&layout.yaxis.ticktext){layout.yaxis.ticktext=layout.yaxis.ticktext.map(function(t){
-      var plain=String(t).replace(/<[^>]*>/g,'');
-      return plain.length>22?plain.slice(0,21)+'…':t;});}
+    /* long axis labels (lanes, group names) shortened to about 30% of the width: a label
+       wider than the margin plotly can give would be cut at the left edge */
+    var keep=Math.max(10,Math.floor(window.innerWidth*0.3/7));
+    Object.keys(layout).filter(function(k){return /^yaxis\\d*$/.test(k);}).forEach(function(k){
+      var ax=layout[k];if(!ax||!ax.ticktext){return;}
+      ax.ticktext=ax.ticktext.map(function(t){
+        var plain=String(t).replace(/<[^>]*>/g,'');
+        return plain.length>keep?plain.slice(0,keep-1)+'…':t;});});
     if(layout.updatemenus){layout.updatemenus.forEach(function(u){u.y=1.0;u.yanchor='bottom';u.x=0;u.xanchor='left';});}
     return layout;
   }

@@ -309,3 +309,29 @@ def test_group_wording_of_a_group_without_a_name():
     assert group_label("", "TP") == "TP" and group_label("3", "TP") == "TP (group 3)"
     assert group_label("3", "") == group_label("3", "3") == "group 3"
     assert group_short("", "") == UNNAMED_GROUP and group_short("3", "") == "3"
+
+
+def test_long_group_names_are_short_on_the_progress_axis_and_whole_in_the_hover(make_job):
+    long = "mesh_dim_0_tensor_parallel_group_of_a_long_<b>name</b>_indeed"
+    fig = figures.progress(analyze(_stall_job(make_job, desc=long)))
+    axes = [fig.layout[k] for k in fig.layout if k.startswith("yaxis")]
+    assert axes and all(list(ax.tickvals) == [long] for ax in axes)
+    for ax in axes:
+        (text,) = ax.ticktext
+        assert len(text.replace("&lt;", "<").replace("&gt;", ">")) <= 32 and "<b>" not in text
+        assert text.startswith("mesh_dim_0_tensor") and text.endswith("…")
+    hovers = {
+        str(c[3]) for tr in fig.data if tr.type == "heatmap" for row in tr.customdata for c in row
+    }
+    assert any("mesh_dim_0_tensor_parallel_group_of_a_long_" in h and "indeed" in h for h in hovers)
+
+
+def test_tick_labels_stay_distinct() -> None:
+    from analyzer.render.figure_style import tick_labels
+
+    a, b = "x" * 40 + "_first", "x" * 40 + "_second"
+    assert tick_labels(["short", "also short"]) == ["short", "also short"]
+    one, two = tick_labels([a, b], 20)
+    assert one != two and len(one) == len(two) == 20 and one.endswith("_first")
+    same_ends = ["x" * 20 + "a" + "x" * 20, "x" * 20 + "b" + "x" * 20]
+    assert tick_labels(same_ends, 20) == same_ends  # no short form tells them apart
