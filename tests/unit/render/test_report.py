@@ -335,3 +335,30 @@ def test_tick_labels_stay_distinct() -> None:
     assert one != two and len(one) == len(two) == 20 and one.endswith("_first")
     same_ends = ["x" * 20 + "a" + "x" * 20, "x" * 20 + "b" + "x" * 20]
     assert tick_labels(same_ends, 20) == same_ends  # no short form tells them apart
+
+
+def test_notebook_figures_carry_a_static_rendering(stall, monkeypatch):
+    """Displayed in a notebook, the Analysis figures add a rendering that needs no
+    JavaScript beside plotly's own output; copies and pickles are plain figures."""
+    import pickle
+
+    import plotly.io as pio
+
+    monkeypatch.setattr(pio.renderers, "default", "plotly_mimetype")
+    shown = {
+        "timeline": stall.timeline()._repr_mimebundle_(),
+        "graph": stall.wait_graph_figure()._repr_mimebundle_(),
+        "progress": stall.progress_figure()._repr_mimebundle_(),
+    }
+    assert all("application/vnd.plotly.v1+json" in b for b in shown.values())
+    assert (
+        shown["timeline"]["image/svg+xml"].startswith("<svg")
+        and "rank 1" in (shown["timeline"]["image/svg+xml"])
+    )
+    assert "rank 1 [culprit] is waited on by:" in shown["graph"]["text/plain"]
+    assert "default_pg: 1 seq behind (rank 1)" in shown["progress"]["text/plain"]
+    fig = stall.timeline()
+    assert isinstance(fig, go.Figure)
+    assert type(pickle.loads(pickle.dumps(fig))) is go.Figure
+    monkeypatch.setattr(pio.renderers, "default", "browser")  # no plotly output: as plotly has it
+    assert stall.timeline()._repr_mimebundle_() == {}
