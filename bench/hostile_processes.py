@@ -326,7 +326,7 @@ _stream_case("stdout_full", ["analyze", STALL], ">/dev/full", "exit 6, one line"
 _stream_case("stderr_full_bad", ["analyze", "/nonexistent"], "2>/dev/full", "exit 2")
 _stream_case(
     "report_stdout_full",
-    ["report", STALL, "-o", "r.html", "-q"],
+    ["report", STALL, "-o", "r.html"],  # "wrote r.html" on stdout
     ">/dev/full",
     "exit 6 (r.html written)",
 )
