@@ -59,9 +59,9 @@ def main() -> None:
 def run() -> None:
     """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
     code, without taking apart what the analysis built (millions of objects freed one by
-    one at scale). Output is flushed first; nothing of hangscope's
-    needs to run at exit. A flush of stdout that fails (closed, full) ends it with 6, or
-    with 141 when the reader of its pipe went away; a signal that stopped the run, with 128 plus its number."""
+    one at scale). Output is flushed first; nothing of hangscope's needs to run at exit. A
+    flush of stdout that fails (closed, full) ends it with 6, or with 141 when the reader of
+    its pipe went away; a signal that stopped the run, with 128 plus its number."""
     guard_streams()
     install_signal_handlers()
     try:
