@@ -203,6 +203,34 @@ def _silent_partners(
     return out
 
 
+def _unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]) -> list[Culprit]:
+    """Ranks with no dump that may be members of a collective its known members are all stuck
+    in, where no dump lists that group's members (gloo 2.13): the 'stuck' collective may be
+    one such a member never joined. Each a suspect (at most :data:`_MAX_SILENT`)."""
+    missing = set(facts.tables.missing_ranks) - set(facts.not_given) - set(facts.unsure) - named
+    if not missing:
+        return []
+    g = facts.tables.groups
+    listed = set(g.loc[g["source"] != "entries", "pg_name"].astype(str))
+    out: list[Culprit] = []
+    for f in findings:
+        if f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group:
+            if f.group in listed or len(missing) > _MAX_SILENT:
+                continue
+            where = _where(f)
+            out.extend(
+                Culprit(
+                    r,
+                    Confidence.SUSPECT,
+                    f"it wrote no dump, and no dump lists the members of the group of {where}: "
+                    "if it is one, the others wait on it there (it crashed or stalled), not "
+                    "inside the network",
+                )
+                for r in sorted(missing)
+            )
+    return out
+
+
 def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str]:
     """Culprits that never joined and may instead be stuck inside their last collective:
     (ranks, where) when two or more of them are every member of one group, each one's newest
@@ -278,6 +306,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
+    for p in _unlisted_members(facts, findings, set(out)):
+        out.setdefault(p.rank, p)
     held, where = stuck_alike(facts, findings)
     for r in held:
         out[r] = Culprit(

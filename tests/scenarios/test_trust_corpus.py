@@ -91,3 +91,16 @@ def test_every_member_at_one_last_collective_without_completion(tmp_path: Path) 
     assert truth["culprits"] == [3]
     assert d.verdict == "inconclusive" and _sure(d) == {2: "suspect", 3: "suspect"}
     assert [k for k, _ in d.also_possible] == ["stuck_in_collective"]
+
+
+def test_a_rank_with_no_dump_may_be_the_member_a_stuck_gloo_collective_waits_on(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 of six was killed; the five others all entered a DP all_reduce. gloo 2.13 lists no
+    members, so 'every member entered it' rests on the dumps alone: rank 1, with no dump, may be
+    the member that never did. Before: ranks 0, 2-5 stuck inside, rank 1 not among them."""
+    truth, folder = _case("crash_sigkill_tp1pp1dp6_gloo_t213_s00081", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [1]
+    assert _sure(d)[1] == "suspect" and set(_sure(d).values()) == {"suspect"}
+    assert "no dump lists the members" in {c.rank: c.because for c in d.culprits}[1]
