@@ -4,7 +4,9 @@
     python -m tools.corpus.generate --out corpus/cases --seeds 7 12       # those seeds
 
 Run it with the Python of the torch to record (torch 2.13 draws gloo cases; torch 2.15 draws
-gloo, nccl2 and nccl-lazy cases through :mod:`tools.hook_backend`). Each kept case becomes
+gloo, nccl2 and nccl-lazy cases through :mod:`tools.hook_backend`; from seed 1000 on,
+generator 2 also draws TorchComms' recorder with either, :mod:`tools.corpus.axes`). ``--count``
+continues from the highest seed in ``--out``, and from 1000 at least. Each kept case becomes
 ``<out>/<name>.tar.xz``: a folder with the dumps (frame paths scrubbed as the samples' are,
 and, where drawn, other files beside them) and ``TRUTH.json``. A recorder-hook run gives two
 cases: as recorded, and with nccl2's completion states laid over (``_states``). A run whose
