@@ -58,7 +58,9 @@ GROUPS: tuple[Col, ...] = (
     Col(
         "source",
         "string",
-        "pg_config, entries (gloo pg_config is empty), inferred (members the layout implies) or world",
+        "pg_config, entries (gloo pg_config is empty), inferred (members the layout implies), "
+        "world (only the dumped ranks bound it), declared (a member list of the whole job, or the "
+        "default group's entries, give the world) or option (the world size a user gave)",
     ),
 )
 

@@ -126,6 +126,7 @@ def _worker(cfg: dict[str, Any]) -> None:
         world.barrier()
         tp = world.split("tp", tp_ranks, tp_group)
         dp = world.split("dp", dp_ranks, dp_group)
+        assert tp is not None and dp is not None  # every rank is a member
         t = torch.ones(16)
         for step in range(STEPS):
             if rank == STALL_RANK and step == STALL_STEP:

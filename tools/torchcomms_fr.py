@@ -8,6 +8,15 @@ It follows meta-pytorch/torchcomms at commit 59426ba4bfee75800b2909274d200401c4d
   count, ``desc`` the comm's backend name, ``pg_config[name] = {name, desc, ranks}`` with the
   ranks written ``"[0,1]"`` (``ranks_str``, 30-39: no spaces); a split comm is registered by
   the split's post-hook (1149-1163);
+* ``record_pg_ranks`` (309-317) stores the ranks in a ``std::map`` keyed by ``(name,
+  backend)`` with ``operator[]``: a second comm of the same name and backend in one process
+  (a middle pipeline stage's two ``pp`` comms) **overwrites** the first's ranks, while its
+  entries keep their own ``pg_id`` (the registration count, 968-970); ``getPgConfig``
+  (647-657) and ``getPgConfigJson`` (659-670) walk that map in key order and ``insert`` /
+  ``emplace`` by name alone, which keep the first of two backends of one name;
+* ``TorchComm::split`` (``comms/torchcomms/TorchComm.cpp`` 548-568): the pre-hook records the
+  split on the parent; a rank outside the new comm passes no ranks, gets no comm back and
+  never reaches the post-hook, so its split entry is never retired;
 * ``onPreHook`` (1030-1134): ``profiling_name`` is ``"<backend>:<op>"`` (no peer for
   send/recv); a send records its tensor as input *and* output, a recv as output only
   (1053-1061), ``split``/``barrier``/``batch_op_issue`` no tensors; ``timeout_ms`` is always
@@ -220,10 +229,13 @@ class FlightRecorder:
         return d
 
     def _config(self) -> dict[str, dict[str, str]]:
-        return {
-            name: {"name": name, "desc": desc, "ranks": "[" + ",".join(map(str, ranks)) + "]"}
-            for (name, desc), ranks in self.pg_name_to_ranks.items()
-        }
+        """``getPgConfig``: (name, backend) in key order, the first backend of a name kept;
+        a name registered twice holds the ranks of its last registration."""
+        out: dict[str, dict[str, str]] = {}
+        for (name, desc), ranks in sorted(self.pg_name_to_ranks.items()):
+            ranks_str = "[" + ",".join(map(str, ranks)) + "]"
+            out.setdefault(name, {"name": name, "desc": desc, "ranks": ranks_str})
+        return out
 
     def dump(self, only_active: bool = False) -> bytes:
         """``dump``: the pickle (protocol 2) of the per-rank file."""
@@ -325,13 +337,21 @@ class Comm:
 
         self._run("recv", [], [t], lambda: dist.recv(t, self.ranks[src], group=self.group))
 
-    def split(self, name: str, ranks: list[int], group: Any) -> Comm:
+    def split(self, name: str, ranks: list[int], group: Any) -> Comm | None:
         """``split``: recorded on this comm; the new comm is registered with every recorder
-        of this one (the split's post-hook). ``group`` is the c10d group of ``ranks``."""
+        of this one (the split's post-hook, which retires the split). ``group`` is the c10d
+        group of ``ranks``; a rank outside them passes ``[]`` and gets ``None``, its split
+        entry never retired (``TorchComm::split`` returns before the post-hook)."""
         import torch.distributed as dist
 
-        self._run("split", [], [], lambda: dist.barrier(group=self.group))
+        op_id = self.op_ids.take()
+        for rec, label, pg_id in self.recorders:
+            rec.record(pg_id, (self.name, label), op_id, f"{label}:split", [], [])
+        dist.barrier(group=self.group)
+        if not ranks:
+            return None
         new = Comm(name, self.backend, list(ranks), ranks.index(self.rank), group, self.op_ids)
         for rec, label, _ in self.recorders:
+            rec.retire(op_id)
             new.register(rec, label)
         return new

@@ -21,13 +21,13 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 
 from __future__ import annotations
 
-from analyzer.diagnosis.engine import diagnose
+from analyzer.diagnosis.engine import UNKNOWN_WORLD, diagnose
 from analyzer.diagnosis.records import Confidence, Culprit, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS
 from analyzer.diagnosis.unrecorded import unrecorded_text
 
-SCHEMA_VERSION = "hangscope.diagnosis/1.1"
+SCHEMA_VERSION = "hangscope.diagnosis/1.2"
 
 #: Every finding kind, in the order findings are listed.
 KINDS: tuple[str, ...] = tuple(row.kind.value for row in TAXONOMY)
@@ -38,6 +38,7 @@ __all__ = [
     "NO_DUMP_OWN_TIMEOUT",
     "SCHEMA_VERSION",
     "TAXONOMY",
+    "UNKNOWN_WORLD",
     "VERDICTS",
     "Confidence",
     "Culprit",

@@ -22,7 +22,7 @@ from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["culprits_of"]
+__all__ = ["culprits_of", "kinds_also_possible"]
 
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
@@ -114,6 +114,40 @@ def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
     return None
 
 
+def _with_silent_partners(
+    facts: Facts, culprit: Culprit, silent: list[int], where: str
+) -> tuple[Culprit, list[Culprit]]:
+    """``culprit``, which never joined ``where``, and the members of its group with no dump,
+    each a suspect. Where the culprit's backend records no send/recv (gloo), it may be
+    blocked in one with them: then it is a suspect too."""
+    rank = culprit.rank
+    them = f"{plural(silent)} {rank_runs(silent)}"
+    d = facts.matching.dialects.of(rank)
+    blind = d is not None and not d.records_p2p
+    if blind:
+        culprit = Culprit(
+            rank,
+            Confidence.SUSPECT,
+            f"it never enqueued {where}, but {them} of that group wrote no dump and this "
+            "backend records no send/recv: it may be blocked in one with them, or stopped on "
+            "its own",
+        )
+    return culprit, [
+        Culprit(
+            p,
+            Confidence.SUSPECT,
+            f"it wrote no dump, so whether it joined {where} is in no file"
+            + (
+                f": it may hold rank {rank} in a send/recv this backend does not record, or it "
+                "crashed"
+                if blind
+                else f" (rank {rank} never did): it may have crashed or stopped as well"
+            ),
+        )
+        for p in silent
+    ]
+
+
 #: Pairs checked for a desync whose partner died (each check scans the entries once).
 _MAX_PAIR_CHECKS = 64
 
@@ -142,6 +176,32 @@ def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int,
     return out
 
 
+#: Members with no dump named as suspects beside one culprit, at most (more are no second
+#: fault but files that were not collected).
+_MAX_SILENT = 8
+
+
+def _silent_partners(
+    facts: Facts, findings: Sequence[Finding], ranks: set[int]
+) -> dict[int, list[int]]:
+    """For culprits that never joined an op: rank -> the members of that op's group that
+    wrote no dump (readable evidence of them is none, and they are not culprits). Whether
+    they joined it is in no file: a second fault (a crash beside the stall) looks the same
+    as members that joined and died later."""
+    missing = set(facts.tables.missing_ranks) - set(facts.not_given) - set(facts.unsure) - ranks
+    if not missing:
+        return {}
+    out: dict[int, list[int]] = {}
+    for f in findings:
+        if not f.culprit or f.kind != FindingKind.NOT_JOINED.value or not f.group:
+            continue
+        silent = sorted(missing & set(facts.members.get(f.group, ())))
+        if 0 < len(silent) <= _MAX_SILENT:
+            for r in f.ranks:
+                out.setdefault(r, silent)
+    return out
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -151,6 +211,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
     missing = FindingKind.MISSING_DUMP.value
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
     changed = _partners_changed(facts, dead) if dead else {}
+    partners = _silent_partners(facts, findings, ranks)
     for r in sorted(ranks):
         f = next((f for f in findings if f.culprit and r in f.ranks), None)
         if f is None:
@@ -158,6 +219,10 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
             continue
         confidence, because = _judge(facts, r, f)
         out[r] = Culprit(r, confidence, because)
+        if r in partners:
+            out[r], more = _with_silent_partners(facts, out[r], partners[r], _where(f))
+            for p in more:
+                out.setdefault(p.rank, p)
         if f.kind != missing:
             continue
         for peer, where, change in changed.get(r, ()):
@@ -178,3 +243,28 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                 ),
             )
     return tuple(out[r] for r in sorted(out))
+
+
+def kinds_also_possible(
+    facts: Facts, findings: Sequence[Finding], culprits: Sequence[Culprit]
+) -> tuple[tuple[str, str], ...]:
+    """Other kinds the dumps cannot rule out. Two or more culprits that never joined, whose
+    backend records no send/recv (gloo), may be blocked in send/recv with each other (a
+    pipeline pair that both receive first): their dumps look the same as two stalls."""
+    stalled = {
+        r for f in findings if f.culprit and f.kind == FindingKind.NOT_JOINED.value for r in f.ranks
+    }
+    sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}
+    stalled &= sure
+    blind = [r for r in stalled if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
+    if len(blind) < 2 or len(blind) != len(stalled):
+        return ()
+    ranks = sorted(blind)
+    return (
+        (
+            FindingKind.DEADLOCK.value,
+            f"{plural(ranks)} {rank_runs(ranks)} may be deadlocked in send/recv with each other "
+            "(each receiving first): this backend records no send/recv, so that and stalls "
+            "leave the same dumps",
+        ),
+    )

@@ -10,10 +10,19 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
-from analyzer.diagnosis.confidence import culprits_of
+from analyzer.diagnosis.confidence import culprits_of, kinds_also_possible
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
-from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS, After, Amend, Level, Rule
+from analyzer.diagnosis.rules import (
+    LEVELS,
+    TAXONOMY,
+    VERDICTS,
+    After,
+    Amend,
+    Level,
+    Rule,
+    VerdictRow,
+)
 from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
 from analyzer.match import Matching
@@ -21,7 +30,7 @@ from analyzer.normalize import Tables
 from analyzer.terms import plural, rank_runs
 from analyzer.waits import chain, chain_length
 
-__all__ = ["diagnose", "run_levels"]
+__all__ = ["UNKNOWN_WORLD", "diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
 #: Why every op retired and the counters agreeing is no no-hang where ops retire when issued.
@@ -35,6 +44,13 @@ _BLIND = (
 _BLIND_P2P = (
     "; this backend records no send/recv (gloo's monitored_barrier among them): a hang inside "
     "one would leave these same dumps"
+)
+#: Why every op ended and the counters agreeing is no no-hang where no dump lists members.
+UNKNOWN_WORLD = (
+    "every op these dumps recorded ended and their counters agree, but no dump lists its "
+    "groups' members (gloo 2.13 writes none): ranks that wrote no file cannot be ruled out, "
+    "and this backend ends an op that timed out waiting on them as it ends one that completed "
+    "(a world size given, --world-size N, settles it)"
 )
 _NO_BLAME = "ops are still pending but no rank can be blamed from these dumps"
 
@@ -82,6 +98,19 @@ def run_levels(
     return findings, culprits, kind
 
 
+def _settled_findings(row: VerdictRow, matching: Matching) -> list[Finding]:
+    """The finding that says why nothing pending is (or is not) a no-hang."""
+    blind_p2p = _BLIND_P2P if matching.dialects.p2p_unrecorded else ""
+    inconclusive = FindingKind.INCONCLUSIVE.value
+    if row.kind is FindingKind.NO_HANG:
+        return [Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG + blind_p2p)]
+    if row.name == "completion unknown":
+        return [Finding(kind=inconclusive, ranks=(), summary=_BLIND)]
+    if row.name == "world unknown":
+        return [Finding(kind=inconclusive, ranks=(), summary=UNKNOWN_WORLD + blind_p2p)]
+    return []
+
+
 def diagnose(
     tables: Tables,
     matching: Matching,
@@ -120,11 +149,7 @@ def diagnose(
         kind = row.kind.value
     elif not culprits:
         kind = kind or FindingKind.INCONCLUSIVE.value
-    if row.kind is FindingKind.NO_HANG:
-        summary = _NO_HANG + (_BLIND_P2P if matching.dialects.p2p_unrecorded else "")
-        findings.append(Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=summary))
-    elif row.name == "completion unknown":
-        findings.append(Finding(kind=FindingKind.INCONCLUSIVE.value, ranks=(), summary=_BLIND))
+    findings.extend(_settled_findings(row, matching))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
@@ -161,4 +186,7 @@ def diagnose(
         chain_waits=chain_waits,
         unrecorded_groups=unrecorded_groups,
         culprits=judged,
+        also_possible=kinds_also_possible(facts, findings, judged)
+        if verdict is Verdict.HANG and kind == FindingKind.NOT_JOINED.value
+        else (),
     )

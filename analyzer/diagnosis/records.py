@@ -92,3 +92,5 @@ class Diagnosis:
     evidence makes it and the one fact that decides it (:mod:`analyzer.diagnosis.confidence`)."""
     unrecorded_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""
+    also_possible: tuple[tuple[str, str], ...] = ()
+    """Other kinds the dumps cannot rule out for these culprits, each with why: (kind, why)."""

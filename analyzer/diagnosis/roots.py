@@ -65,6 +65,14 @@ def _waited_in(facts: Facts, root: int) -> list[WaitedIn]:
     return out
 
 
+def _seq_of(last: object) -> str:
+    """``seq N``; ``p2p seq N`` for a send/recv of a group that ran no collective before it."""
+    seq = int(last["seq"])  # type: ignore[index]
+    if seq < 0 and bool(last["is_p2p"]):  # type: ignore[index]
+        return f"p2p seq {int(last['p2p_seq'])}"  # type: ignore[index]
+    return f"seq {seq}"
+
+
 def _root_summary(facts: Facts, root: int, kind: str, where: str, total: str, last: object) -> str:
     if kind == FindingKind.MISSING_DUMP and facts.matching.dialects.dumps_only_failed:
         return f"rank {root}: {NO_DUMP_OWN_TIMEOUT}; others wait on it: {where}. {total}"
@@ -80,7 +88,7 @@ def _root_summary(facts: Facts, root: int, kind: str, where: str, total: str, la
         )
     seen = (
         f"its last recorded op is {last['op']} in "  # type: ignore[index]
-        f"{group_label(str(last['pg_name']), str(last['pg_desc']))} seq {int(last['seq'])}"  # type: ignore[index]
+        f"{group_label(str(last['pg_name']), str(last['pg_desc']))} {_seq_of(last)}"  # type: ignore[index]
         if last is not None
         else "it recorded nothing"
     )

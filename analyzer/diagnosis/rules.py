@@ -253,9 +253,32 @@ def _settled(facts: Facts) -> bool:
     return finished and agree and not tables.missing_ranks
 
 
+def _members_unread(facts: Facts) -> bool:
+    """No dump lists any group's members or the world (gloo 2.13's empty ``pg_config``), no
+    world size was given, and every rank's
+    recorder retires an op when it ends, failed or not: the ranks seen may not be the whole
+    job, and their last ops may have ended by timing out, waiting on ranks that wrote no
+    file. Nothing the dumps hold tells those apart from a job that finished."""
+    d = facts.matching.dialects
+    ends = d.retire_on_end_ranks
+    return (
+        d.completion_unobserved
+        and not facts.tables.groups["source"].isin(["pg_config", "declared", "option"]).any()
+        and all(r in ends for r, x in d.by_rank.items() if x.backend)
+    )
+
+
 def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
     unobserved = facts.matching.dialects.completion_unobserved
-    return _settled(facts) and (not unobserved or _retire_means_done(facts))
+    return (
+        _settled(facts)
+        and (not unobserved or _retire_means_done(facts))
+        and not _members_unread(facts)
+    )
+
+
+def _unknown_world(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    return _settled(facts) and _members_unread(facts)
 
 
 def _completion_unknown(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
@@ -282,6 +305,14 @@ VERDICTS: tuple[VerdictRow, ...] = (
         Verdict.NO_HANG,
         FindingKind.NO_HANG,
         "every recorded op completed, the counters agree, every rank dumped",
+    ),
+    VerdictRow(
+        "world unknown",
+        _unknown_world,
+        Verdict.INCONCLUSIVE,
+        FindingKind.INCONCLUSIVE,
+        "every op ended and the counters agree, but no dump lists its groups' members and the "
+        "backend ends a timed-out op as it ends a completed one",
     ),
     VerdictRow(
         "completion unknown",

@@ -34,7 +34,7 @@ Then, in each such dump:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -42,6 +42,7 @@ import numpy as np
 from analyzer.load import entry_columns as col
 from analyzer.load.debug_server import TORCHCOMMS_MEMBER
 from analyzer.load.parsed_dump import ParsedDump
+from analyzer.load.torchcomms_names import comm_keys, known_member_sets
 
 __all__ = [
     "LABEL_PREFIX",
@@ -60,6 +61,7 @@ _BACKENDS = frozenset(
 )
 _P2P_OPS = ("send", "recv")
 _BATCH = "batch_op_issue"
+_SPLIT = "split"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,18 +153,21 @@ def _rekey(d: ParsedDump) -> dict[str, str]:
     return {name: comm_key(name, members) for name, (_, members) in d.pg_config.items()}
 
 
-def _rewrite(d: ParsedDump) -> list[str]:
+def _rewrite(d: ParsedDump, known: Mapping[str, set[tuple[int, ...]]]) -> list[str]:
     """Read one TorchComms dump into the pipeline's keys (see the module's docstring); the
-    notes to tell about it."""
-    notes: list[str] = []
-    keys = _rekey(d)
+    notes to tell about it. ``known``: every comm name's member sets in the set's dumps."""
+    names = _column(d, "pg_name") if d.n_entries else np.array([], dtype=object)
+    pg_ids = np.asarray(d.ints["pg_id"], dtype=np.int64) if d.n_entries else np.array([])
+    found = comm_keys(d.rank, d.pg_config, names, pg_ids, known)
+    notes = list(found.notes)
     # The desc is the backend name, which the label keeps: the key names the comm alone.
-    d.pg_config = {keys[n]: ("", members) for n, (_, members) in d.pg_config.items()}
+    d.pg_config = {comm_key(n, m): ("", m) for n, m in found.comms}
     d.vocab["pg_desc"] = ["" for _ in d.vocab["pg_desc"]]
-    d.vocab["pg_name"] = [keys.get(n, n) for n in d.vocab["pg_name"]]
     d.vocab["backend"] = [f"{LABEL_PREFIX}{b}" if b else b for b in d.vocab["backend"]]
     if not d.n_entries:
         return notes
+    codes, keys = col.vocab([comm_key(n, m) for n, m in found.entries])
+    d.strings["pg_name"], d.vocab["pg_name"] = col.narrow(codes), keys
     ops = _column(d, "op")
     names = _column(d, "pg_name")
     p2p = np.isin(ops, _P2P_OPS)
@@ -178,7 +183,7 @@ def _rewrite(d: ParsedDump) -> list[str]:
             seq[i] = last.get(names[i], -1)
     peer = np.asarray(d.ints["peer_local"], dtype=np.int64).copy()
     me = np.asarray(d.ints["self_local"], dtype=np.int64).copy()
-    members = {keys.get(n, n): m for n, (_, m) in d.pg_config.items()}
+    members = {n: m for n, (_, m) in d.pg_config.items()}
     wide = set()
     for i in np.flatnonzero(p2p).tolist():
         ms = members.get(names[i])
@@ -199,6 +204,12 @@ def _rewrite(d: ParsedDump) -> list[str]:
     d.ints["peer_local"] = col.narrow(peer)
     d.ints["self_local"] = col.narrow(me)
     d.bools["is_p2p"] = np.asarray(p2p | batch, dtype=bool)
+    # A rank outside a split's new comm gets no comm back and never reaches the post-hook
+    # that retires the split (TorchComm::split): a split with later entries returned.
+    split = ops == _SPLIT
+    split[-1] = False
+    if split.any() and not np.asarray(d.bools["retired"])[split].all():
+        d.bools["retired"] = np.asarray(d.bools["retired"], dtype=bool) | split
     return notes
 
 
@@ -251,8 +262,9 @@ def _read(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
             "(onlyActive, as the debug server's page shows them): positions count from the "
             "first entry in flight"
         )
+    known = known_member_sets([d.pg_config for d in chosen])
     for d in chosen:
-        for n in _rewrite(d):
+        for n in _rewrite(d, known):
             if n not in notes:
                 notes.append(n)
     return TorchCommsRead(

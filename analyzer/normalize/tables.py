@@ -301,6 +301,13 @@ def _normalize(
     if world_size is None and not declared and not layout.declared:
         world = beyond_readable(world, loaded)
     groups = with_world(groups, world)  # the default group, where read off the world
+    if world_size is not None or declared:  # evidence of the default group's members
+        groups = groups.assign(
+            source=groups["source"].mask(
+                (groups["pg_name"] == "0") & (groups["source"] == "world"),
+                "option" if world_size is not None else "declared",
+            )
+        )
     members_of = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
     # The group-local peers, as wide as their widest part (the readers narrow each column).
     wide = any(d.ints["peer_local"].dtype.itemsize > 4 for d in dumps if d.n_entries)

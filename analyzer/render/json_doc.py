@@ -50,6 +50,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "headline": d.headline,
         "culprit_ranks": [int(r) for r in d.culprit_ranks],
         "culprits": [c.to_dict() for c in d.culprits],
+        "also_possible": [{"kind": k, "because": why} for k, why in d.also_possible],
         "incidents": [i.to_dict() for i in analysis.loaded.incidents]
         if analysis.loaded is not None
         else [],

@@ -11,6 +11,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from analyzer.diagnosis import UNKNOWN_WORLD
 from analyzer.escape import clean
 from analyzer.kinds import FindingKind, WaitKind
 from analyzer.terms import (
@@ -66,6 +67,10 @@ _UNKNOWN_COMPLETION_LINE = (
     "INCONCLUSIVE: every op retired, but this backend reports no completion: "
     "a hang inside the last ops would look the same"
 )
+_UNKNOWN_WORLD_LINE = (
+    "INCONCLUSIVE: nothing is pending in these dumps, but they list no group's members: "
+    "ranks that wrote no file cannot be ruled out"
+)
 _NO_HANG_LINE = "NO HANG: every recorded op completed and the counters agree"
 _INCONCLUSIVE_LINE = "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
 
@@ -118,8 +123,13 @@ def verdict_line(d: Diagnosis) -> str:
             f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)} "
             f"({kind_title(d)}); the dumps do not single anyone out"
         )
-    if d.verdict.value == "inconclusive" and any(f.kind == "inconclusive" for f in d.findings):
-        return _UNKNOWN_COMPLETION_LINE
+    blind = [f for f in d.findings if f.kind == "inconclusive"]
+    if d.verdict.value == "inconclusive" and blind:
+        return (
+            _UNKNOWN_WORLD_LINE
+            if blind[0].summary.startswith(UNKNOWN_WORLD)
+            else _UNKNOWN_COMPLETION_LINE
+        )
     return _NO_HANG_LINE if d.verdict.value == "no_hang" else _INCONCLUSIVE_LINE
 
 
@@ -134,7 +144,7 @@ def confidence_lines(d: Diagnosis) -> list[str]:
         f"how sure{f' of {plural(ranks)} {rank_runs(ranks)}' if several else ''}: "
         f"{confidence}: {because}"
         for (confidence, because), ranks in groups.items()
-    ]
+    ] + [f"or {KIND_TITLES.get(kind, kind)}: {why}" for kind, why in d.also_possible]
 
 
 def verdict_detail(d: Diagnosis) -> str:

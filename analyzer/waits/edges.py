@@ -122,7 +122,65 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
         )
 
 
-def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], found: _Found) -> None:
+def _passed_unseen(tables: Tables, matching: Matching, blocked: pd.DataFrame) -> np.ndarray:
+    """Of the ``blocked`` send/recv: those whose peer wrote no dump, on a rank whose backend
+    reports no completion, that the rank got past: it enqueued a later send/recv with the
+    same peer in the same group, or any later op of a group of two (the peer is its only
+    other member). Only enqueues are evidence there, and a rank is blocked in its newest op
+    of a stream, as :func:`analyzer.waits.pending.pending_first` reads collectives; the
+    newest op still waits on the same peer, so no waiter loses its holder. (One buffer holds
+    a group's entries, so their record ids compare.)"""
+    blind = matching.dialects.unobserved_ranks - matching.dialects.retired_done_ranks
+    out = np.zeros(len(blocked), dtype=bool)
+    if not blind or not len(blocked):
+        return out
+    p2p = matching.p2p
+    by_peer = (
+        pd.DataFrame(
+            {
+                "rank": p2p["rank"].to_numpy(np.int64),
+                "pg_name": p2p["pg_name"].astype(str).to_numpy(dtype=object),
+                "peer": p2p["peer"].to_numpy(np.int64),
+                "record_id": p2p["record_id"].to_numpy(np.int64),
+            }
+        )
+        .groupby(["rank", "pg_name", "peer"], sort=False)["record_id"]
+        .max()
+        .to_dict()
+    )
+    pairs = {str(g) for g, m in tables.members().items() if len(m) == 2}
+    e = tables.entries
+    in_pair = e["pg_name"].astype(str).isin(pairs).to_numpy()
+    by_group = (
+        pd.DataFrame(
+            {
+                "rank": e["rank"].to_numpy(np.int64)[in_pair],
+                "pg_name": e["pg_name"].astype(str).to_numpy(dtype=object)[in_pair],
+                "record_id": e["record_id"].to_numpy(np.int64)[in_pair],
+            }
+        )
+        .groupby(["rank", "pg_name"], sort=False)["record_id"]
+        .max()
+        .to_dict()
+    )
+    for i, (r, g, peer, rec, st) in enumerate(
+        blocked[["rank", "pg_name", "peer", "record_id", "peer_state"]].itertuples(index=False)
+    ):
+        if st != PeerState.NO_DUMP.value or int(r) not in blind:
+            continue
+        later = max(
+            by_peer.get((int(r), str(g), int(peer)), -1), by_group.get((int(r), str(g)), -1)
+        )
+        out[i] = int(rec) < later
+    return out
+
+
+def _p2p_waits(
+    tables: Tables,
+    matching: Matching,
+    heads: dict[int, tuple[bool, str, int]],
+    found: _Found,
+) -> None:
     """Waits of send/recv whose peer has not posted its side (or wrote no dump)."""
     p2p = matching.p2p
     if not len(p2p):
@@ -134,6 +192,7 @@ def _p2p_waits(matching: Matching, heads: dict[int, tuple[bool, str, int]], foun
     # A rank whose completions stopped being observed shows finished send/recv as
     # scheduled: its p2p states are no evidence that it waits.
     blocked = blocked[~blocked["rank"].isin(list(matching.stale_completers))]
+    blocked = blocked[~_passed_unseen(tables, matching, blocked)]
     for r, g, d, op, peer, pseq, st in blocked[
         ["rank", "pg_name", "pg_desc", "op", "peer", "p2p_seq", "peer_state"]
     ].itertuples(index=False):
@@ -166,7 +225,7 @@ def waits(
         _silent_waits(g, i, found, config)
     if matching.dialects.completion_unobserved and matching.dialects.p2p_unrecorded:
         found.rows.extend(_gloo_unrecorded_waits(tables, matching.progress))
-    _p2p_waits(matching, g.heads, found)
+    _p2p_waits(tables, matching, g.heads, found)
     rows, later, blocks = found.rows, found.later, found.blocks
     direct = [r for r in rows if not isinstance(r, Waits)]
     if blocks:

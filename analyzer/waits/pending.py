@@ -38,6 +38,28 @@ def _newest_per_rank(rank: np.ndarray, record: np.ndarray, rows: np.ndarray) -> 
     return rows[first[first < len(rows)]]
 
 
+def _passed(
+    tables: Tables, matching: Matching, rows: np.ndarray, retired: np.ndarray
+) -> np.ndarray:
+    """Which of ``rows`` (each rank's newest collective) ended and were passed: the rank's
+    recorder retires an entry when its work ends (gloo) and another member of the group
+    enqueued a later collective there. A collective needs every member, so one that a member
+    went past completed; the rank stopped after it, not inside it."""
+    ends = matching.dialects.retire_on_end_ranks | matching.dialects.retired_done_ranks
+    e = tables.entries
+    out = np.zeros(len(rows), dtype=bool)
+    if not ends or not len(rows):
+        return out
+    prog = matching.progress
+    frontier = prog[prog["enqueued"] >= 0].groupby("pg_name", observed=True)["enqueued"].max()
+    ranks = e["rank"].to_numpy()[rows]
+    names = text_at(e["pg_name"], rows)
+    seqs = e["seq"].to_numpy()[rows]
+    for i, (r, name, seq) in enumerate(zip(ranks.tolist(), names, seqs.tolist(), strict=True)):
+        out[i] = bool(retired[rows[i]]) and r in ends and int(frontier.get(name, -1)) > int(seq)
+    return out
+
+
 def pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
     """Per (group, rank): the first collective that rank may still be blocked in.
 
@@ -61,7 +83,9 @@ def pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
             not_done = codes_at(e["state"]) != code_of(e["state"], "completed")
             open_coll = ~is_p2p & np.where(blind, ~retired, not_done)
         last = _newest_per_rank(rank, record, np.flatnonzero(blind))
-        pend = np.concatenate([last[~is_p2p[last]], np.flatnonzero(open_coll)])
+        last = last[~is_p2p[last]]
+        last = last[~_passed(tables, matching, last, retired)]
+        pend = np.concatenate([last, np.flatnonzero(open_coll)])
     else:
         pend = np.flatnonzero(~is_p2p & (codes_at(e["state"]) != code_of(e["state"], "completed")))
     code = codes_at(e["pg_name"], pend).astype(np.int64)

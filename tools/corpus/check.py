@@ -4,14 +4,16 @@ An answer is **right** when it says the truth's verdict and, for a hang, names e
 injected ranks with a kind the truth allows (or ``missing_dump`` when an injected rank wrote
 no file); **unsure** when it says it is unsure (verdict
 ``inconclusive``, or a culprit whose ``confidence`` is ``suspect``) and the injected ranks are
-among the ranks it names (or it names none); **wrong** otherwise: a confident wrong culprit,
+among the ranks it names (or it names none), or when it names exactly the injected ranks with
+another kind but lists the truth's kind in ``also_possible`` (the kind it cannot rule out);
+**wrong** otherwise: a confident wrong culprit,
 a missed culprit, a missed hang (``no_hang`` on a hang), a false alarm (a hang on a healthy
 run), a wrong kind, an unsure answer whose suspects leave the truth out, or an analysis that
 failed.
 
 Both forms of the diagnosis JSON are read: ``hangscope.diagnosis/1`` (``culprit_ranks``, every
 culprit confident) and ``hangscope.diagnosis/1.1`` (``culprits: [{rank, confidence,
-because}]``, ``suspects``). Needs the analyzer, not torch.
+because}]``, ``suspects``; 1.2 adds ``also_possible``). Needs the analyzer, not torch.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Said:
     culprits: tuple[tuple[int, str], ...] = ()  # (rank, confidence)
     suspects: tuple[int, ...] = ()
     headline: str = ""
+    also_possible: tuple[str, ...] = ()  # 1.2: other kinds the answer says it cannot rule out
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,9 @@ def read_said(doc: dict[str, Any]) -> Said:
         culprits=tuple(culprits),
         suspects=tuple(sorted(set(suspects))),
         headline=str(doc.get("headline", "")),
+        also_possible=tuple(
+            str(a.get("kind", "")) for a in doc.get("also_possible") or [] if isinstance(a, dict)
+        ),
     )
 
 
@@ -130,6 +136,8 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
     if named == want:
         if said.kind in allowed_kinds(truth):
             return RIGHT, ""
+        if set(said.also_possible) & allowed_kinds(truth):
+            return UNSURE, ""  # the right ranks, and the true kind named as not ruled out
         return WRONG, f"right culprit, wrong kind ({said.kind})"
     if named < want:
         return WRONG, f"missed a culprit ({said.kind})"

@@ -14,6 +14,7 @@ import pytest
 
 import analyzer
 from analyzer.load import comm_key, load_dumps
+from analyzer.load.torchcomms_names import comm_keys
 from tests.conftest import SAMPLES
 
 GLOO = SAMPLES / "torchcomms_gloo_mesh_stall_w4"
@@ -22,6 +23,8 @@ CUDA = SAMPLES / "torchcomms_cuda_mesh_stall_w4"
 HEALTH = SAMPLES / "torchcomms_gloo_health_check_w4"
 #: The same job under torch 2.15.0.
 T215 = sorted(SAMPLES.glob("torchcomms_*_t215"))
+#: A 4-stage pipeline whose middle stage stalls (tools/record_torchcomms_pipeline.py).
+PIPE_DIRS = sorted(SAMPLES.glob("torchcomms_*_pipeline_stall_*"))
 
 
 def test_comm_key_names_the_member_set() -> None:
@@ -158,6 +161,86 @@ def test_torch215_runs_read_alike() -> None:
 
 
 def test_expected_marks_the_writer() -> None:
-    for path in (GLOO, JSON, CUDA, HEALTH, *T215):
+    for path in (GLOO, JSON, CUDA, HEALTH, *T215, *PIPE_DIRS):
         exp = json.loads((path / "EXPECTED.json").read_text())
         assert exp["recorded_with"].startswith("tools/torchcomms_fr.py")
+
+
+PIPE = {
+    (kind, flow): SAMPLES / f"torchcomms_{kind}_pipeline_stall_w4{suffix}"
+    for kind in ("gloo", "cuda")
+    for flow, suffix in (("tutorial", ""), ("health check", "_health_check"))
+}
+
+
+def test_two_comms_of_one_name_told_apart_by_pg_id() -> None:
+    # Stages 1 and 2 hold two comms named pp; their pg_config keeps only the last one (pp
+    # [1,2]), their entries carry distinct pg_ids (FlightRecorder.cpp record_pg_ranks).
+    raw = pickle.loads((PIPE[("gloo", "health check")] / "comm_lib_trace_rank_1").read_bytes())
+    assert raw["pg_config"]["pp"]["ranks"] == "[1,2]"
+    assert {e["pg_id"] for e in raw["entries"] if e["process_group"][0] == "pp"} == {1, 2}
+    loaded = load_dumps([PIPE[("gloo", "health check")]], jobs=1)
+    by_rank = {d.rank: d for d in loaded.dumps}
+    assert set(by_rank[1].pg_config) == {"world[0-3]", "pp[0,1]", "pp[1,2]"}
+    assert set(by_rank[2].pg_config) == {"world[0-3]", "pp[1,2]", "pp[2,3]"}
+    assert any("2 comms named 'pp'" in n for n in loaded.torchcomms.notes)
+    for d in loaded.dumps:  # every send/recv paired with the other member of its own comm
+        names = np.array(d.vocab["pg_name"], dtype=object)[d.strings["pg_name"]]
+        ops = np.array(d.vocab["op"], dtype=object)[d.strings["op"]]
+        p2p = np.isin(ops, ["send", "recv"])
+        assert all(str(n).startswith("pp[") for n in names[p2p])
+        assert (np.asarray(d.ints["peer_local"])[p2p] >= 0).all()
+
+
+def test_split_outside_the_new_comm_is_read_as_returned() -> None:
+    # Ranks 0 and 3 are outside pp {1,2}: their split never reaches the post-hook.
+    raw = pickle.loads((PIPE[("gloo", "tutorial")] / "comm_lib_trace_rank_0").read_bytes())
+    splits = [e for e in raw["entries"] if e["profiling_name"].endswith(":split")]
+    assert [e["retired"] for e in splits] == [True, False]
+    a = analyzer.analyze(PIPE[("gloo", "tutorial")], jobs=1)
+    assert "split" not in set(a.waits["op"].astype(str))
+
+
+@pytest.mark.parametrize("key", sorted(PIPE), ids=lambda k: "-".join(k))
+def test_pipeline_stall_names_the_middle_stage(key: tuple[str, str]) -> None:
+    a = analyzer.analyze(PIPE[key], jobs=1)
+    d = a.diagnosis
+    assert d.culprit_ranks == (1,)
+    assert d.kind == ("not_joined" if key[1] == "health check" else "missing_dump")
+    assert not d.deadlock_cycles
+    w = a.waits
+    # Stage 3 waits on stage 2, which waits on stage 1; stage 0 waits on stage 1.
+    edges = set(zip(w["waiter"].astype(int), w["holder"].astype(int), w["pg_name"].astype(str)))
+    assert {(0, 1, "pp[0,1]"), (2, 1, "pp[1,2]"), (3, 2, "pp[2,3]")} <= edges
+    assert set(w["holder"].astype(int)) <= {1, 2}
+
+
+@pytest.mark.parametrize("path", [CUDA, PIPE[("cuda", "tutorial")]], ids=lambda p: p.name)
+def test_cuda_old_send_recv_the_waiter_got_past_are_not_awaited(path: Path) -> None:
+    # No completion is reported: a send/recv to a rank without a dump counts as awaited
+    # only while the waiter enqueued nothing later in that comm.
+    a = analyzer.analyze(path, jobs=1)
+    w = a.waits
+    p2p = w[w["op"].astype(str).isin(["send", "recv"])]
+    e = a.entries
+    for waiter, group, seq in zip(p2p["waiter"], p2p["pg_name"].astype(str), p2p["seq"]):
+        mine = e[(e["rank"] == waiter) & (e["pg_name"].astype(str) == group)]
+        newest = mine.loc[mine["record_id"].idxmax()]
+        assert int(newest["p2p_seq"]) == int(seq)
+    if path == CUDA:
+        assert p2p.empty  # rank 1 waits in the dp all_reduce, not in old exchanges
+
+
+def test_comm_keys_guess_no_members() -> None:
+    config = {"pp": ("gloo", (1, 2)), "world": ("gloo", (0, 1, 2, 3))}
+    names = np.array(["world", "pp", "pp", "pp"], dtype=object)
+    # One earlier comm and one other member set of its name holding rank 1: that set.
+    known = {"pp": {(0, 1), (1, 2), (2, 3)}, "world": {(0, 1, 2, 3)}}
+    found = comm_keys(1, config, names[:3], np.array([0, 1, 2]), known)
+    assert found.entries == (("world", (0, 1, 2, 3)), ("pp", (0, 1)), ("pp", (1, 2)))
+    # Two earlier comms and two other sets: which is which is unknown, neither is guessed.
+    known["pp"].add((1, 3))
+    found = comm_keys(1, config, names, np.array([0, 1, 2, 3]), known)
+    assert [k for k, _ in found.entries] == ["world", "pp#1", "pp#2", "pp"]
+    assert found.entries[1][1] is None and found.entries[3] == ("pp", (1, 2))
+    assert "members are unknown" in found.notes[0]
