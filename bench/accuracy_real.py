@@ -36,7 +36,9 @@ from tools.corpus.spec import DIALECTS, FAULTS  # noqa: E402
 
 CASES = ROOT / "corpus" / "cases"
 BASELINE = ROOT / "corpus" / "BASELINE.json"
-ALL_DIALECTS = (*DIALECTS, "nccl-lazy+states")
+ALL_DIALECTS = tuple(  # nccl-lazy+states next to nccl-lazy
+    x for d in DIALECTS for x in ((d, "nccl-lazy+states") if d == "nccl-lazy" else (d,))
+)
 
 
 def stratified(paths: list[Path], per_cell: int) -> list[Path]:

@@ -301,6 +301,10 @@ class Comm:
         label = backend or self.backend
         self.recorders.append((recorder, label, recorder.register(self.name, label, self.ranks)))
 
+    def call(self, op: str, inputs: list[Any], outputs: list[Any], run: Any) -> Any:
+        """Record ``op`` (its tensors), run ``run()`` and retire it when it returned."""
+        return self._run(op, inputs, outputs, run)
+
     def _run(self, op: str, inputs: list[Any], outputs: list[Any], call: Any) -> Any:
         op_id = self.op_ids.take()
         for rec, label, pg_id in self.recorders:

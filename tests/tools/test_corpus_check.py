@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tools.corpus.axes import NOT_TORCHCOMMS, V2_FIRST_SEED
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
 from tools.corpus.spec import FAULTS, CaseSpec, draw
+
+TORCH = ("2.13", "2.15")
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -152,3 +155,79 @@ def test_every_committed_case_has_a_complete_truth() -> None:
         assert truth["kinds"] and truth["dumped_ranks"]
         rec = truth["recorded"]
         assert rec["torch"].startswith(("2.13", "2.15")) and rec["policy"] in ("all", "timed_out")
+
+
+def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        for name in (
+            "case/attempt_0/nccl_trace_rank_0",
+            "case/attempt_1/nccl_trace_rank_0",
+            "case/a/../../b/escape",
+            "case/train.log",
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(name)
+            tar.addfile(info, io.BytesIO(name.encode()))
+    path = tmp_path / "case.tar.xz"
+    path.write_bytes(buf.getvalue())
+    _, folder = read_case(path, tmp_path / "out")
+    assert folder is not None
+    got = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert got == [
+        "attempt_0/nccl_trace_rank_0",
+        "attempt_1/nccl_trace_rank_0",
+        "escape",
+        "train.log",
+    ]
+    assert (folder / "attempt_1" / "nccl_trace_rank_0").read_text().startswith("case/attempt_1")
+
+
+def test_generator_1_seeds_draw_the_committed_cases() -> None:
+    """New axes are drawn only from :data:`V2_FIRST_SEED` on: every committed case of
+    generator 1 is still what its seed draws (but three recorded before an earlier change
+    of the draw, whose seeds draw another case now)."""
+    redrawn = []
+    for path in case_paths(ROOT / "corpus" / "cases"):
+        truth, _ = read_case(path)
+        if truth["generator"] != "tools/corpus 1":
+            continue
+        spec = draw(truth["seed"], truth["recorded"]["torch"][:4])
+        assert spec.generator == 1 and spec.cp == 1 and not spec.eval_ops
+        if spec.name != truth["case"].removesuffix("_states"):
+            redrawn.append(truth["case"])
+            continue
+        assert [o.kind for o in spec.step_ops] == truth["step_ops"]
+        assert spec.steps == truth["steps"] and spec.policy == truth["recorded"]["policy"]
+        assert spec.fault.index == truth["injected"]["op_index"]
+        assert spec.fault.step == truth["injected"]["step"]
+    assert len(redrawn) <= 3, redrawn
+
+
+def test_generator_2_draws_the_new_axes() -> None:
+    specs = [draw(seed, t) for seed in range(V2_FIRST_SEED, V2_FIRST_SEED + 300) for t in TORCH]
+    assert all(s.generator == 2 for s in specs)
+    assert {s.recorder for s in specs} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    assert {s.recorder for s in specs if s.torch == "2.13"} == {"gloo", "torchcomms"}
+    assert any(s.cp == 2 for s in specs) and any(s.eval_ops for s in specs)
+    assert any(s.restart_fault for s in specs)
+    for s in specs:
+        kinds = [o.kind for o in s.step_ops]
+        assert s.world == s.tp * s.cp * s.pp * s.dp
+        assert s.fault.step < s.steps and s.fault.index < len(s.all_ops)
+        if s.fault.index >= len(s.step_ops) and s.fault.kind not in ("healthy", "slow_rank"):
+            assert s.fault.step in s.eval_at  # a fault in the eval pass: a step that has one
+        if s.eval_ops:
+            assert s.eval_ops[-1].kind == "eval_metric_all_reduce" and s.eval_at[0] == 1
+        if s.cp > 1:
+            assert any(k.startswith("cp_") for k in kinds)
+        if "monitored_barrier" in kinds or s.restart_fault:
+            assert s.recorder == "gloo"
+        if s.recorder == "torchcomms":
+            assert s.fault.kind != "stuck_in_collective" and not s.local_sync
+            assert not set(kinds) & NOT_TORCHCOMMS
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+    on_mb = [
+        s for s in specs if s.fault.ranks and s.all_ops[s.fault.index].kind == "monitored_barrier"
+    ]
+    assert on_mb  # a stall or crash right before the monitored_barrier

@@ -149,9 +149,19 @@ def case_paths(root: Path) -> list[Path]:
     return sorted(root.glob("*.tar.xz"))
 
 
+def _inside(name: str) -> str:
+    """Where a member ``<case>/[<folder>/]<file>`` goes in the case's folder: its one
+    subfolder kept (a restart's ``attempt_0/``, ``attempt_1/``) when it is a plain name,
+    else the base name alone."""
+    parts = name.split("/")[1:] or [Path(name).name]
+    plain = all(p not in ("", ".", "..") and "\\" not in p for p in parts)
+    return "/".join(parts) if plain and 1 <= len(parts) <= 2 else parts[-1]
+
+
 def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Path | None]:
     """The truth of a case and, with ``into``, its files unpacked into ``into/<name>``
-    (``TRUTH.json`` left out). Only regular files, by base name: nothing escapes ``into``."""
+    (``TRUTH.json`` left out). Only regular files, by base name or under one plain
+    subfolder (:func:`_inside`): nothing escapes ``into``."""
     truth: dict[str, Any] = {}
     folder = into / path.name.removesuffix(".tar.xz") if into is not None else None
     if folder is not None:
@@ -166,7 +176,9 @@ def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Pat
             if base == "TRUTH.json":
                 truth = json.loads(data)
             elif folder is not None and base not in ("", ".", ".."):
-                (folder / base).write_bytes(data)
+                dest = folder / _inside(member.name)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
     return truth, folder
 
 

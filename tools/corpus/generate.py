@@ -4,7 +4,9 @@
     python -m tools.corpus.generate --out corpus/cases --seeds 7 12       # those seeds
 
 Run it with the Python of the torch to record (torch 2.13 draws gloo cases; torch 2.15 draws
-gloo, nccl2 and nccl-lazy cases through :mod:`tools.hook_backend`). Each kept case becomes
+gloo, nccl2 and nccl-lazy cases through :mod:`tools.hook_backend`; from seed 1000 on,
+generator 2 also draws TorchComms' recorder with either, :mod:`tools.corpus.axes`). ``--count``
+continues from the highest seed in ``--out``, and from 1000 at least. Each kept case becomes
 ``<out>/<name>.tar.xz``: a folder with the dumps (frame paths scrubbed as the samples' are,
 and, where drawn, other files beside them) and ``TRUTH.json``. A recorder-hook run gives two
 cases: as recorded, and with nccl2's completion states laid over (``_states``). A run whose
@@ -24,17 +26,20 @@ import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tools import launcher
 from tools import record_gloo as rg
+from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
-GENERATOR = "tools/corpus 1"
+GENERATOR = "tools/corpus {}"  # the spec's generator version
+ATTEMPTS = ("attempt_0", "attempt_1")  # a restart: the older attempt's dumps, then this run's
 
 
 def _files(out_dir: Path) -> dict[int, list[Path]]:
@@ -86,7 +91,34 @@ def _wait(spec: CaseSpec, workers: list[launcher.Worker], side: Any, out_dir: Pa
 
 
 def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
-    """Run the case once in ``work``; (truth, "") or (None, why it was discarded)."""
+    """Run the case once in ``work``; (truth, "") or (None, why it was discarded). A case
+    with a restart runs its older attempt first (in ``work/attempt_0``, checked the same
+    way), then itself."""
+    older: dict[str, Any] | None = None
+    if spec.restart_fault is not None:
+        first = replace(spec, fault=spec.restart_fault, restart_fault=None, policy="all")
+        older, why = run(first, work / ATTEMPTS[0])
+        if older is None:
+            return None, f"the older attempt: {why}"
+    truth, why = _run_once(spec, work)
+    if truth is not None and older is not None:
+        truth["restart"] = {
+            "folders": list(ATTEMPTS),
+            "analyzed": ATTEMPTS[1],
+            "older": {
+                "fault": spec.restart_fault.kind if spec.restart_fault else "",
+                "culprits": older["culprits"],
+                "dumped_ranks": older["dumped_ranks"],
+                "injected": {
+                    "step": spec.restart_fault.step if spec.restart_fault else 0,
+                    "op_index": spec.restart_fault.index if spec.restart_fault else 0,
+                },
+            },
+        }
+    return truth, why
+
+
+def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     out_dir, side_dir, log_dir = work / "out", work / "side", work / "logs"
     launcher.fresh_dirs(out_dir, side_dir, log_dir)
     job_store = launcher.free_store(spec.world)
@@ -138,15 +170,18 @@ def _junk(folder: Path, seed: int) -> list[str]:
     )
     (folder / f"core.{rng.randint(1000, 9999)}").write_bytes(rng.randbytes(2048))
     (folder / "NOTES.txt").write_text("dumps copied from the nodes after the job hung\n")
-    return sorted(p.name for p in folder.iterdir() if not re.search(r"rank_\d+", p.name))
+    return sorted(
+        p.name for p in folder.iterdir() if p.is_file() and not re.search(r"rank_\d+", p.name)
+    )
 
 
 def _pack(dest: Path, name: str, folder: Path, truth: dict[str, Any]) -> Path:
     """``dest/name.tar.xz`` holding ``name/`` (the files) and ``name/TRUTH.json``,
     byte-for-byte reproducible from the same files."""
     buf = io.BytesIO()
+    files = sorted((p.relative_to(folder).as_posix(), p) for p in folder.rglob("*") if p.is_file())
     with tarfile.open(fileobj=buf, mode="w:xz") as tar:
-        members = [(p.name, p.read_bytes()) for p in sorted(folder.iterdir())]
+        members = [(rel, p.read_bytes()) for rel, p in files]
         members.append(("TRUTH.json", (json.dumps(truth, indent=1) + "\n").encode()))
         for fname, data in members:
             info = tarfile.TarInfo(f"{name}/{fname}")
@@ -163,9 +198,9 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
     import torch
 
     f = spec.fault
-    return {
+    doc: dict[str, Any] = {
         "case": "",
-        "generator": GENERATOR,
+        "generator": GENERATOR.format(spec.generator),
         "seed": spec.seed,
         "fault": f.kind,
         **truth,
@@ -173,7 +208,7 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
             "ranks": list(f.ranks),
             "step": f.step,
             "op_index": f.index,
-            "op": spec.step_ops[f.index].kind if f.ranks else "",
+            "op": spec.all_ops[f.index].kind if f.ranks else "",
             "variant": f.variant,
         },
         "recorded": {
@@ -190,6 +225,11 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
         "steps": spec.steps,
         "step_ops": [o.kind for o in spec.step_ops],
     }
+    if spec.generator >= 2:
+        doc["topology"]["cp"] = spec.cp
+        doc["eval_ops"] = [o.kind for o in spec.eval_ops]
+        doc["eval_at"] = list(spec.eval_at)
+    return doc
 
 
 def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[Path]:
@@ -197,12 +237,19 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     from tools.hook_backend import overlay_states
 
     out_dir = work / "out"
-    for files in _files(out_dir).values():
+    dirs = [out_dir]
+    if spec.restart_fault is not None:  # the older attempt's dumps beside this run's
+        out_dir = work / "attempts"
+        launcher.fresh_dirs(out_dir)
+        shutil.copytree(work / ATTEMPTS[0] / "out", out_dir / ATTEMPTS[0])
+        shutil.copytree(work / "out", out_dir / ATTEMPTS[1])
+        dirs = [out_dir / a for a in ATTEMPTS]
+    for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)
             rg.load_dump(p)  # loads with the no-globals unpickler
     variants = [("", out_dir, "gloo@" + spec.torch if spec.recorder == "gloo" else spec.recorder)]
-    if spec.recorder != "gloo":
+    if spec.recorder in ("nccl2", "nccl-lazy"):
         states = work / "states"
         launcher.fresh_dirs(states)
         for files in _files(out_dir).values():
@@ -228,7 +275,7 @@ def _next_seed(dest: Path, torch_short: str) -> int:
         for p in dest.glob(f"*_t{torch_short.replace('.', '')}_s*.tar.xz")
         if (m := re.search(r"_s(\d+)(_states)?\.tar\.xz$", p.name))
     ]
-    return max(seeds, default=-1) + 1
+    return max([*seeds, V2_FIRST_SEED - 1]) + 1  # new seeds draw with generator 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,9 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "ALL_REDUCES",
+    "COLLECTIVE_OPS",
     "DIALECTS",
     "FAULTS",
     "HANG_FAULTS",
+    "P2P_OPS",
+    "STALLS",
     "CaseSpec",
     "Fault",
     "Op",
@@ -47,7 +51,8 @@ STALLS = ("stall_compute", "stall_lock", "stall_dataloader")
 #: How a rank's entries are read: gloo's own recorder (per torch version), or the recorder
 #: hook as written (nccl2, every entry retired at issue), with nccl2's completion states laid
 #: over (nccl2+states), or with the pipeline's pair groups on nccl-lazy (nccl-lazy).
-DIALECTS = ("gloo@2.13", "gloo@2.15", "nccl2", "nccl2+states", "nccl-lazy")
+#: ``torchcomms``: TorchComms' recorder (``tools/torchcomms_fr.py``) over the same gloo ops.
+DIALECTS = ("gloo@2.13", "gloo@2.15", "nccl2", "nccl2+states", "nccl-lazy", "torchcomms")
 
 # Op kinds of a step; each names the group it runs on.
 COLLECTIVE_OPS = {
@@ -62,8 +67,31 @@ COLLECTIVE_OPS = {
     "barrier": "world",
     "coalesced_all_reduce": "dp",
     "late_all_reduce": "late",
+    # Generator 2 (seeds from 1000, :mod:`tools.corpus.axes`): context parallel, the eval
+    # pass (forward only, then the metric's all_reduce), gloo's monitored_barrier.
+    "cp_all_gather": "cp",
+    "cp_all_reduce": "cp",
+    "monitored_barrier": "world",
+    "eval_tp_all_reduce": "tp",
+    "eval_cp_all_gather": "cp",
+    "eval_fsdp_all_gather": "shard",
+    "eval_metric_all_reduce": "dp",
 }
-P2P_OPS = {"pp_send_recv": "pp", "pp_batch_isend_irecv": "pp"}
+P2P_OPS = {
+    "pp_send_recv": "pp",
+    "pp_batch_isend_irecv": "pp",
+    "cp_ring": "cp",
+    "eval_pp_send_recv": "pp",
+}
+#: Kinds that run a plain all_reduce (where a desync or a frozen rank can be put).
+ALL_REDUCES = (
+    "world_all_reduce",
+    "tp_all_reduce",
+    "dp_all_reduce",
+    "cp_all_reduce",
+    "eval_tp_all_reduce",
+    "eval_metric_all_reduce",
+)
 
 
 @dataclass(frozen=True)
@@ -106,12 +134,34 @@ class CaseSpec:
     fault: Fault
     timeout_s: float = 3.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Generator 2 only (the defaults are generator 1's cases).
+    generator: int = 1
+    cp: int = 1  # context-parallel degree: global rank ((d * cp + c) * pp + p) * tp + t
+    eval_ops: tuple[Op, ...] = ()  # an eval pass after the steps in eval_at; its op indices
+    eval_at: tuple[int, ...] = ()  # follow the step's (len(step_ops) + j)
+    restart_fault: Fault | None = None  # an earlier attempt's fault: its dumps in attempt_0/
 
     @property
     def name(self) -> str:
-        topo = f"tp{self.tp}pp{self.pp}dp{self.dp}" + ("h" if self.hsdp else "")
+        cp = f"cp{self.cp}" if self.cp > 1 else ""
+        topo = f"tp{self.tp}{cp}pp{self.pp}dp{self.dp}" + ("h" if self.hsdp else "")
         rec = self.recorder.replace("-", "")
-        return f"{self.fault.kind}_{topo}_{rec}_t{self.torch.replace('.', '')}_s{self.seed:05d}"
+        tags = "".join(
+            t
+            for t, on in (
+                ("_eval", bool(self.eval_ops)),
+                ("_mb", any(o.kind == "monitored_barrier" for o in self.step_ops)),
+                ("_restart", self.restart_fault is not None),
+            )
+            if on
+        )
+        torch = self.torch.replace(".", "")
+        return f"{self.fault.kind}_{topo}_{rec}{tags}_t{torch}_s{self.seed:05d}"
+
+    @property
+    def all_ops(self) -> tuple[Op, ...]:
+        """The step's ops, then the eval pass's (the indices a fault names)."""
+        return self.step_ops + self.eval_ops
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,9 +170,13 @@ class CaseSpec:
     def from_json(doc: dict[str, Any]) -> CaseSpec:
         doc = dict(doc)
         doc["step_ops"] = tuple(Op(**o) for o in doc["step_ops"])
-        f = dict(doc["fault"])
-        f["ranks"] = tuple(f["ranks"])
-        doc["fault"] = Fault(**f)
+        doc["eval_ops"] = tuple(Op(**o) for o in doc.get("eval_ops", ()))
+        doc["eval_at"] = tuple(doc.get("eval_at", ()))
+        for key in ("fault", "restart_fault"):
+            if doc.get(key) is not None:
+                f = dict(doc[key])
+                f["ranks"] = tuple(f["ranks"])
+                doc[key] = Fault(**f)
         return CaseSpec(**doc)
 
 
@@ -176,11 +230,7 @@ def _fault(rng: random.Random, kind: str, spec: dict[str, Any]) -> Fault | None:
     if kind in STALLS or kind in ("crash_exit", "crash_sigkill", "stuck_in_collective"):
         index = rng.randrange(len(ops))
         if kind == "stuck_in_collective":
-            cands = [
-                i
-                for i in coll
-                if ops[i].kind in ("world_all_reduce", "tp_all_reduce", "dp_all_reduce")
-            ]
+            cands = [i for i in coll if ops[i].kind in ALL_REDUCES]
             if not cands:
                 return None
             index = rng.choice(cands)
@@ -190,9 +240,7 @@ def _fault(rng: random.Random, kind: str, spec: dict[str, Any]) -> Fault | None:
         index = rng.randrange(len(ops))
         return Fault(kind, (a, b), step=step, index=index, variant=rng.choice(["stall", "crash"]))
     if kind in ("op_desync", "size_desync", "dtype_desync"):
-        cands = [
-            i for i in coll if ops[i].kind in ("world_all_reduce", "tp_all_reduce", "dp_all_reduce")
-        ]
+        cands = [i for i in coll if ops[i].kind in ALL_REDUCES]
         if not cands:
             return None
         variant = {
@@ -227,7 +275,12 @@ def _recorder(rng: random.Random, torch: str) -> tuple[str, bool]:
 
 
 def draw(seed: int, torch: str) -> CaseSpec:
-    """The case of ``seed`` for a torch version ("2.13" or "2.15")."""
+    """The case of ``seed`` for a torch version ("2.13" or "2.15"): generator 1's draw below
+    :data:`tools.corpus.axes.V2_FIRST_SEED` (the committed cases), generator 2's from it."""
+    from tools.corpus.axes import V2_FIRST_SEED, draw_v2
+
+    if seed >= V2_FIRST_SEED:
+        return draw_v2(seed, torch)
     rng = random.Random(f"hangscope-corpus-{torch}-{seed}")
     recorder, _ = _recorder(rng, torch)
     while True:

@@ -11,7 +11,8 @@ Dumps: with the policy ``all`` every rank dumps once any rank's op failed (a pol
 watches the side store's trigger key, as the NCCL watchdog does); with ``timed_out`` a rank
 dumps only when one of its own ops failed (torch 2.15's nccl2). gloo's recorder writes
 ``nccl_trace_rank_<r>`` (pickle) or ``rank_<r>.json``; the recorder hook writes
-``<backend>_trace_rank_<r>`` per backend it recorded.
+``<backend>_trace_rank_<r>`` per backend it recorded; TorchComms' recorder
+(:mod:`tools.corpus.comms`) ``comm_lib_trace_rank_<r>`` (pickle) or ``....json``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from tools.corpus.workload import Job, run_steps
 STALL_S = 600.0
 
 
-def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path) -> Any:
-    """The function that writes this rank's buffer(s) once."""
+def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
+    """The function that writes this rank's buffer(s) once (``comms``: TorchComms'
+    recorder, for the ``torchcomms`` recorder)."""
     log = launcher.logger(rank)
     lock = threading.Lock()
     done: list[bool] = []
@@ -44,6 +46,16 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path) -> Any:
             if done:
                 return
             done.append(True)
+            if spec.recorder == "torchcomms":
+                from tools.corpus.comms import PREFIX
+
+                if spec.fmt == "json":
+                    path = out_dir / f"{PREFIX}{rank}.json"
+                    launcher.write_atomically(path, comms.dump_json().encode())
+                else:
+                    path = comms.dump_file(rank, str(out_dir / PREFIX))
+                log(f"DUMPED {path.name} {path.stat().st_size}")
+                return
             if spec.recorder == "gloo":
                 from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
 
@@ -143,13 +155,18 @@ def _worker(cfg: dict[str, Any]) -> None:
     out_dir, side_dir = Path(cfg["out_dir"]), Path(cfg["side_dir"])
     log = launcher.logger(rank)
     backend = "gloo"
-    if spec.recorder != "gloo":
+    if spec.recorder in ("nccl2", "nccl-lazy"):
         from tools.hook_backend import register
 
         for name in ("nccl2", "nccl-lazy"):
             register(name)
         backend = "nccl2"
-    write = _writer(spec, rank, out_dir, side_dir)
+    comms = None
+    if spec.recorder == "torchcomms":
+        from tools.torchcomms_fr import FlightRecorder
+
+        comms = FlightRecorder(max_entries=spec.buffer_size)
+    write = _writer(spec, rank, out_dir, side_dir, comms)
     job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=spec.timeout_s)
     dist.init_process_group(backend, store=job_store, rank=rank, world_size=world, timeout=timeout)
@@ -167,7 +184,12 @@ def _worker(cfg: dict[str, Any]) -> None:
 
         threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     before, freeze = _make_fault_hook(spec, rank, side, write)
-    job = Job(spec, rank, torch, dist, timeout, side, before, freeze, log)
+    api: Any = dist
+    if comms is not None:
+        from tools.corpus.comms import CommsDist
+
+        api = CommsDist(dist, rank, world, comms)
+    job = Job(spec, rank, torch, api, timeout, side, before, freeze, log)
     try:
         run_steps(job)
         log("BODY DONE")

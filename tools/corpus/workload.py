@@ -5,7 +5,9 @@ then data parallel). Groups: tensor-parallel blocks (optionally with
 ``use_local_synchronization``), pipeline stages (send/recv between neighbours, on the default
 group or, with the nccl-lazy recorder, on nccl-lazy pair groups), data-parallel groups
 (non-contiguous), expert groups (= data parallel), HSDP shard and replicate groups, and a
-"late" group of the even ranks created in the middle of the run.
+"late" group of the even ranks created in the middle of the run. With a context-parallel
+degree (generator 2) the outer index is ``d * cp + c``: CP groups hold the ranks that differ
+only in ``c``, DP groups those that differ only in ``d``.
 """
 
 from __future__ import annotations
@@ -55,15 +57,30 @@ def _new_group(job: Job, key: str, blocks: list[list[int]], desc: str, **kw: Any
 
 def make_groups(job: Job) -> None:
     s = job.spec
-    tp, pp, dp = s.tp, s.pp, s.dp
-    rank_of = lambda d, p, t: d * (pp * tp) + p * tp + t  # noqa: E731
+    tp, pp, dp, cp = s.tp, s.pp, s.dp, s.cp
+    # The outer index o = d * cp + c (cp = 1 before generator 2: o is the DP index).
+    rank_of = lambda o, p, t: o * (pp * tp) + p * tp + t  # noqa: E731
     job.groups["world"], job.members["world"] = None, list(range(s.world))
     if tp > 1:
-        blocks = [[rank_of(d, p, t) for t in range(tp)] for d in range(dp) for p in range(pp)]
+        outer = range(dp * cp)
+        blocks = [[rank_of(o, p, t) for t in range(tp)] for o in outer for p in range(pp)]
         kw = {"use_local_synchronization": True} if s.local_sync else {}
         _new_group(job, "tp", blocks, "TENSOR_MODEL_PARALLEL_GROUP", **kw)
+    if cp > 1:
+        blocks = [
+            [rank_of(d * cp + c, p, t) for c in range(cp)]
+            for d in range(dp)
+            for p in range(pp)
+            for t in range(tp)
+        ]
+        _new_group(job, "cp", blocks, "CONTEXT_PARALLEL_GROUP")
     if dp > 1:
-        blocks = [[rank_of(d, p, t) for d in range(dp)] for p in range(pp) for t in range(tp)]
+        blocks = [
+            [rank_of(d * cp + c, p, t) for d in range(dp)]
+            for c in range(cp)
+            for p in range(pp)
+            for t in range(tp)
+        ]
         _new_group(job, "dp", blocks, "DATA_PARALLEL_GROUP")
         job.groups["ep"], job.members["ep"] = job.groups["dp"], job.members["dp"]
         if s.hsdp:
@@ -74,7 +91,7 @@ def make_groups(job: Job) -> None:
         else:
             job.groups["shard"], job.members["shard"] = job.groups["dp"], job.members["dp"]
     if pp > 1 and s.recorder == "nccl-lazy":
-        for d in range(dp):
+        for d in range(dp * cp):
             for t in range(tp):
                 for p in range(pp - 1):
                     pair = [rank_of(d, p, t), rank_of(d, p + 1, t)]
@@ -130,9 +147,24 @@ def _pp(job: Job, batched: bool) -> None:
         d.send(job.t(), dst=nxt, group=_pp_group(job, job.rank, nxt))
 
 
+def _cp_ring(job: Job) -> None:
+    """Context parallel's ring: pass a KV block to the next CP rank, take one from the
+    previous (even positions send first, odd ones receive first)."""
+    members, g = job.members["cp"], job.groups["cp"]
+    i, n = members.index(job.rank), len(members)
+    nxt, prev = members[(i + 1) % n], members[(i - 1) % n]
+    if i % 2 == 0:
+        job.dist.send(job.t(), dst=nxt, group=g)
+        job.dist.recv(job.t(), src=prev, group=g)
+    else:
+        job.dist.recv(job.t(), src=prev, group=g)
+        job.dist.send(job.t(), dst=nxt, group=g)
+
+
 def _collective(job: Job, kind: str, group_key: str, variant: str = "") -> None:
     """Run one collective of ``kind`` (``variant``: how a desynced rank deviates)."""
     d, torch = job.dist, job.torch
+    kind = kind.removeprefix("eval_")  # the eval pass runs the same ops, forward only
     if group_key == "late" and "late" not in job.groups:
         evens = [r for r in range(job.spec.world) if r % 2 == 0]
         _new_group(job, "late", [evens], "LATE_EVAL_GROUP")
@@ -151,6 +183,10 @@ def _collective(job: Job, kind: str, group_key: str, variant: str = "") -> None:
         d.all_reduce(job.t(4 if variant == "smaller" else 12), group=g)
     elif variant in ("int64", "float64", "float16"):
         d.all_reduce(job.t(8, getattr(torch, variant)), group=g)
+    elif kind == "cp_all_gather":
+        d.all_gather_into_tensor(job.t(8 * n), job.t(8), group=g)
+    elif kind == "monitored_barrier":
+        d.monitored_barrier(group=g, timeout=job.timeout)
     elif kind == "fsdp_all_gather":
         d.all_gather_into_tensor(
             torch.ones(8 * n, dtype=torch.bfloat16), torch.ones(8, dtype=torch.bfloat16), group=g
@@ -223,8 +259,10 @@ def _op(job: Job, step: int, index: int, kind: str, group_key: str) -> None:
             import time
 
             time.sleep(0.3)  # the culprit stops
-    if kind in ("pp_send_recv", "pp_batch_isend_irecv"):
+    if kind in ("pp_send_recv", "pp_batch_isend_irecv", "eval_pp_send_recv"):
         _pp(job, kind == "pp_batch_isend_irecv")
+    elif kind == "cp_ring":
+        _cp_ring(job)
     else:
         _collective(job, kind, group_key)
 
@@ -238,3 +276,7 @@ def run_steps(job: Job) -> None:
             _special(job, step)
         for index, op in enumerate(job.spec.step_ops):
             _op(job, step, index, op.kind, op.group)
+        if step in job.spec.eval_at:  # an eval pass: its indices follow the step's
+            n = len(job.spec.step_ops)
+            for j, op in enumerate(job.spec.eval_ops):
+                _op(job, step, n + j, op.kind, op.group)

@@ -1,0 +1,195 @@
+"""Generator 2's draw: generator 1's axes and five more, for seeds from :data:`V2_FIRST_SEED`.
+
+Seeds below it draw exactly what they drew before (:func:`tools.corpus.spec.draw`), so the
+committed cases regenerate the same. From it on a case may also have:
+
+* **context parallel**: a CP degree of 2 in the topology (global rank
+  ``((d * cp + c) * pp + p) * tp + t``), CP groups of the ranks that differ only in ``c``,
+  and CP ops in the step: the KV ``all_gather_into_tensor``, a ring exchange of blocking
+  send/recv, a CP ``all_reduce``;
+* **an eval pass** after some steps: forward-only collectives (TP all_reduce, CP and FSDP
+  all_gather, the pipeline's forward send/recv), then the metric's all_reduce over DP (the
+  world without DP), no backward; a fault may sit inside it;
+* **monitored_barrier** (gloo only): ``torch.distributed.monitored_barrier`` with the job's
+  timeout, often the op a stall or crash comes before (rank 0 then fails naming the rank);
+* **a restart's older folder**: the same job run once before with another fault (a stall or a
+  crash); its dumps go to ``attempt_0/`` and this run's to ``attempt_1/`` (gloo only);
+* **TorchComms' recorder** (``torchcomms``): the same gloo ops recorded by
+  :mod:`tools.torchcomms_fr` through :mod:`tools.corpus.comms`, for the stalls, crashes,
+  desyncs, deadlocks, two faults and healthy or slow runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from tools.corpus.spec import (
+    ALL_REDUCES,
+    COLLECTIVE_OPS,
+    FAULTS,
+    P2P_OPS,
+    STALLS,
+    CaseSpec,
+    Fault,
+    Op,
+    _fault,
+)
+
+__all__ = ["V2_FIRST_SEED", "draw_v2"]
+
+#: The first seed generator 2 draws (the committed generator 1 cases are below it).
+V2_FIRST_SEED = 1000
+#: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
+NOT_TORCHCOMMS = frozenset(
+    {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
+)
+
+
+def _topology(rng: random.Random) -> tuple[int, int, int, int, bool]:
+    """(tp, cp, pp, dp, hsdp): 4 ranks mostly, 8 sometimes; CP 2 in about half."""
+    world = rng.choices([4, 8], weights=[75, 25])[0]
+    cp = 2 if rng.random() < 0.45 else 1
+    shapes = [
+        (tp, pp, world // (tp * cp * pp))
+        for tp in (1, 2, 4)
+        for pp in (1, 2)
+        if world % (tp * cp * pp) == 0 and (tp * pp < world if cp == 1 else tp * cp * pp <= world)
+    ]
+    tp, pp, dp = rng.choice(shapes)
+    return tp, cp, pp, dp, dp >= 4 and rng.random() < 0.5
+
+
+def _step_ops(
+    rng: random.Random, tp: int, cp: int, pp: int, dp: int, hsdp: bool, recorder: str
+) -> list[Op]:
+    pool: list[str] = ["world_all_reduce"]
+    if tp > 1:
+        pool += ["tp_all_reduce", "tp_all_reduce"]
+    if cp > 1:
+        pool += ["cp_all_gather", "cp_ring", "cp_all_reduce"]
+    if dp > 1:
+        pool += ["dp_all_reduce", "fsdp_all_gather", "fsdp_reduce_scatter", "moe_all_to_all"]
+        pool += ["coalesced_all_reduce"] if recorder == "gloo" else []
+    if hsdp:
+        pool.append("hsdp_all_reduce")
+    if pp > 1:
+        pool += ["pp_send_recv", "pp_send_recv", "pp_batch_isend_irecv"]
+    if recorder == "torchcomms":
+        pool = [k for k in pool if k not in NOT_TORCHCOMMS]
+    ops = [rng.choice(pool) for _ in range(rng.randint(2, 5))]
+    if cp > 1 and not any(k.startswith("cp_") for k in ops):
+        ops.insert(rng.randrange(len(ops) + 1), rng.choice(["cp_all_gather", "cp_ring"]))
+    ops.append("world_all_reduce")
+    extras = [("barrier", 0.2), ("ckpt_broadcast_object", 0.1), ("late_all_reduce", 0.1)]
+    if recorder == "gloo":
+        extras.append(("monitored_barrier", 0.45))
+    for kind, p in extras:
+        if rng.random() < p and not (recorder == "torchcomms" and kind in NOT_TORCHCOMMS):
+            ops.insert(rng.randrange(len(ops)), kind)
+    return [_op(k, dp) for k in ops]
+
+
+def _op(kind: str, dp: int) -> Op:
+    group = COLLECTIVE_OPS.get(kind) or P2P_OPS[kind]
+    if kind == "eval_metric_all_reduce" and dp == 1:
+        group = "world"
+    return Op(kind, group)
+
+
+def _eval_ops(rng: random.Random, tp: int, cp: int, pp: int, dp: int) -> list[Op]:
+    """The eval pass: forward collectives in model order, then the metric's all_reduce."""
+    forward = [
+        k
+        for k, on in (
+            ("eval_fsdp_all_gather", dp > 1),
+            ("eval_pp_send_recv", pp > 1),
+            ("eval_tp_all_reduce", tp > 1),
+            ("eval_cp_all_gather", cp > 1),
+        )
+        if on
+    ]
+    picked = set(rng.sample(forward, rng.randint(min(1, len(forward)), len(forward))))
+    kinds = [k for k in forward if k in picked] + ["eval_metric_all_reduce"]
+    return [_op(k, dp) for k in kinds]
+
+
+def _recorder(rng: random.Random, torch: str) -> str:
+    if torch == "2.13":
+        return rng.choices(["gloo", "torchcomms"], weights=[65, 35])[0]
+    return rng.choices(["gloo", "nccl2", "nccl-lazy", "torchcomms"], weights=[30, 25, 15, 30])[0]
+
+
+def _place(rng: random.Random, f: Fault, n_step: int, spec: CaseSpec) -> Fault:
+    """Move a fault into the eval pass or onto the monitored_barrier some of the time, and
+    onto a step that has an eval pass when its op is one of the pass's."""
+    ops = spec.all_ops
+    movable = f.kind in STALLS or f.kind in ("crash_exit", "crash_sigkill", "two_faults")
+    mb = [i for i, o in enumerate(ops) if o.kind == "monitored_barrier"]
+    if movable and mb and rng.random() < 0.6:
+        f = replace(f, index=rng.choice(mb))
+    elif spec.eval_ops and f.kind not in ("healthy", "slow_rank") and rng.random() < 0.5:
+        evals = list(range(n_step, len(ops)))
+        if f.kind in ("op_desync", "size_desync", "dtype_desync", "stuck_in_collective"):
+            evals = [i for i in evals if ops[i].kind in ALL_REDUCES]
+        if movable or f.kind.endswith("desync") or f.kind == "stuck_in_collective":
+            f = replace(f, index=rng.choice(evals))
+    if f.index >= n_step and f.kind not in ("healthy", "slow_rank"):
+        f = replace(f, step=rng.choice([s for s in spec.eval_at if s >= 1]))
+    return f
+
+
+def draw_v2(seed: int, torch: str) -> CaseSpec:
+    """Generator 2's case of ``seed`` for a torch version."""
+    rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
+    recorder = _recorder(rng, torch)
+    faults = [k for k in FAULTS if not (recorder == "torchcomms" and k == "stuck_in_collective")]
+    while True:
+        tp, cp, pp, dp, hsdp = _topology(rng)
+        steps = rng.randint(3, 5)
+        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder)
+        evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
+        world = tp * cp * pp * dp
+        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
+        fault = _fault(rng, rng.choice(faults), {**topo, "step_ops": ops + evals})
+        if fault is not None:
+            break
+    policy = "all"
+    if recorder != "gloo" or rng.random() < 0.3:
+        policy = rng.choice(["all", "timed_out"])
+    if fault.kind in ("stuck_in_collective", "healthy", "slow_rank"):
+        policy = "all"
+    small = rng.random() < 0.15
+    restart = None
+    if recorder == "gloo" and rng.random() < 0.3:
+        restart = Fault(
+            rng.choice(["stall_compute", "crash_exit"]),
+            (rng.randrange(world),),
+            step=rng.randint(1, steps - 1),
+            index=rng.randrange(len(ops)),
+        )
+    spec = CaseSpec(
+        seed=seed,
+        torch=torch,
+        recorder=recorder,
+        fmt="json" if rng.random() < 0.2 else "pickle",
+        policy=policy,
+        buffer_size=rng.choice([12, 16, 24]) if small else 2000,
+        junk=rng.random() < 0.3,
+        world=world,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        hsdp=hsdp,
+        local_sync=recorder != "torchcomms" and rng.random() < 0.3,
+        steps=steps + (3 if small else 0),
+        step_ops=tuple(ops),
+        fault=fault,
+        timeout_s={4: 3.0, 8: 5.0}[world],
+        generator=2,
+        cp=cp,
+        eval_ops=tuple(evals),
+        eval_at=tuple(range(1, steps + (3 if small else 0), 2)) if evals else (),
+        restart_fault=restart,
+    )
+    return replace(spec, fault=_place(rng, fault, len(ops), spec))
