@@ -326,7 +326,7 @@ _stream_case("stdout_full", ["analyze", STALL], ">/dev/full", "exit 6, one line"
 _stream_case("stderr_full_bad", ["analyze", "/nonexistent"], "2>/dev/full", "exit 2")
 _stream_case(
     "report_stdout_full",
-    ["report", STALL, "-o", "r.html", "-q"],
+    ["report", STALL, "-o", "r.html"],  # "wrote r.html" on stdout
     ">/dev/full",
     "exit 6 (r.html written)",
 )
@@ -358,7 +358,7 @@ def _disk_case(name: str, kb: int, body: str, expect: str) -> Case:
 
 _disk_case(
     "report_full_disk",
-    1024,
+    512,  # the report of stall_w4 is 0.76 MB
     f"$HSB report {STALL} -q -o $D/report.html",
     "exit 6, no report.html",
 )

@@ -7,7 +7,8 @@ analyzable (or, with ``--strict``, two different dumps for one rank; stores of d
 jobs; stores mixed with dumps), 3 an internal error (one line; ``hangscope --debug ...``
 prints the traceback), 4 the Dask cluster of ``--scheduler`` could not be used (unreachable
 scheduler, no worker, every batch failed on the workers), 6 the output could not be written
-(stdout closed or full, an ``-o`` on a full disk), 128 plus the signal's number for SIGINT,
+(stdout closed or full, an ``-o`` on a full disk), 141 the reader of stdout's pipe went
+away (nothing said), 128 plus the signal's number for SIGINT,
 SIGTERM and SIGHUP (130, 143, 129).
 
 Modules: :mod:`~analyzer.cli.commands` (the commands), :mod:`~analyzer.cli.options` (the options
@@ -18,7 +19,7 @@ streams closed or full), :mod:`~analyzer.cli.table_commands` (``entries``, ``exp
 ``demo``), :mod:`~analyzer.cli.report_options`, :mod:`~analyzer.cli.outputs` (outputs
 checked before the work), :mod:`~analyzer.cli.conventions` (``-h``, one error style,
 metavars, colour), :mod:`~analyzer.cli.progress` (the progress line), :mod:`~analyzer.cli.demo`
-(the bundled samples).
+(the bundled samples), :mod:`~analyzer.cli.completion` (shell completion).
 """
 
 from __future__ import annotations

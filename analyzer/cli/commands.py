@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from analyzer.cli.completion import completion
 from analyzer.cli.conventions import (
     HELP_OPTIONS,
     INVOKED,
@@ -219,7 +220,8 @@ def report(
         ),
         output,
     )
-    _say(f"wrote {output}")
+    if not quiet:
+        _say(f"wrote {output}")
     if png is not None:
         from analyzer.render import StaticImageError, write_timeline_image
 
@@ -235,13 +237,16 @@ def report(
             )
         except (StaticImageError, OSError) as exc:
             raise _fail(f"{png}: {exc}") from None
-        _say(f"wrote {png}")
-    _say(colour_verdict(verdict_line(result.diagnosis)))
+        if not quiet:
+            _say(f"wrote {png}")
+    if not quiet:
+        _say(colour_verdict(verdict_line(result.diagnosis)))
     if exit_code:
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
 app.command()(demo)
+app.command()(completion)
 
 
 @app.command()

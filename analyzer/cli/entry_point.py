@@ -12,7 +12,15 @@ import sys
 import typer
 
 from analyzer.cli.commands import app
-from analyzer.cli.exits import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERNAL, EXIT_OUTPUT
+from analyzer.cli.completion import COMPLETE_VAR, prepare_completion
+from analyzer.cli.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_CLUSTER,
+    EXIT_INTERNAL,
+    EXIT_OUTPUT,
+    EXIT_PIPE,
+    reader_gone,
+)
 from analyzer.cli.options import DEBUG
 from analyzer.cli.process import exit_code_of, guard_streams, install_signal_handlers, received
 from analyzer.errors import AnalyzerError
@@ -25,8 +33,9 @@ def main() -> None:
     one line (never 1, which means "hang found"); ``--debug`` adds the traceback."""
     from analyzer.escape import clean
 
+    prepare_completion()
     try:
-        app(standalone_mode=True)
+        app(standalone_mode=True, complete_var=COMPLETE_VAR)
     except AnalyzerError as exc:  # pragma: no cover - commands already convert these
         typer.echo(f"hangscope: error: {clean(str(exc))}", err=True)
         raise SystemExit(EXIT_BAD_INPUT) from None
@@ -50,9 +59,9 @@ def main() -> None:
 def run() -> None:
     """The ``hangscope`` command: :func:`main`, then the process ends at once with its exit
     code, without taking apart what the analysis built (millions of objects freed one by
-    one at scale). Output is flushed first; nothing of hangscope's
-    needs to run at exit. A flush of stdout that fails (closed, full, the reader of a pipe
-    went away) ends it with 6; a signal that stopped the run, with 128 plus its number."""
+    one at scale). Output is flushed first; nothing of hangscope's needs to run at exit. A
+    flush of stdout that fails (closed, full) ends it with 6, or with 141 when the reader of
+    its pipe went away; a signal that stopped the run, with 128 plus its number."""
     guard_streams()
     install_signal_handlers()
     try:
@@ -73,9 +82,13 @@ def run() -> None:
         sys.stdout.flush()
     except (OSError, ValueError) as exc:
         if code not in (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_CLUSTER, EXIT_OUTPUT) and code < 128:
-            # the verdict (or what was asked) could not be told
-            _say_lost(exc)
-            code = EXIT_OUTPUT
+            # the verdict (or what was asked) could not be told; its reader's choice when
+            # the reader of the pipe went away (| head): 141, nothing said
+            if reader_gone(exc):
+                code = EXIT_PIPE
+            else:
+                _say_lost(exc)
+                code = EXIT_OUTPUT
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
     os._exit(code)

@@ -4,6 +4,8 @@ them for export, write the output)."""
 
 from __future__ import annotations
 
+import errno
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +34,9 @@ EXIT_CLUSTER = 4
 EXIT_INCONCLUSIVE = 5
 #: The output could not be written: stdout closed or full, ``-o`` unwritable (a full disk).
 EXIT_OUTPUT = 6
+#: The reader of stdout's pipe went away (``| head``): its choice, not an error. The code a
+#: shell reports for a process ended by SIGPIPE, as git and coreutils give it.
+EXIT_PIPE = 128 + int(signal.SIGPIPE)
 
 
 def verdict_code(verdict: str) -> int:
@@ -267,11 +272,20 @@ def say(line: str) -> None:
     write(line + "\n", None)
 
 
+def reader_gone(exc: BaseException) -> bool:
+    """``exc`` says the reader of stdout's pipe (or socket) went away: EPIPE."""
+    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
+
+
 def _stdout_failed(exc: BaseException) -> typer.Exit:
-    """Exit 6: stdout cannot be written; what is still buffered for it is dropped."""
+    """Exit 6: stdout cannot be written; what is still buffered for it is dropped. Exit 141
+    and nothing said when its reader went away (``hangscope entries DIR | head``)."""
     from analyzer.cli.process import drop_stdout
 
     drop_stdout()
+    if reader_gone(exc):
+        erase_progress()
+        return typer.Exit(code=EXIT_PIPE)
     return output_failed(f"stdout: cannot write ({getattr(exc, 'strerror', None) or exc})")
 
 
@@ -283,12 +297,14 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_OUTPUT",
+    "EXIT_PIPE",
     "analyze_inputs",
     "escaped",
     "export_tables",
     "fail",
     "inputs_check",
     "output_failed",
+    "reader_gone",
     "say",
     "verdict_code",
     "warn",

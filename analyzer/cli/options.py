@@ -108,7 +108,12 @@ JobsOpt = Annotated[
         show_default=False,
     ),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="Nothing but the output and errors: no progress, no 'wrote' line"
+    ),
+]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
 StrictOpt = Annotated[
     bool,

@@ -9,8 +9,9 @@ streams that are closed or full.
   does a run still going :data:`GRACE_S` seconds after the signal.
 - **Streams.** A standard stream that was closed when the process started is opened on
   ``/dev/null``, so that no file the run opens takes its number (and receives what is
-  printed). What the run writes to stdout and cannot (closed, a full device, a pipe whose
-  reader went away) is exit code 6 with one line on stderr; stderr that cannot be written
+  printed). What the run writes to stdout and cannot (closed, a full device) is exit code 6
+  with one line on stderr; a pipe whose reader went away (``| head``) is exit code 141 and
+  nothing said (:data:`~analyzer.cli.exits.EXIT_PIPE`); stderr that cannot be written
   never changes the exit code (its lines are lost, the verdict is not).
 """
 

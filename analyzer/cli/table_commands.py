@@ -157,6 +157,8 @@ def export(
         raise typer.Exit(code=exit_code_of(exc)) from None
     except AnalyzerError as exc:
         raise _fail(str(exc)) from None
+    if quiet:
+        return
     held = t.dumped_ranks
     _say(
         f"wrote {folder}: {len(t.entries):,} entries of {len(held)} ranks "

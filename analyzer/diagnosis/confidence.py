@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from analyzer.diagnosis.evidence import StuckEvidence
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.lookup import last_entry
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
@@ -202,6 +203,69 @@ def _silent_partners(
     return out
 
 
+def _unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]) -> list[Culprit]:
+    """Ranks with no dump that may be members of a collective its known members are all stuck
+    in, where no dump lists that group's members (gloo 2.13): the 'stuck' collective may be
+    one such a member never joined. Each a suspect (at most :data:`_MAX_SILENT`)."""
+    missing = set(facts.tables.missing_ranks) - set(facts.not_given) - set(facts.unsure) - named
+    if not missing:
+        return []
+    g = facts.tables.groups
+    listed = set(g.loc[g["source"] != "entries", "pg_name"].astype(str))
+    out: list[Culprit] = []
+    for f in findings:
+        if f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group:
+            if f.group in listed or len(missing) > _MAX_SILENT:
+                continue
+            where = _where(f)
+            out.extend(
+                Culprit(
+                    r,
+                    Confidence.SUSPECT,
+                    f"it wrote no dump, and no dump lists the members of the group of {where}: "
+                    "if it is one, the others wait on it there (it crashed or stalled), not "
+                    "inside the network",
+                )
+                for r in sorted(missing)
+            )
+    return out
+
+
+def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str]:
+    """Culprits that never joined and may instead be stuck inside their last collective:
+    (ranks, where) when two or more of them are every member of one group, each one's newest
+    entry is the same collective of that group, and their backend reports no completion and
+    retires an op when it is issued (the hook over a backend without completion reports).
+    Every member entered it and none went past: held inside it or all stalled after it, the
+    dumps look the same."""
+    stalled = sorted(
+        {
+            r
+            for f in findings
+            if f.culprit and f.kind == FindingKind.NOT_JOINED.value
+            for r in f.ranks
+        }
+    )
+    d = facts.matching.dialects
+    ends = d.retire_on_end_ranks | d.retired_done_ranks
+    if len(stalled) < 2 or any(
+        r in ends or (x := d.of(r)) is None or x.completion_observed for r in stalled
+    ):
+        return [], ""
+    lasts = [last_entry(facts.tables, r) for r in stalled]
+    keys = {
+        (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
+        for x in lasts
+        if x is not None and not bool(x["is_p2p"])
+    }
+    if len(keys) != 1 or len([x for x in lasts if x is not None]) != len(stalled):
+        return [], ""
+    group, seq, op, desc = keys.pop()
+    if sorted(facts.members.get(group, ())) != stalled:
+        return [], ""
+    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}"
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -242,6 +306,17 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
+    for p in _unlisted_members(facts, findings, set(out)):
+        out.setdefault(p.rank, p)
+    held, where = stuck_alike(facts, findings)
+    for r in held:
+        out[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"every member of its group enqueued {where} as its last op and none went past it; "
+            "this backend reports no completion: they may be stuck inside it (network, GPU, "
+            "one frozen member) or all stalled after it",
+        )
     return tuple(out[r] for r in sorted(out))
 
 
@@ -251,6 +326,15 @@ def kinds_also_possible(
     """Other kinds the dumps cannot rule out. Two or more culprits that never joined, whose
     backend records no send/recv (gloo), may be blocked in send/recv with each other (a
     pipeline pair that both receive first): their dumps look the same as two stalls."""
+    held, where = stuck_alike(facts, findings)
+    if held:
+        return (
+            (
+                FindingKind.STUCK_IN_COLLECTIVE.value,
+                f"{plural(held)} {rank_runs(held)} may be stuck inside {where}, which each "
+                "entered last: this backend reports no completion",
+            ),
+        )
     stalled = {
         r for f in findings if f.culprit and f.kind == FindingKind.NOT_JOINED.value for r in f.ranks
     }

@@ -187,6 +187,6 @@ def diagnose(
         unrecorded_groups=unrecorded_groups,
         culprits=judged,
         also_possible=kinds_also_possible(facts, findings, judged)
-        if verdict is Verdict.HANG and kind == FindingKind.NOT_JOINED.value
+        if verdict is not Verdict.NO_HANG and kind == FindingKind.NOT_JOINED.value
         else (),
     )

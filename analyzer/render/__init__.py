@@ -21,12 +21,16 @@ Large jobs stay drawable:
 
 What was merged or left out is recorded in ``fig.layout.meta["hangscope"]["notes"]`` and
 shown under the figure title.
+
+The figures :class:`~analyzer.analysis.Analysis` returns carry a static rendering for
+notebook viewers without JavaScript (:mod:`~analyzer.render.notebook_figure`).
 """
 
 from analyzer.render.entry_rows import entry_rows
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
 from analyzer.render.json_doc import graph_dict, to_json
 from analyzer.render.markdown import render_markdown
+from analyzer.render.notebook_figure import for_notebook
 from analyzer.render.progress_map import progress
 from analyzer.render.report import render_html, verdict_html, write_html
 from analyzer.render.sentences import verdict_line
@@ -39,6 +43,7 @@ from analyzer.render.where_now import where_each_rank_is_now
 __all__ = [
     "StaticImageError",
     "entry_rows",
+    "for_notebook",
     "graph_dict",
     "graph_dot",
     "graph_graphml",

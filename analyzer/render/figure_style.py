@@ -31,6 +31,7 @@ __all__ = [
     "pipeline_stage",
     "ranks_text",
     "stack_texts",
+    "tick_labels",
     "top_margin",
 ]
 
@@ -65,6 +66,19 @@ _FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, san
 
 def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def tick_labels(labels: Sequence[str], n: int = 32) -> list[str]:
+    """Axis labels of at most ``n`` characters, escaped for plotly: the start of each long
+    name, or its start and end where two names would read the same; the full names where
+    even that is ambiguous (a figure's hover gives the full name either way)."""
+    short = [clip(t, n) for t in labels]
+    if len(set(short)) < len(short):
+        head = (n - 1) // 2
+        short = [t if len(t) <= n else f"{t[:head]}…{t[len(t) - (n - 1 - head) :]}" for t in labels]
+    if len(set(short)) < len(short):
+        short = list(labels)
+    return [for_plot(t) for t in short]
 
 
 def ranks_text(ranks: Sequence[int], limit: int = 8) -> str:

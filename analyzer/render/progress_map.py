@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from analyzer.render.figure_style import CULPRIT, base_layout, clip, ranks_text, top_margin
+from analyzer.render.figure_style import (
+    CULPRIT,
+    base_layout,
+    clip,
+    ranks_text,
+    tick_labels,
+    top_margin,
+)
 from analyzer.render.sentences import for_plot
 from analyzer.terms import group_label
 
@@ -269,7 +276,11 @@ def progress(analysis: Analysis) -> go.Figure:
         max(300, min(1400, 200 + n_rows * (60 + 26 * max(1, len(roles))))),
     )
     fig.update_layout(**layout, margin={"l": 10, "r": 10, "t": top_margin(notes, 30), "b": 40})
+    # Long group names are shortened on the axis (whole in the hover); the report shortens
+    # them further at phone width.
     fig.update_yaxes(automargin=True, autorange="reversed")
+    if roles:
+        fig.update_yaxes(tickmode="array", tickvals=roles, ticktext=tick_labels(roles))
     fig.update_xaxes(title_text="rank", row=n_rows, col=1)
     fig.update_xaxes(showgrid=False, range=[-0.5, world - 0.5], zeroline=False)
     if world <= 64:

@@ -169,8 +169,12 @@ def _svg_traces(
 
 def timeline_svg(analysis: Analysis, *, width: int = 1400, **kw: Any) -> str:
     """The timeline as a standalone SVG document, without any browser or extra package."""
+    return timeline_figure_svg(_static_figure(analysis, **kw), width=width)
 
-    fig = _static_figure(analysis, **kw)
+
+def timeline_figure_svg(fig: Any, *, width: int = 1400) -> str:
+    """A timeline figure (:func:`~analyzer.render.timeline_figure.timeline`) drawn as SVG
+    from its own data (its buttons left out)."""
     lay = fig.layout
     lo, hi = (float(v) for v in lay.xaxis.range)
     ticks = list(lay.yaxis.tickvals or [])
@@ -247,6 +251,7 @@ def write_timeline_image(analysis: Analysis, path: str | os.PathLike[str], **kw:
 __all__ = [
     "StaticImageError",
     "find_browser",
+    "timeline_figure_svg",
     "timeline_png",
     "timeline_svg",
     "write_timeline_image",

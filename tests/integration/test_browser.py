@@ -295,6 +295,41 @@ def test_report_at_phone_width(browser, tmp_path):
     assert page.locator(".modebar-container .modebar").count() == 0
     made = page.locator("#made").inner_text()
     assert "hangscope" in made and "generated" in made
+    labels = _cut_axis_labels(page)
+    assert any(t.startswith("TENSOR_MODEL") for _, t, _ in labels), labels  # a long group name
+    assert [c for c in labels if c[2]] == []
+    page.close()
+
+
+#: Every y-axis tick label of every figure: (figure, text, whether it is cut by the figure's
+#: edge, i.e. its box starts left of the plot's SVG or ends right of it).
+_AXIS_LABELS = """
+Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(function(plot){
+  var svg=plot.querySelector('.main-svg').getBoundingClientRect();
+  return Array.from(plot.querySelectorAll('.yaxislayer-above text')).map(function(t){
+    var b=t.getBoundingClientRect();
+    return [plot.id,t.textContent,b.left<svg.left-0.5||b.right>svg.right+0.5];});})
+"""
+
+
+def _cut_axis_labels(page) -> list[list]:
+    return page.evaluate(_AXIS_LABELS)
+
+
+def test_long_group_names_are_not_cut_at_phone_width(browser, make_job, tmp_path):
+    """A group desc of 60 characters, at 390 px: the progress view's axis shows its start,
+    whole inside the figure; the hover has it whole."""
+    long = "mesh_dim_0_tensor_parallel_group_of_a_rather_long_name_indeed"
+    out = tmp_path / "long.html"
+    analyze(_stall_job(make_job, desc=long)).save_report(out)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(out.resolve().as_uri(), wait_until="load")
+    page.wait_for_selector("body[data-ready='1'], body[data-ready='error']", state="attached")
+    labels = _cut_axis_labels(page)
+    progress = [t for plot, t, _ in labels if plot == "plot-progress"]
+    assert progress and all(t.startswith("mesh_dim_0") and t.endswith("…") for t in progress)
+    assert [c for c in labels if c[2]] == [], labels
     page.close()
 
 

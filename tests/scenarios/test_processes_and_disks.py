@@ -240,6 +240,46 @@ def test_closed_stdout_is_exit_6_in_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", str(STALL)],
+        ["analyze", str(HEALTHY), "-f", "json"],
+        ["entries", str(STALL)],
+        ["graph", str(STALL), "-f", "dot"],
+        ["report", str(STALL), "-o", "r.html", "--plotlyjs", "cdn"],  # "wrote r.html"
+    ],
+)
+def test_a_pipe_closed_by_its_reader_is_exit_141_and_nothing_said(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``| head`` that has read enough: the reader's choice, not an error. Here the reader
+    goes away before anything is written (the run takes longer than closing a pipe)."""
+    run = subprocess.Popen(
+        _hangscope(*args), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert run.stdout is not None and run.stderr is not None
+    run.stdout.close()
+    said = run.stderr.read()
+    assert (run.wait(timeout=120), said) == (141, b"")
+
+
+def test_a_reader_that_reads_a_line_and_leaves_is_exit_141(job256: Path, tmp_path: Path) -> None:
+    """``hangscope entries DIR | head -1`` on megabytes of entries: the first line is read,
+    the rest of the stream stops there, silently."""
+    run = subprocess.Popen(
+        _hangscope("entries", str(job256), "-j", "2"),
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert run.stdout is not None and run.stderr is not None
+    assert run.stdout.readline().startswith(b"rank ")
+    run.stdout.close()
+    said = run.stderr.read()
+    assert (run.wait(timeout=300), said) == (141, b"")
+    code, said_too = _shell(f"$HS entries {job256} -j 2 | head -1 >/dev/null", tmp_path)
+    assert (code, said_too) == (0, "")  # the pipeline's code is head's; nothing on stderr
+
+
+@pytest.mark.parametrize(
     ("args", "code"),
     [(f"analyze {HEALTHY} -q", 0), (f"analyze {STALL} -q", 1), ("analyze /nonexistent", 2)],
 )
@@ -250,7 +290,7 @@ def test_closed_or_full_stderr_never_changes_the_code(tmp_path: Path, args: str,
 
 
 def test_full_stdout_is_exit_6_even_after_the_report_was_written(tmp_path: Path) -> None:
-    for args in (f"analyze {STALL}", f"report {STALL} -q -o r.html"):
+    for args in (f"analyze {STALL}", f"report {STALL} -o r.html"):  # "wrote r.html"
         code, said = _shell(f"$HS {args} >/dev/full", tmp_path)
         assert code == 6, said
         assert said.strip().splitlines() == [
@@ -343,7 +383,8 @@ def _on_small_disk(
 
 @MOUNTS
 def test_a_report_onto_a_full_disk_is_exit_6_and_leaves_no_file(tmp_path: Path) -> None:
-    got, left = _on_small_disk(tmp_path, 1024, f"$HS report {STALL} -q -o $D/report.html")
+    # 512 KB: the report of stall_w4 is 0.76 MB
+    got, left = _on_small_disk(tmp_path, 512, f"$HS report {STALL} -q -o $D/report.html")
     assert got.returncode == 6, got.stderr
     assert "No space left on device" in got.stderr and "Traceback" not in got.stderr
     assert left == []
