@@ -16,6 +16,8 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 * :mod:`~analyzer.diagnosis.stuck`: inside a collective nobody completed, with its suspect;
   completions that stopped first;
 * :mod:`~analyzer.diagnosis.unrecorded`: ops the buffers never saw;
+* :mod:`~analyzer.diagnosis.confidence` and :mod:`~analyzer.diagnosis.alternatives`: how sure
+  each culprit is, and the other readings the dumps cannot rule out;
 * :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict.
 """
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analyzer.diagnosis.alternatives import stuck_alike
 from analyzer.diagnosis.evidence import StuckEvidence
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.lookup import last_entry
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["culprits_of", "kinds_also_possible"]
+__all__ = ["culprits_of"]
 
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
@@ -36,6 +36,14 @@ def _where(f: Finding) -> str:
 
 def _wait(waiters: Sequence[int]) -> str:
     return "waits" if len(waiters) == 1 else "wait"
+
+
+def _members_unknown(facts: Facts, group: str) -> bool:
+    """No dump lists ``group``'s members (they come from entries alone) and nothing declares
+    the world: a member may exist that no file names."""
+    g = facts.tables.groups
+    source = dict(zip(g["pg_name"].astype(str), g["source"].astype(str), strict=True))
+    return source.get(group) == "entries" and source.get("0") == "world"
 
 
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
@@ -84,6 +92,12 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         return Confidence.SUSPECT, (
             f"every member enqueued {_where(f)} and none completed it; no member stands out "
             "(what holds it inside, network, GPU or host, is not in the files)"
+        )
+    if kind is FindingKind.STUCK_IN_COLLECTIVE and _members_unknown(facts, f.group):
+        return Confidence.SUSPECT, (
+            f"it is the one whose entry of {_where(f)} never completed or timed out, but no dump "
+            "lists that group's members nor the job's ranks: a member that wrote no file at all "
+            "may be the one they all wait on"
         )
     if kind is FindingKind.STUCK_IN_COLLECTIVE:
         return Confidence.LIKELY, (
@@ -231,41 +245,6 @@ def _unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]
     return out
 
 
-def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str]:
-    """Culprits that never joined and may instead be stuck inside their last collective:
-    (ranks, where) when two or more of them are every member of one group, each one's newest
-    entry is the same collective of that group, and their backend reports no completion and
-    retires an op when it is issued (the hook over a backend without completion reports).
-    Every member entered it and none went past: held inside it or all stalled after it, the
-    dumps look the same."""
-    stalled = sorted(
-        {
-            r
-            for f in findings
-            if f.culprit and f.kind == FindingKind.NOT_JOINED.value
-            for r in f.ranks
-        }
-    )
-    d = facts.matching.dialects
-    ends = d.retire_on_end_ranks | d.retired_done_ranks
-    if len(stalled) < 2 or any(
-        r in ends or (x := d.of(r)) is None or x.completion_observed for r in stalled
-    ):
-        return [], ""
-    lasts = [last_entry(facts.tables, r) for r in stalled]
-    keys = {
-        (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
-        for x in lasts
-        if x is not None and not bool(x["is_p2p"])
-    }
-    if len(keys) != 1 or len([x for x in lasts if x is not None]) != len(stalled):
-        return [], ""
-    group, seq, op, desc = keys.pop()
-    if sorted(facts.members.get(group, ())) != stalled:
-        return [], ""
-    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}"
-
-
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -318,37 +297,3 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
             "one frozen member) or all stalled after it",
         )
     return tuple(out[r] for r in sorted(out))
-
-
-def kinds_also_possible(
-    facts: Facts, findings: Sequence[Finding], culprits: Sequence[Culprit]
-) -> tuple[tuple[str, str], ...]:
-    """Other kinds the dumps cannot rule out. Two or more culprits that never joined, whose
-    backend records no send/recv (gloo), may be blocked in send/recv with each other (a
-    pipeline pair that both receive first): their dumps look the same as two stalls."""
-    held, where = stuck_alike(facts, findings)
-    if held:
-        return (
-            (
-                FindingKind.STUCK_IN_COLLECTIVE.value,
-                f"{plural(held)} {rank_runs(held)} may be stuck inside {where}, which each "
-                "entered last: this backend reports no completion",
-            ),
-        )
-    stalled = {
-        r for f in findings if f.culprit and f.kind == FindingKind.NOT_JOINED.value for r in f.ranks
-    }
-    sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}
-    stalled &= sure
-    blind = [r for r in stalled if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
-    if len(blind) < 2 or len(blind) != len(stalled):
-        return ()
-    ranks = sorted(blind)
-    return (
-        (
-            FindingKind.DEADLOCK.value,
-            f"{plural(ranks)} {rank_runs(ranks)} may be deadlocked in send/recv with each other "
-            "(each receiving first): this backend records no send/recv, so that and stalls "
-            "leave the same dumps",
-        ),
-    )

@@ -104,3 +104,26 @@ def test_a_rank_with_no_dump_may_be_the_member_a_stuck_gloo_collective_waits_on(
     assert truth["culprits"] == [1]
     assert _sure(d)[1] == "suspect" and set(_sure(d).values()) == {"suspect"}
     assert "no dump lists the members" in {c.rank: c.because for c in d.culprits}[1]
+
+
+def test_a_group_no_other_dump_shows_may_be_a_group_order_deadlock(tmp_path: Path) -> None:
+    """Rank 1 ran an all_reduce of a duplicate world group before the world one, the others
+    after (gloo 2.13, no member lists): its last op is in a group no other dump shows. Its
+    peers may be members waiting on it elsewhere: a deadlock is not ruled out. Before: only
+    'stalled outside communication'."""
+    truth, folder = _case("group_order_deadlock_tp1cp2pp2dp1_gloo_eval_t213_s01000", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [1] and truth["kinds"] == ["deadlock"]
+    assert d.culprit_ranks == (1,) and [k for k, _ in d.also_possible] == ["deadlock"]
+    assert "in a group no other dump shows" in d.also_possible[0][1]
+
+
+def test_a_stuck_holder_is_a_suspect_where_no_dump_lists_the_members(tmp_path: Path) -> None:
+    """Rank 3 of four crashed and no file names it (gloo 2.13, small buffers): the three others
+    look like every member of a DP all_reduce, rank 1's entry the one that never timed out.
+    A member no file names may be the one they wait on: rank 1 is a suspect, not likely."""
+    truth, folder = _case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [3]
+    assert _sure(d) == {1: "suspect"}
+    assert "may be the one they all wait on" in d.culprits[0].because

@@ -1,0 +1,123 @@
+"""Other readings of the same dumps: kinds the evidence cannot rule out for the culprits
+(``Diagnosis.also_possible``), and culprits that may be stuck inside their last collective."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.lookup import last_entry
+from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.kinds import FindingKind
+from analyzer.terms import plural, rank_runs
+
+__all__ = ["kinds_also_possible", "stuck_alike"]
+
+
+def _not_joined(findings: Sequence[Finding]) -> list[int]:
+    return sorted(
+        {
+            r
+            for f in findings
+            if f.culprit and f.kind == FindingKind.NOT_JOINED.value
+            for r in f.ranks
+        }
+    )
+
+
+def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str]:
+    """Culprits that never joined and may instead be stuck inside their last collective:
+    (ranks, where) when two or more of them are every member of one group, each one's newest
+    entry is the same collective of that group, and their backend reports no completion and
+    retires an op when it is issued (the hook over a backend without completion reports).
+    Every member entered it and none went past: held inside it or all stalled after it, the
+    dumps look the same."""
+    stalled = sorted(
+        {
+            r
+            for f in findings
+            if f.culprit and f.kind == FindingKind.NOT_JOINED.value
+            for r in f.ranks
+        }
+    )
+    d = facts.matching.dialects
+    ends = d.retire_on_end_ranks | d.retired_done_ranks
+    if len(stalled) < 2 or any(
+        r in ends or (x := d.of(r)) is None or x.completion_observed for r in stalled
+    ):
+        return [], ""
+    lasts = [last_entry(facts.tables, r) for r in stalled]
+    keys = {
+        (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
+        for x in lasts
+        if x is not None and not bool(x["is_p2p"])
+    }
+    if len(keys) != 1 or len([x for x in lasts if x is not None]) != len(stalled):
+        return [], ""
+    group, seq, op, desc = keys.pop()
+    if sorted(facts.members.get(group, ())) != stalled:
+        return [], ""
+    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}"
+
+
+def _lone_last_ops(facts: Facts, ranks: Sequence[int]) -> list[tuple[int, str]]:
+    """(rank, where) for culprits whose newest entry is a collective of a group that no other
+    dump shows an entry of and whose members no dump lists (gloo 2.13): a group of one would
+    have let it go on, so its other members, who wait on it elsewhere, never entered it."""
+    g = facts.tables.groups
+    unlisted = set(g.loc[g["source"] == "entries", "pg_name"].astype(str))
+    e = facts.tables.entries
+    out = []
+    for r in ranks:
+        last = last_entry(facts.tables, r)
+        if last is None or bool(last["is_p2p"]) or str(last["pg_name"]) not in unlisted:
+            continue
+        group = str(last["pg_name"])
+        if set(e.loc[e["pg_name"] == group, "rank"].tolist()) != {r}:
+            continue
+        desc = str(last["pg_desc"]) or f"group {group}"
+        out.append((r, f"{last['op']} in {desc} seq {int(last['seq'])}"))
+    return out
+
+
+def kinds_also_possible(
+    facts: Facts, findings: Sequence[Finding], culprits: Sequence[Culprit]
+) -> tuple[tuple[str, str], ...]:
+    """Other kinds the dumps cannot rule out: culprits that never joined may be stuck inside
+    their last collective (:func:`stuck_alike`); two or more whose backend records no
+    send/recv (gloo) may be blocked in send/recv with each other (a pipeline pair that both
+    receive first); one whose last op is in a group no other dump shows may have entered the
+    collectives of two groups in another order than its peers (a deadlock)."""
+    held, where = stuck_alike(facts, findings)
+    if held:
+        return (
+            (
+                FindingKind.STUCK_IN_COLLECTIVE.value,
+                f"{plural(held)} {rank_runs(held)} may be stuck inside {where}, which each "
+                "entered last: this backend reports no completion",
+            ),
+        )
+    sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}
+    stalled = [r for r in _not_joined(findings) if r in sure]
+    lone = _lone_last_ops(facts, stalled)
+    if lone:
+        r, at = lone[0]
+        return (
+            (
+                FindingKind.DEADLOCK.value,
+                f"rank {r}'s last op, {at}, is in a group no other dump shows and none lists the "
+                "members of: if its peers are members, they wait on it in another group while it "
+                "waits on them there (collectives of two groups in different orders)",
+            ),
+        )
+    blind = [r for r in stalled if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
+    if len(blind) < 2 or len(blind) != len(stalled):
+        return ()
+    return (
+        (
+            FindingKind.DEADLOCK.value,
+            f"{plural(blind)} {rank_runs(blind)} may be deadlocked in send/recv with each other "
+            "(each receiving first): this backend records no send/recv, so that and stalls "
+            "leave the same dumps",
+        ),
+    )
