@@ -268,15 +268,31 @@ def edges(wait_table: pd.DataFrame) -> Iterator[Wait]:
         )
 
 
+def _skewed_groups(e: pd.DataFrame) -> set[str]:
+    """Groups where members ran different numbers of unrecorded ops: one collective (same
+    seq) carries different op_ids on different members (gloo's monitored_barrier: rank 0
+    sends and receives with every member, the others once each). Their op counters are no
+    measure of who is behind."""
+    coll = e.loc[~e["is_p2p"].to_numpy(bool), ["pg_name", "seq", "op_id"]]
+    if coll.empty:
+        return set()
+    spread = coll.groupby(["pg_name", "seq"], observed=True)["op_id"].nunique()
+    return {str(name) for name, _ in spread[spread > 1].index}
+
+
 def _gloo_unrecorded_waits(tables: Tables, prog: pd.DataFrame) -> list[Row]:
     """gloo: a member whose op counter (op_id units) stops before ops its peers enqueued that
-    no buffer recorded (send/recv) is waited on through those unrecorded ops."""
+    no buffer recorded (send/recv) is waited on through those unrecorded ops; not in groups
+    whose members' counters drifted apart (:func:`_skewed_groups`)."""
     e = tables.entries
     recorded = set(zip(e["pg_name"].astype(str), e["op_id"].astype(int)))
     rows = []
     known = prog[(prog["op_progress"] >= 0) & prog["dumped"]]
+    skewed = _skewed_groups(e)
     for name, grp in known.groupby("pg_name", sort=False):
         name = str(name)
+        if name in skewed:
+            continue
         frontier = int(grp["op_progress"].max())
         desc = str(grp["pg_desc"].iloc[0])
         for lag_rank, lag in zip(grp["rank"], grp["op_progress"]):

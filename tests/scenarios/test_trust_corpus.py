@@ -127,3 +127,14 @@ def test_a_stuck_holder_is_a_suspect_where_no_dump_lists_the_members(tmp_path: P
     assert truth["culprits"] == [3]
     assert _sure(d) == {1: "suspect"}
     assert "may be the one they all wait on" in d.culprits[0].because
+
+
+def test_monitored_barrier_counters_blame_nobody_behind(tmp_path: Path) -> None:
+    """gloo's monitored_barrier is send/recv that no buffer records, rank 0 with every member
+    and each other rank once: the op counters drift apart without anyone being behind. Ranks 0
+    and 1 stalled before one; before, ranks 1-3 were suspects of 'unrecorded ops' rank 0
+    waited in (the truth, rank 0, left out)."""
+    truth, folder = _case("two_faults_tp1cp2pp2dp1_gloo_mb_t213_s01015", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [0, 1]
+    assert d.verdict == "inconclusive" and not d.culprits
