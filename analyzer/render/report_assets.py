@@ -118,6 +118,26 @@ BOOT = """
         var plain=String(t).replace(/<[^>]*>/g,'');
         return plain.length>keep?plain.slice(0,keep-1)+'…':t;});});
     if(layout.updatemenus){layout.updatemenus.forEach(function(u){u.y=1.0;u.yanchor='bottom';u.x=0;u.xanchor='left';});}
+    /* titles and notes wrapped at word boundaries to the width: plotly never wraps them */
+    var lines=0;
+    function wrap(text,size){
+      var cols=Math.max(16,Math.floor((window.innerWidth-30)/(0.62*(size||12))));
+      var out=[],line='';String(text).split('<br>').forEach(function(part){
+        part.split(' ').forEach(function(w){
+          if(line&&(line+' '+w).replace(/<[^>]*>/g,'').length>cols){out.push(line);line=w;}
+          else{line=line?line+' '+w:w;}});
+        out.push(line);line='';});
+      lines=Math.max(lines,out.length);return out.join('<br>');}
+    if(layout.title){
+      if(typeof layout.title==='string'){layout.title={text:layout.title};}
+      if(layout.title.text){
+        var size=(layout.title.font&&layout.title.font.size)||17;
+        layout.title.text=wrap(layout.title.text,size);
+        layout.title.xref='container';layout.title.x=0.02;layout.title.xanchor='left';
+        layout.margin.t=Math.max(layout.margin.t||40,24+lines*(size+4));}}
+    (layout.annotations||[]).forEach(function(a){if(a&&a.text){
+      a.text=wrap(a.text,(a.font&&a.font.size)||12);
+      if(a.xref==='paper'||a.xref===undefined){a.x=Math.min(Math.max(a.x||0,0),1);}}});
     return layout;
   }
   function plot(el){

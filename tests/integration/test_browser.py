@@ -298,7 +298,18 @@ def test_report_at_phone_width(browser, tmp_path):
     labels = _cut_axis_labels(page)
     assert any(t.startswith("TENSOR_MODEL") for _, t, _ in labels), labels  # a long group name
     assert [c for c in labels if c[2]] == []
+    titles = page.evaluate(_TITLES)
+    assert titles and [t for t in titles if t[2]] == [], titles
     page.close()
+
+
+#: Every figure title and note: (figure, text, whether it runs past the viewport's edges).
+_TITLES = """
+Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(function(plot){
+  return Array.from(plot.querySelectorAll('.gtitle, .annotation-text')).map(function(t){
+    var b=t.getBoundingClientRect();
+    return [plot.id,t.textContent,b.width>0&&(b.left<-0.5||b.right>window.innerWidth+0.5)];});})
+"""
 
 
 #: Every y-axis tick label of every figure: (figure, text, whether it is cut by the figure's
