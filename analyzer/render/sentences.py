@@ -105,23 +105,42 @@ def kind_title(d: Diagnosis) -> str:
 
 
 def verdict_head(d: Diagnosis) -> str:
-    """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``."""
+    """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``; ``HANG: suspect ranks
+    ...`` where a hang is certain but every culprit is a suspect (one stuck collective)."""
     if d.verdict.value == "hang":
+        word = (
+            "suspect"
+            if d.culprits and all(str(c.confidence) == "suspect" for c in d.culprits)
+            else "culprit"
+        )
         return (
-            f"HANG: culprit {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
+            f"HANG: {word} {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
         )
     return "NO HANG" if d.verdict.value == "no_hang" else "INCONCLUSIVE"
+
+
+#: How the first line names a kind the dumps do not rule out (``Diagnosis.also_possible``).
+_ALSO_SHORT: dict[str, str] = {
+    FindingKind.DEADLOCK: "deadlocked",
+    FindingKind.STUCK_IN_COLLECTIVE: "stuck inside a collective",
+}
+
+
+def _undecided(d: Diagnosis) -> str:
+    """``; or deadlocked: the dumps do not decide`` where another kind is not ruled out."""
+    others = [_ALSO_SHORT.get(k, k) for k, _ in d.also_possible]
+    return f"; or {' or '.join(others)}: the dumps do not decide" if others else ""
 
 
 def verdict_line(d: Diagnosis) -> str:
     """The first line of every output: verdict, culprits and what kind of failure."""
     if d.verdict.value == "hang":
-        return f"{verdict_head(d)} ({kind_title(d)})"
+        return f"{verdict_head(d)} ({kind_title(d)}{_undecided(d)})"
     if d.verdict.value == "inconclusive" and d.culprits:
         ranks = [c.rank for c in d.culprits]
         return (
             f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)} "
-            f"({kind_title(d)}); the dumps do not single anyone out"
+            f"({kind_title(d)}{_undecided(d)}); the dumps do not single anyone out"
         )
     blind = [f for f in d.findings if f.kind == "inconclusive"]
     if d.verdict.value == "inconclusive" and blind:
@@ -151,7 +170,7 @@ def verdict_detail(d: Diagnosis) -> str:
     """What follows the verdict head: the kind title of a hang, else the explanation."""
     line = verdict_line(d)
     if d.verdict.value == "hang":
-        return kind_title(d)
+        return kind_title(d) + _undecided(d)
     return line.split(": ", 1)[1]
 
 

@@ -138,3 +138,18 @@ def test_monitored_barrier_counters_blame_nobody_behind(tmp_path: Path) -> None:
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [0, 1]
     assert d.verdict == "inconclusive" and not d.culprits
+
+
+def test_the_first_line_says_what_the_dumps_do_not_decide(tmp_path: Path) -> None:
+    """The first line is what on-call acts on: a kind not ruled out is on it, and a hang whose
+    every culprit is a suspect names them as suspects."""
+    _, folder = _case("p2p_deadlock_tp1pp2dp2_gloo_t213_s00055", tmp_path)
+    line = verdict_line(analyzer.analyze(folder, jobs=1).diagnosis)
+    assert line == (
+        "HANG: culprit ranks 2, 3 (a rank stalled outside communication; or deadlocked: "
+        "the dumps do not decide)"
+    )
+    _, folder = _case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
+    assert verdict_line(analyzer.analyze(folder, jobs=1).diagnosis).startswith(
+        "HANG: suspect rank 1 (stuck inside communication"
+    )
