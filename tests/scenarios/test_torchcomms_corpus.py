@@ -1,0 +1,42 @@
+"""TorchComms' recorder on cases of the real corpus (``corpus/cases``: hangs real torch jobs
+recorded, the truth injected by construction): readings of its entries that hold as a class
+(what a retired entry means, how its comms' positions line up, what a peerless send/recv
+leaves open)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import analyzer
+from tools.corpus.check import read_case
+
+CASES = Path(__file__).resolve().parents[2] / "corpus" / "cases"
+
+
+def _case(name: str, tmp_path: Path) -> tuple[dict[str, object], Path]:
+    path = CASES / f"{name}.tar.xz"
+    if not path.is_file():
+        pytest.skip(f"{name} is not in the corpus")
+    truth, folder = read_case(path, tmp_path)
+    assert folder is not None
+    return truth, folder
+
+
+def _sure(d: analyzer.Diagnosis) -> dict[int, str]:
+    return {c.rank: str(c.confidence) for c in d.culprits}
+
+
+def test_a_retired_entry_on_cpu_returned_so_its_rank_waits_on_nobody_there(
+    tmp_path: Path,
+) -> None:
+    """Rank 6 crashed and rank 5 stalled before the same dp all_reduce (TorchComms over gloo,
+    tutorial flow). Rank 5's newest entry, a world all_reduce, is retired: on CPU that means
+    its call returned, so every member joined it (rank 6 too) and rank 5 waits on nobody in
+    it. Before: rank 6 alone, rank 5 'waiting' on it there."""
+    truth, folder = _case("two_faults_tp1pp2dp4h_torchcomms_t213_s01023", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [5, 6]
+    assert d.verdict == "hang"
+    assert _sure(d) == {5: "certain", 6: "likely"}
