@@ -40,3 +40,25 @@ def test_a_retired_entry_on_cpu_returned_so_its_rank_waits_on_nobody_there(
     assert truth["culprits"] == [5, 6]
     assert d.verdict == "hang"
     assert _sure(d) == {5: "certain", 6: "likely"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "p2p_deadlock_tp1pp2dp2_torchcomms_t213_s01030",
+        "p2p_deadlock_tp1pp2dp2_torchcomms_eval_t215_s01017",
+    ],
+)
+def test_two_ranks_in_a_peerless_recv_may_be_a_send_recv_deadlock(
+    tmp_path: Path, name: str
+) -> None:
+    """Two pipeline neighbours both receive first over the world comm (four members): the
+    recvs are recorded, not retired, but TorchComms writes no peer in a comm of more than two,
+    so they are not paired. The culprits are the ranks that never joined their dp op; the
+    deadlock is not ruled out. Before: not_joined, nothing else possible."""
+    truth, folder = _case(name, tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [0, 1] and truth["kinds"] == ["deadlock"]
+    assert sorted(_sure(d)) == [0, 1]
+    also = {kind: because for kind, because in d.also_possible}
+    assert "deadlock" in also and "whose peer its recorder does not write" in also["deadlock"]
