@@ -62,3 +62,17 @@ def test_two_ranks_in_a_peerless_recv_may_be_a_send_recv_deadlock(
     assert sorted(_sure(d)) == [0, 1]
     also = {kind: because for kind, because in d.also_possible}
     assert "deadlock" in also and "whose peer its recorder does not write" in also["deadlock"]
+
+
+def test_a_dtype_change_against_other_groups_when_the_partner_died(tmp_path: Path) -> None:
+    """Rank 3 posted its first dp all_reduce (an eval pass) in int64, after float all_reduces
+    in the world comm; its only dp peer, rank 1, wrote no dump (gloo aborts the receiver).
+    The group holds no earlier op of that name, so the dtype is read against the rank's
+    other groups: both are suspects. Before: rank 1 alone, likely."""
+    truth, folder = _case("dtype_desync_tp1pp2dp2_torchcomms_eval_t215_s01013", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [3]
+    assert d.verdict == "inconclusive"
+    assert _sure(d) == {1: "suspect", 3: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert '["Float"] -> ["Long"]' in because[3] and "other groups" in because[3]
