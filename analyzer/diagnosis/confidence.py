@@ -108,7 +108,10 @@ def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
         return None
     op = now["op"].iat[0]
     before = mine[(mine["seq"] < seq) & (mine["op"] == op)]
-    checks = (("input_sizes", "size", ""), ("input_dtypes", "dtype", ""))
+    checks: tuple[tuple[str, str, str], ...] = (
+        ("input_sizes", "size", ""),
+        ("input_dtypes", "dtype", ""),
+    )
     if len(before) < 2:
         before = coll[(coll["record_id"] < now["record_id"].iat[0]) & (coll["op"] == op)]
         checks = (("input_dtypes", "dtype", f" (its earlier {op} ops were in other groups)"),)
