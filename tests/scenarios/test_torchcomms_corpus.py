@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import analyzer
+from analyzer.render import render_text
 from tools.corpus.check import read_case
 
 CASES = Path(__file__).resolve().parents[2] / "corpus" / "cases"
@@ -76,3 +77,20 @@ def test_a_dtype_change_against_other_groups_when_the_partner_died(tmp_path: Pat
     assert _sure(d) == {1: "suspect", 3: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert '["Float"] -> ["Long"]' in because[3] and "other groups" in because[3]
+
+
+def test_a_wrapped_buffer_is_lined_up_with_the_members_that_kept_their_start(
+    tmp_path: Path,
+) -> None:
+    """A 16-entry ring buffer: ranks 0, 2, 4, 6 dropped their first entry (the first of two
+    world splits), ranks 3, 5, 7 (which stopped earlier) kept it. Counted from each buffer's
+    start, the world positions of the two sets stand one apart. Lined up by the shift under
+    which their ops agree, rank 1 (no dump) is the one they wait on. Before: ranks 3, 5, 7 a
+    certain op_mismatch (split against barrier)."""
+    truth, folder = _case("stall_dataloader_tp1cp2pp2dp2_torchcomms_eval_t213_s01007", tmp_path)
+    result = analyzer.analyze(folder, jobs=1)
+    d = result.diagnosis
+    assert truth["culprits"] == [1]
+    assert d.verdict == "hang" and _sure(d) == {1: "likely"}
+    text = render_text(result)
+    assert "rank 0: its buffer starts at record 1" in text and "world[0-7] +1" in text
