@@ -111,13 +111,34 @@ def kinds_also_possible(
             ),
         )
     blind = [r for r in stalled if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
-    if len(blind) < 2 or len(blind) != len(stalled):
+    held = [r for r in stalled if r not in blind and _in_unpaired_recv(facts, r)]
+    if len(blind) + len(held) < 2 or len(blind) + len(held) != len(stalled):
         return ()
+    why = (
+        "this backend records no send/recv, so that and stalls leave the same dumps"
+        if not held
+        else f"the newest entry of each of {plural(held)} {rank_runs(held)} is a recv it may "
+        "still be blocked in, whose peer its recorder does not write (a comm of more than two "
+        "members)" + (", and this backend records no send/recv of the others" if blind else "")
+    )
     return (
         (
             FindingKind.DEADLOCK.value,
-            f"{plural(blind)} {rank_runs(blind)} may be deadlocked in send/recv with each other "
-            "(each receiving first): this backend records no send/recv, so that and stalls "
-            "leave the same dumps",
+            f"{plural(stalled)} {rank_runs(stalled)} may be deadlocked in send/recv with each "
+            f"other (each receiving first): {why}",
         ),
     )
+
+
+def _in_unpaired_recv(facts: Facts, rank: int) -> bool:
+    """Is ``rank``'s newest entry a recv with no known peer that it may still be blocked in
+    (not retired, or retired by a recorder that retires an op when it is issued)? TorchComms
+    writes no peer for send/recv in a comm of more than two members."""
+    last = last_entry(facts.tables, rank)
+    if last is None or not bool(last["is_p2p"]) or str(last["op"]) != "recv":
+        return False
+    if int(last["peer"]) >= 0:
+        return False
+    d = facts.matching.dialects
+    returned = rank in (d.retire_on_end_ranks | d.retired_done_ranks)
+    return not (bool(last["retired"]) and returned)

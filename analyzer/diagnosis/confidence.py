@@ -112,20 +112,29 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
 def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
     """``size [[8]] -> [[12]]`` when ``rank``'s op at ``seq`` of ``group`` differs in size or
     dtype from what it posted for every earlier op of that name in that group (two at
-    least), else None."""
+    least), else None. Where that group holds fewer, its dtype against every earlier op of
+    that name in any of its groups (two at least; sizes differ between groups by design)."""
     e = facts.tables.entries
-    mine = e[(e["rank"] == rank) & (e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
+    coll = e[(e["rank"] == rank) & ~e["is_p2p"].to_numpy(bool)]
+    mine = coll[coll["pg_name"] == group]
     now = mine[mine["seq"] == seq]
     if len(now) != 1:
         return None
     op = now["op"].iat[0]
     before = mine[(mine["seq"] < seq) & (mine["op"] == op)]
+    checks: tuple[tuple[str, str, str], ...] = (
+        ("input_sizes", "size", ""),
+        ("input_dtypes", "dtype", ""),
+    )
     if len(before) < 2:
-        return None
-    for col, word in (("input_sizes", "size"), ("input_dtypes", "dtype")):
+        before = coll[(coll["record_id"] < now["record_id"].iat[0]) & (coll["op"] == op)]
+        checks = (("input_dtypes", "dtype", f" (its earlier {op} ops were in other groups)"),)
+        if len(before) < 2:
+            return None
+    for col, word, where in checks:
         usual = set(before[col].astype(str))
         if len(usual) == 1 and (value := str(now[col].iat[0])) not in usual:
-            return f"{word} {usual.pop()} -> {value}"
+            return f"{word} {usual.pop()} -> {value}{where}"
     return None
 
 

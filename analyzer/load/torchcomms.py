@@ -42,6 +42,7 @@ import numpy as np
 from analyzer.load import entry_columns as col
 from analyzer.load.debug_server import TORCHCOMMS_MEMBER
 from analyzer.load.parsed_dump import ParsedDump
+from analyzer.load.torchcomms_align import align_wrapped
 from analyzer.load.torchcomms_names import comm_keys, known_member_sets
 
 __all__ = [
@@ -267,6 +268,7 @@ def _read(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
         for n in _rewrite(d, known):
             if n not in notes:
                 notes.append(n)
+    notes.extend(align_wrapped(chosen, _column))
     return TorchCommsRead(
         ranks=tuple(sorted({d.rank for d in chosen})), signs=tuple(signs), notes=tuple(notes)
     )

@@ -44,8 +44,11 @@ def _passed(
     """Which of ``rows`` (each rank's newest collective) ended and were passed: the rank's
     recorder retires an entry when its work ends (gloo) and another member of the group
     enqueued a later collective there. A collective needs every member, so one that a member
-    went past completed; the rank stopped after it, not inside it."""
-    ends = matching.dialects.retire_on_end_ranks | matching.dialects.retired_done_ranks
+    went past completed; the rank stopped after it, not inside it. Where a retired entry
+    finished (TorchComms on CPU: retired when its call returned), retired is enough: every
+    member joined it, and the rank stopped after it."""
+    done = matching.dialects.retired_done_ranks
+    ends = matching.dialects.retire_on_end_ranks | done
     e = tables.entries
     out = np.zeros(len(rows), dtype=bool)
     if not ends or not len(rows):
@@ -56,7 +59,9 @@ def _passed(
     names = text_at(e["pg_name"], rows)
     seqs = e["seq"].to_numpy()[rows]
     for i, (r, name, seq) in enumerate(zip(ranks.tolist(), names, seqs.tolist(), strict=True)):
-        out[i] = bool(retired[rows[i]]) and r in ends and int(frontier.get(name, -1)) > int(seq)
+        out[i] = bool(retired[rows[i]]) and (
+            r in done or (r in ends and int(frontier.get(name, -1)) > int(seq))
+        )
     return out
 
 
