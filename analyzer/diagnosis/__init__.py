@@ -18,12 +18,15 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 * :mod:`~analyzer.diagnosis.unrecorded`: ops the buffers never saw;
 * :mod:`~analyzer.diagnosis.confidence` and :mod:`~analyzer.diagnosis.alternatives`: how sure
   each culprit is, and the other readings the dumps cannot rule out;
-* :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict.
+* :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict;
+* :mod:`~analyzer.diagnosis.fingerprint`: what makes this hang this hang, whatever the job's
+  size (two diagnoses of one fingerprint id are the same hang).
 """
 
 from __future__ import annotations
 
 from analyzer.diagnosis.engine import UNKNOWN_WORLD, diagnose
+from analyzer.diagnosis.fingerprint import Fingerprint, fingerprint_id, make_fingerprint
 from analyzer.diagnosis.records import Confidence, Culprit, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS
@@ -46,7 +49,10 @@ __all__ = [
     "Culprit",
     "Diagnosis",
     "Finding",
+    "Fingerprint",
     "Verdict",
     "diagnose",
+    "fingerprint_id",
+    "make_fingerprint",
     "unrecorded_text",
 ]
