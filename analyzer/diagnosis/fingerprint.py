@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # records holds a Fingerprint: Finding is only named here
 __all__ = [
     "FINGERPRINT_VERSION",
     "NO_FINGERPRINT",
+    "PARTS",
     "Fingerprint",
     "fingerprint_id",
     "fingerprint_of",

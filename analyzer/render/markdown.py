@@ -160,7 +160,8 @@ def render_markdown(analysis: Analysis, *, source: str = "", version: str = "") 
     )
     if tail:
         lines.append(f"- **Source:** {tail}")
-    fingerprint = clean(fingerprint_text(d.fingerprint)).replace("`", "'")
-    lines.append(f"- **Fingerprint:** `{fingerprint}` (the same id: the same hang)")
+    lines.append(
+        f"- **Fingerprint:** {md(fingerprint_text(d.fingerprint))} (the same id: the same hang)"
+    )
     lines += _where_blocks(analysis)
     return "\n".join(lines) + "\n"

@@ -93,7 +93,7 @@ def render_text(
         )
         + _readers(t)
     )
-    lines.append(f"fingerprint: {fingerprint_text(d.fingerprint)}")
+    lines.append(_fill(f"fingerprint: {fingerprint_text(d.fingerprint)}", "", width))
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
