@@ -116,3 +116,31 @@ def test_an_oversized_json_is_refused_before_it_is_read(tmp_path: Path) -> None:
         fh.truncate(MAX_SAVED_BYTES + 1)  # sparse: no disk written
     code, _, err = _diff(str(big), STALL)
     assert code == 2 and "larger than" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_torch_215_recording_of_a_stall_differs_only_in_its_code() -> None:
+    """torch 2.15's stall_w4 (another recorder format, another script): what is stable (the
+    verdict, kind, op, group role) is alike; only the code location differs."""
+    from tests.conftest import FIXTURES
+
+    twin = FIXTURES / "torch2.15-gloo" / "stall_w4"
+    if not twin.is_dir():
+        pytest.skip("the shared torch 2.15 fixtures are not here")
+    code, out, _ = _diff(STALL, str(twin), "-f", "json")
+    doc = json.loads(out)
+    assert code == 1 and [d["field"] for d in doc["differs"]] == ["location"]
+
+
+def test_every_output_carries_the_fingerprint(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["analyze", STALL, "-q", "-f", "json"])
+    fp = json.loads(res.stdout)["fingerprint"]
+    assert set(fp) == {"id", "verdict", "kind", "op", "group_role", "location"}
+    assert (fp["kind"], fp["op"], fp["group_role"]) == ("not_joined", "all_reduce", "default_pg")
+    text = runner.invoke(app, ["analyze", STALL, "-q"]).stdout
+    assert f"fingerprint: {fp['id']} (not_joined, all_reduce in default_pg, at " in text
+    md = runner.invoke(app, ["analyze", STALL, "-q", "-f", "markdown"]).stdout
+    assert f"- **Fingerprint:** {fp['id']} (not_joined" in md
+    page = tmp_path / "r.html"
+    runner.invoke(app, ["report", STALL, "-q", "-o", str(page), "--plotlyjs", "cdn"])
+    banner = page.read_text().split("id='verdict'", 1)[1].split("</header>", 1)[0]
+    assert f"fingerprint: <code>{fp['id']} (" in banner
