@@ -34,3 +34,13 @@ class RankResolutionError(AnalyzerError):
 
 class SchemaError(AnalyzerError):
     """A normalized table does not have the declared columns or dtypes."""
+
+
+class SavedAnalysisError(InputError):
+    """A saved analysis (the JSON of ``hangscope analyze -f json``) cannot be used: too large,
+    not JSON, not hangscope's, or its fingerprint is missing or altered."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason

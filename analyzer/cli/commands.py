@@ -18,6 +18,7 @@ from analyzer.cli.conventions import (
     colour_verdict,
     text_width,
 )
+from analyzer.cli.diff_command import diff
 from analyzer.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -245,6 +246,7 @@ def report(
         raise typer.Exit(code=verdict_code(result.diagnosis.verdict.value))
 
 
+app.command()(diff)
 app.command()(demo)
 app.command()(completion)
 

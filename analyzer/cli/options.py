@@ -15,6 +15,7 @@ from analyzer.cli.exits import EXIT_OK
 __all__ = [
     "DEBUG",
     "Clock",
+    "DiffFormat",
     "EntriesFormat",
     "GraphFormat",
     "JobsOpt",
@@ -58,6 +59,11 @@ class GraphFormat(StrEnum):
 class PlotlyJs(StrEnum):
     inline = "inline"
     cdn = "cdn"
+
+
+class DiffFormat(StrEnum):
+    text = "text"
+    json = "json"
 
 
 class Clock(StrEnum):

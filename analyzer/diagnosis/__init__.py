@@ -18,12 +18,26 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 * :mod:`~analyzer.diagnosis.unrecorded`: ops the buffers never saw;
 * :mod:`~analyzer.diagnosis.confidence` and :mod:`~analyzer.diagnosis.alternatives`: how sure
   each culprit is, and the other readings the dumps cannot rule out;
-* :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict.
+* :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict;
+* :mod:`~analyzer.diagnosis.fingerprint`: what makes this hang this hang, whatever the job's
+  size (two diagnoses of one fingerprint id are the same hang);
+* :mod:`~analyzer.diagnosis.hang_diff`: two incidents compared (``hangscope diff``).
 """
 
 from __future__ import annotations
 
 from analyzer.diagnosis.engine import UNKNOWN_WORLD, diagnose
+from analyzer.diagnosis.fingerprint import Fingerprint, fingerprint_id, make_fingerprint
+from analyzer.diagnosis.hang_diff import (
+    DIFF_SCHEMA,
+    MAX_SAVED_BYTES,
+    FieldDiff,
+    HangDiff,
+    HangSide,
+    compare,
+    read_saved,
+    side_of,
+)
 from analyzer.diagnosis.records import Confidence, Culprit, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS
@@ -35,8 +49,10 @@ SCHEMA_VERSION = "hangscope.diagnosis/1.2"
 KINDS: tuple[str, ...] = tuple(row.kind.value for row in TAXONOMY)
 
 __all__ = [
+    "DIFF_SCHEMA",
     "KINDS",
     "LEVELS",
+    "MAX_SAVED_BYTES",
     "NO_DUMP_OWN_TIMEOUT",
     "SCHEMA_VERSION",
     "TAXONOMY",
@@ -45,8 +61,17 @@ __all__ = [
     "Confidence",
     "Culprit",
     "Diagnosis",
+    "FieldDiff",
     "Finding",
+    "Fingerprint",
+    "HangDiff",
+    "HangSide",
     "Verdict",
+    "compare",
     "diagnose",
+    "fingerprint_id",
+    "make_fingerprint",
+    "read_saved",
+    "side_of",
     "unrecorded_text",
 ]

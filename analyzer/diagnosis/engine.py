@@ -13,6 +13,7 @@ from analyzer.context_file import RankContext
 from analyzer.diagnosis.alternatives import kinds_also_possible
 from analyzer.diagnosis.confidence import culprits_of
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.fingerprint import fingerprint_of
 from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.rules import (
     LEVELS,
@@ -190,4 +191,5 @@ def diagnose(
         also_possible=kinds_also_possible(facts, findings, judged)
         if verdict is not Verdict.NO_HANG and kind == FindingKind.NOT_JOINED.value
         else (),
+        fingerprint=fingerprint_of(verdict.value, kind, findings),
     )

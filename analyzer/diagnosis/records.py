@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from analyzer.diagnosis.evidence import NO_EVIDENCE, Evidence
+from analyzer.diagnosis.fingerprint import NO_FINGERPRINT, Fingerprint
 from analyzer.waits import Wait
 
 __all__ = ["Confidence", "Culprit", "Diagnosis", "Finding", "Verdict"]
@@ -94,3 +95,6 @@ class Diagnosis:
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""
     also_possible: tuple[tuple[str, str], ...] = ()
     """Other kinds the dumps cannot rule out for these culprits, each with why: (kind, why)."""
+    fingerprint: Fingerprint = NO_FINGERPRINT
+    """What makes this hang this hang, without ranks, times or sizes
+    (:mod:`analyzer.diagnosis.fingerprint`): two diagnoses of one id are the same hang."""

@@ -28,6 +28,7 @@ notebook viewers without JavaScript (:mod:`~analyzer.render.notebook_figure`).
 
 from analyzer.render.entry_rows import entry_rows
 from analyzer.render.graph_formats import graph_dot, graph_graphml, graph_text
+from analyzer.render.hang_diff import render_diff
 from analyzer.render.json_doc import graph_dict, to_json
 from analyzer.render.markdown import render_markdown
 from analyzer.render.notebook_figure import for_notebook
@@ -49,6 +50,7 @@ __all__ = [
     "graph_graphml",
     "graph_text",
     "progress",
+    "render_diff",
     "render_html",
     "render_markdown",
     "render_text",

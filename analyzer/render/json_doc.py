@@ -48,6 +48,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "verdict": d.verdict.value,
         "kind": d.kind,
         "headline": d.headline,
+        "fingerprint": d.fingerprint.to_dict(),
         "culprit_ranks": [int(r) for r in d.culprit_ranks],
         "culprits": [c.to_dict() for c in d.culprits],
         "also_possible": [{"kind": k, "because": why} for k, why in d.also_possible],

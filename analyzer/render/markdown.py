@@ -13,7 +13,13 @@ from analyzer.escape import clean
 from analyzer.load import where_now
 from analyzer.render.culprit_view import culprit_views, short_stack, stack_blocks
 from analyzer.render.folding import chain_lines
-from analyzer.render.sentences import incidents_note, kind_title, verdict_head, verdict_line
+from analyzer.render.sentences import (
+    fingerprint_text,
+    incidents_note,
+    kind_title,
+    verdict_head,
+    verdict_line,
+)
 from analyzer.terms import plural, rank_runs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,5 +160,8 @@ def render_markdown(analysis: Analysis, *, source: str = "", version: str = "") 
     )
     if tail:
         lines.append(f"- **Source:** {tail}")
+    lines.append(
+        f"- **Fingerprint:** {md(fingerprint_text(d.fingerprint))} (the same id: the same hang)"
+    )
     lines += _where_blocks(analysis)
     return "\n".join(lines) + "\n"

@@ -91,6 +91,7 @@ def verdict_html(
         f"<div style='font-size:12px;color:#5d6d7e;margin-top:4px'>{len(t.dumped_ranks)} of {t.world_size} "
         f"ranks dumped · {len(t.entries):,} entries"
         + (f" · {for_html(missing_text(analysis))}" if d.missing_dumps else "")
+        + f" · fingerprint {for_html(wording.fingerprint_text(d.fingerprint))}"
         + f"</div>{table}</div>"
     )
 
@@ -160,6 +161,8 @@ def banner_html(analysis: Analysis) -> str:
             f"<p class='verdict'>{for_html(wording.verdict_head(d))}</p>",
             f"<p class='kind'>{for_html(wording.verdict_detail(d))}</p>",
             f"<p class='headline'>{for_html(d.headline)}</p>",
+            f"<p class='fingerprint'>fingerprint: "
+            f"<code>{for_html(wording.fingerprint_text(d.fingerprint))}</code></p>",
             f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
             "</header>",
         ]

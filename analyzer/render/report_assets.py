@@ -31,6 +31,7 @@ main{max-width:1500px;margin:0 auto;padding:0 18px 40px}
 .banner .kind{font-size:15px;opacity:.95;margin:0 0 10px}
 .banner .headline{font-size:15px;background:rgba(255,255,255,.14);padding:10px 12px;border-radius:6px;
 margin:0;overflow-wrap:anywhere}
+.banner .fingerprint{font-size:12.5px;opacity:.9;margin:8px 0 0}
 .banner ul{margin:8px 0 0;padding-left:20px;font-size:13px}
 nav{font-size:13px;margin:0 0 10px;color:var(--mute)}nav a{color:#2e6da4;margin-right:12px}
 section{background:white;border:1px solid var(--line);border-radius:8px;margin:0 0 14px;padding:12px 16px}

@@ -25,7 +25,7 @@ from analyzer.terms import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
-    from analyzer.diagnosis import Diagnosis
+    from analyzer.diagnosis import Diagnosis, Fingerprint
     from analyzer.load import Incident
     from analyzer.waits import Wait
 
@@ -36,6 +36,7 @@ __all__ = [
     "chain_sentences",
     "cycle_line",
     "dialect_text",
+    "fingerprint_text",
     "for_html",
     "for_plot",
     "for_terminal",
@@ -208,6 +209,14 @@ def chain_sentences(d: Diagnosis) -> list[str]:
         for rank, steps in d.chains.items()
         if steps
     ]
+
+
+def fingerprint_text(fp: Fingerprint) -> str:
+    """``3fa1c2d9e0b1 (not_joined, all_reduce in default_pg, at train.py in step)``: the id
+    and the parts known (the verdict is said elsewhere)."""
+    where = " in ".join(x for x in (fp.op, fp.group_role) if x)
+    parts = [fp.kind, where, f"at {fp.location}" if fp.location else ""]
+    return f"{fp.id} ({', '.join(clean(p) for p in parts if p)})"
 
 
 def cycle_line(cycle: Sequence[int]) -> str:

@@ -16,6 +16,7 @@ from analyzer.render.input_notes import input_notes, text_lines
 from analyzer.render.sentences import (
     cycle_line,
     dialect_text,
+    fingerprint_text,
     missing_text,
 )
 
@@ -92,6 +93,7 @@ def render_text(
         )
         + _readers(t)
     )
+    lines.append(_fill(f"fingerprint: {fingerprint_text(d.fingerprint)}", "", width))
     dialects = dialect_text(analysis)
     if dialects:
         lines.append(_wrap(dialects, "", width))
