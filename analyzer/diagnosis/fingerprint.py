@@ -113,10 +113,16 @@ def _is_user_frame(filename: str) -> bool:
 
 def user_location(frames: Sequence[Mapping[str, Any]]) -> str:
     """``train.py in step``: the innermost frame of the user's code (frames innermost first),
-    ``""`` when there is none."""
-    for fr in frames:
-        filename = str(fr.get("filename", ""))
-        if _is_user_frame(filename):
+    ``""`` when there is none. Frames outside installed packages come first: a decorator of
+    an installed helper library (``typing_extensions`` wrapping torch's calls) is no place of
+    the user's; an installed package's frame is taken only where no other is."""
+    for installed in (False, True):
+        for fr in frames:
+            filename = str(fr.get("filename", ""))
+            if not _is_user_frame(filename):
+                continue
+            if not installed and any(t in filename for t in _THIRD_PARTY):
+                continue
             base = filename.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
             return f"{base} in {fr.get('name', '?')}"
     return ""

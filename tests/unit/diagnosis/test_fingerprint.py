@@ -78,3 +78,18 @@ def test_rank_numbers_and_seq_do_not_change_it() -> None:
         return fingerprint_of("hang", "not_joined", [f]).id
 
     assert one((3,), 7, "6") == one((511,), 90, "41")
+
+
+def test_an_installed_helper_librarys_wrapper_is_no_user_location() -> None:
+    """torch's collectives are wrapped by typing_extensions' deprecation decorator in the
+    recorded stacks: the location is the user's own frame further out."""
+    frames = [
+        {"filename": "/opt/venv/lib/python3.11/site-packages/torch/distributed/c.py", "name": "f"},
+        {
+            "filename": "/opt/venv/lib/python3.11/site-packages/typing_extensions.py",
+            "name": "wrapper",
+        },
+        {"filename": "/jobs/app/train.py", "name": "step"},
+    ]
+    assert user_location(frames) == "train.py in step"
+    assert user_location(frames[:2]) == "typing_extensions.py in wrapper"  # nothing else
