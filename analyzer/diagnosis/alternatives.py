@@ -64,8 +64,7 @@ def _lone_last_ops(facts: Facts, ranks: Sequence[int]) -> list[tuple[int, str]]:
     """(rank, where) for culprits whose newest entry is a collective of a group that no other
     dump shows an entry of and whose members no dump lists (gloo 2.13): a group of one would
     have let it go on, so its other members, who wait on it elsewhere, never entered it."""
-    g = facts.tables.groups
-    unlisted = set(g.loc[g["source"] == "entries", "pg_name"].astype(str))
+    unlisted = facts.unlisted_groups
     e = facts.tables.entries
     out = []
     for r in ranks:

@@ -41,9 +41,7 @@ def _wait(waiters: Sequence[int]) -> str:
 def _members_unknown(facts: Facts, group: str) -> bool:
     """No dump lists ``group``'s members (they come from entries alone) and nothing declares
     the world: a member may exist that no file names."""
-    g = facts.tables.groups
-    source = dict(zip(g["pg_name"].astype(str), g["source"].astype(str), strict=True))
-    return source.get(group) == "entries" and source.get("0") == "world"
+    return group in facts.unlisted_groups and facts.nothing_listed
 
 
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
@@ -212,7 +210,7 @@ def _silent_partners(
     wrote no dump (readable evidence of them is none, and they are not culprits). Whether
     they joined it is in no file: a second fault (a crash beside the stall) looks the same
     as members that joined and died later."""
-    missing = set(facts.tables.missing_ranks) - set(facts.not_given) - set(facts.unsure) - ranks
+    missing = facts.unblamed_missing - ranks
     if not missing:
         return {}
     out: dict[int, list[int]] = {}
@@ -230,15 +228,13 @@ def _unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]
     """Ranks with no dump that may be members of a collective its known members are all stuck
     in, where no dump lists that group's members (gloo 2.13): the 'stuck' collective may be
     one such a member never joined. Each a suspect (at most :data:`_MAX_SILENT`)."""
-    missing = set(facts.tables.missing_ranks) - set(facts.not_given) - set(facts.unsure) - named
+    missing = facts.unblamed_missing - named
     if not missing:
         return []
-    g = facts.tables.groups
-    listed = set(g.loc[g["source"] != "entries", "pg_name"].astype(str))
     out: list[Culprit] = []
     for f in findings:
         if f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group:
-            if f.group in listed or len(missing) > _MAX_SILENT:
+            if f.group not in facts.unlisted_groups or len(missing) > _MAX_SILENT:
                 continue
             where = _where(f)
             out.extend(

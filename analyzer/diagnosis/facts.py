@@ -43,6 +43,27 @@ class Facts:
         return self.tables.members()
 
     @cached_property
+    def unlisted_groups(self) -> frozenset[str]:
+        """Groups whose members come from the entries alone: no dump lists them (gloo 2.13's
+        empty ``pg_config``), so a member that recorded nothing of the group is unknown."""
+        g = self.tables.groups
+        return frozenset(g.loc[g["source"] == "entries", "pg_name"].astype(str))
+
+    @cached_property
+    def nothing_listed(self) -> bool:
+        """No dump lists any group's members nor the world, and no world size was given:
+        ranks that wrote no file at all may exist (group ``source`` pg_config, declared or
+        option is such a list)."""
+        listed = self.tables.groups["source"].isin(["pg_config", "declared", "option"])
+        return not bool(listed.any())
+
+    @cached_property
+    def unblamed_missing(self) -> frozenset[int]:
+        """Ranks with no dump that are neither not given (their files sit beside) nor unsure
+        (an unreadable file): whether they joined an op is in no file."""
+        return frozenset(set(self.tables.missing_ranks) - set(self.not_given) - set(self.unsure))
+
+    @cached_property
     def inferred(self) -> dict[int, str]:
         """Ranks no file names, inferred from the group layout (read once per diagnosis)."""
         return self.tables.inferred

@@ -263,7 +263,7 @@ def _members_unread(facts: Facts) -> bool:
     ends = d.retire_on_end_ranks
     return (
         d.completion_unobserved
-        and not facts.tables.groups["source"].isin(["pg_config", "declared", "option"]).any()
+        and facts.nothing_listed
         and all(r in ends for r, x in d.by_rank.items() if x.backend)
     )
 
