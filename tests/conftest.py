@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_dumps"
 FIXTURES = ROOT.parent / "shared" / "fixtures"
+CORPUS_CASES = ROOT / "corpus" / "cases"
 
 
 def assert_same_value(a: Any, b: Any, where: str = "") -> None:
@@ -164,3 +165,21 @@ def fixture_dir(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared fixtures not present at {FIXTURES}")
     return path
+
+
+def corpus_case(name: str, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """The truth of the real corpus case ``name`` and its files unpacked under ``tmp_path``
+    (skipped where the case is not in the corpus)."""
+    from tools.corpus.check import read_case
+
+    path = CORPUS_CASES / f"{name}.tar.xz"
+    if not path.is_file():
+        pytest.skip(f"{name} is not in the corpus")
+    truth, folder = read_case(path, tmp_path)
+    assert folder is not None
+    return truth, folder
+
+
+def confidences(d: Any) -> dict[int, str]:
+    """Each culprit of a diagnosis and how sure it is: rank -> certain, likely or suspect."""
+    return {c.rank: str(c.confidence) for c in d.culprits}

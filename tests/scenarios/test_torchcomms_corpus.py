@@ -11,22 +11,7 @@ import pytest
 
 import analyzer
 from analyzer.render import render_text
-from tools.corpus.check import read_case
-
-CASES = Path(__file__).resolve().parents[2] / "corpus" / "cases"
-
-
-def _case(name: str, tmp_path: Path) -> tuple[dict[str, object], Path]:
-    path = CASES / f"{name}.tar.xz"
-    if not path.is_file():
-        pytest.skip(f"{name} is not in the corpus")
-    truth, folder = read_case(path, tmp_path)
-    assert folder is not None
-    return truth, folder
-
-
-def _sure(d: analyzer.Diagnosis) -> dict[int, str]:
-    return {c.rank: str(c.confidence) for c in d.culprits}
+from tests.conftest import confidences, corpus_case
 
 
 def test_a_retired_entry_on_cpu_returned_so_its_rank_waits_on_nobody_there(
@@ -36,11 +21,11 @@ def test_a_retired_entry_on_cpu_returned_so_its_rank_waits_on_nobody_there(
     tutorial flow). Rank 5's newest entry, a world all_reduce, is retired: on CPU that means
     its call returned, so every member joined it (rank 6 too) and rank 5 waits on nobody in
     it. Before: rank 6 alone, rank 5 'waiting' on it there."""
-    truth, folder = _case("two_faults_tp1pp2dp4h_torchcomms_t213_s01023", tmp_path)
+    truth, folder = corpus_case("two_faults_tp1pp2dp4h_torchcomms_t213_s01023", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [5, 6]
     assert d.verdict == "hang"
-    assert _sure(d) == {5: "certain", 6: "likely"}
+    assert confidences(d) == {5: "certain", 6: "likely"}
 
 
 @pytest.mark.parametrize(
@@ -57,10 +42,10 @@ def test_two_ranks_in_a_peerless_recv_may_be_a_send_recv_deadlock(
     recvs are recorded, not retired, but TorchComms writes no peer in a comm of more than two,
     so they are not paired. The culprits are the ranks that never joined their dp op; the
     deadlock is not ruled out. Before: not_joined, nothing else possible."""
-    truth, folder = _case(name, tmp_path)
+    truth, folder = corpus_case(name, tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [0, 1] and truth["kinds"] == ["deadlock"]
-    assert sorted(_sure(d)) == [0, 1]
+    assert sorted(confidences(d)) == [0, 1]
     also = {kind: because for kind, because in d.also_possible}
     assert "deadlock" in also and "whose peer its recorder does not write" in also["deadlock"]
 
@@ -70,11 +55,11 @@ def test_a_dtype_change_against_other_groups_when_the_partner_died(tmp_path: Pat
     in the world comm; its only dp peer, rank 1, wrote no dump (gloo aborts the receiver).
     The group holds no earlier op of that name, so the dtype is read against the rank's
     other groups: both are suspects. Before: rank 1 alone, likely."""
-    truth, folder = _case("dtype_desync_tp1pp2dp2_torchcomms_eval_t215_s01013", tmp_path)
+    truth, folder = corpus_case("dtype_desync_tp1pp2dp2_torchcomms_eval_t215_s01013", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [3]
     assert d.verdict == "inconclusive"
-    assert _sure(d) == {1: "suspect", 3: "suspect"}
+    assert confidences(d) == {1: "suspect", 3: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert '["Float"] -> ["Long"]' in because[3] and "other groups" in because[3]
 
@@ -87,10 +72,12 @@ def test_a_wrapped_buffer_is_lined_up_with_the_members_that_kept_their_start(
     start, the world positions of the two sets stand one apart. Lined up by the shift under
     which their ops agree, rank 1 (no dump) is the one they wait on. Before: ranks 3, 5, 7 a
     certain op_mismatch (split against barrier)."""
-    truth, folder = _case("stall_dataloader_tp1cp2pp2dp2_torchcomms_eval_t213_s01007", tmp_path)
+    truth, folder = corpus_case(
+        "stall_dataloader_tp1cp2pp2dp2_torchcomms_eval_t213_s01007", tmp_path
+    )
     result = analyzer.analyze(folder, jobs=1)
     d = result.diagnosis
     assert truth["culprits"] == [1]
-    assert d.verdict == "hang" and _sure(d) == {1: "likely"}
+    assert d.verdict == "hang" and confidences(d) == {1: "likely"}
     text = render_text(result)
     assert "rank 0: its buffer starts at record 1" in text and "world[0-7] +1" in text

@@ -6,33 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import analyzer
 from analyzer.render import render_text, to_json
 from analyzer.render.sentences import verdict_line
-from tools.corpus.check import read_case
-
-CASES = Path(__file__).resolve().parents[2] / "corpus" / "cases"
-
-
-def _case(name: str, tmp_path: Path) -> tuple[dict[str, object], Path]:
-    path = CASES / f"{name}.tar.xz"
-    if not path.is_file():
-        pytest.skip(f"{name} is not in the corpus")
-    truth, folder = read_case(path, tmp_path)
-    assert folder is not None
-    return truth, folder
-
-
-def _sure(d: analyzer.Diagnosis) -> dict[int, str]:
-    return {c.rank: str(c.confidence) for c in d.culprits}
+from tests.conftest import confidences, corpus_case
 
 
 def test_crashed_ranks_beside_finished_peers_are_no_no_hang(tmp_path: Path) -> None:
     """Ranks 2 and 3 of four crashed; ranks 0 and 1 timed out in an all_to_all and retired it
     (gloo ends a timed-out op as a completed one); gloo 2.13 lists no members. Before: NO HANG."""
-    truth, folder = _case("two_faults_tp1pp1dp4_gloo_t213_s00026", tmp_path)
+    truth, folder = corpus_case("two_faults_tp1pp1dp4_gloo_t213_s00026", tmp_path)
     assert truth["culprits"] == [2, 3] and truth["dumped_ranks"] == [0, 1]
     result = analyzer.analyze(folder, jobs=1)
     assert result.diagnosis.verdict == "inconclusive"
@@ -49,10 +32,10 @@ def test_a_crash_beside_a_stall_is_named_as_a_suspect(tmp_path: Path) -> None:
     went past the op rank 2 last retired, so rank 2 is not blocked in it: it never enqueued the
     next one. Whether rank 0 (no dump) did is in no file, and gloo records no send/recv that
     could hold rank 2 on it: both are suspects. Before: rank 0 alone, rank 2 'waiting' on it."""
-    truth, folder = _case("two_faults_tp1pp1dp4_gloo_t213_s00061", tmp_path)
+    truth, folder = corpus_case("two_faults_tp1pp1dp4_gloo_t213_s00061", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [0, 2]
-    assert _sure(d) == {0: "suspect", 2: "suspect"}
+    assert confidences(d) == {0: "suspect", 2: "suspect"}
     assert d.verdict == "inconclusive"
     because = {c.rank: c.because for c in d.culprits}
     assert "whether it joined" in because[0] and "records no send/recv" in because[2]
@@ -61,20 +44,20 @@ def test_a_crash_beside_a_stall_is_named_as_a_suspect(tmp_path: Path) -> None:
 def test_a_crash_beside_a_stall_where_send_recv_is_recorded(tmp_path: Path) -> None:
     """The same two faults under the 2.15 hook with completion states (send/recv recorded):
     the stalled rank stays certain, the crashed one beside it is a suspect."""
-    truth, folder = _case("two_faults_tp1pp2dp2_nccl2_t215_s00058_states", tmp_path)
+    truth, folder = corpus_case("two_faults_tp1pp2dp2_nccl2_t215_s00058_states", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert sorted(truth["culprits"]) == [1, 3]
-    assert d.verdict == "hang" and _sure(d) == {1: "suspect", 3: "certain"}
+    assert d.verdict == "hang" and confidences(d) == {1: "suspect", 3: "certain"}
 
 
 def test_two_gloo_ranks_that_never_joined_may_be_a_send_recv_deadlock(tmp_path: Path) -> None:
     """Pipeline neighbours 2 and 3 both receive first (gloo 2.13 records no send/recv): the
     ranks are certain, the kind is not decided. Before: 'stalled outside communication' only."""
-    truth, folder = _case("p2p_deadlock_tp1pp2dp2_gloo_t213_s00055", tmp_path)
+    truth, folder = corpus_case("p2p_deadlock_tp1pp2dp2_gloo_t213_s00055", tmp_path)
     result = analyzer.analyze(folder, jobs=1)
     d = result.diagnosis
     assert truth["culprits"] == [2, 3] and truth["kinds"] == ["deadlock"]
-    assert d.culprit_ranks == (2, 3) and set(_sure(d).values()) == {"certain"}
+    assert d.culprit_ranks == (2, 3) and set(confidences(d).values()) == {"certain"}
     assert [k for k, _ in d.also_possible] == ["deadlock"]
     doc = to_json(result)
     assert doc["also_possible"][0]["kind"] == "deadlock"
@@ -86,10 +69,10 @@ def test_every_member_at_one_last_collective_without_completion(tmp_path: Path) 
     completion states): both never joined the next world all_reduce. Stuck inside or both
     stalled after look alike: suspects, and stuck_in_collective not ruled out. Before: ranks 2
     and 3 'stalled outside communication', certain (rank 2 is a victim)."""
-    truth, folder = _case("stuck_in_collective_tp2pp1dp2_nccl2_t215_s00062", tmp_path)
+    truth, folder = corpus_case("stuck_in_collective_tp2pp1dp2_nccl2_t215_s00062", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [3]
-    assert d.verdict == "inconclusive" and _sure(d) == {2: "suspect", 3: "suspect"}
+    assert d.verdict == "inconclusive" and confidences(d) == {2: "suspect", 3: "suspect"}
     assert [k for k, _ in d.also_possible] == ["stuck_in_collective"]
 
 
@@ -99,10 +82,10 @@ def test_a_rank_with_no_dump_may_be_the_member_a_stuck_gloo_collective_waits_on(
     """Rank 1 of six was killed; the five others all entered a DP all_reduce. gloo 2.13 lists no
     members, so 'every member entered it' rests on the dumps alone: rank 1, with no dump, may be
     the member that never did. Before: ranks 0, 2-5 stuck inside, rank 1 not among them."""
-    truth, folder = _case("crash_sigkill_tp1pp1dp6_gloo_t213_s00081", tmp_path)
+    truth, folder = corpus_case("crash_sigkill_tp1pp1dp6_gloo_t213_s00081", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [1]
-    assert _sure(d)[1] == "suspect" and set(_sure(d).values()) == {"suspect"}
+    assert confidences(d)[1] == "suspect" and set(confidences(d).values()) == {"suspect"}
     assert "no dump lists the members" in {c.rank: c.because for c in d.culprits}[1]
 
 
@@ -111,7 +94,7 @@ def test_a_group_no_other_dump_shows_may_be_a_group_order_deadlock(tmp_path: Pat
     after (gloo 2.13, no member lists): its last op is in a group no other dump shows. Its
     peers may be members waiting on it elsewhere: a deadlock is not ruled out. Before: only
     'stalled outside communication'."""
-    truth, folder = _case("group_order_deadlock_tp1cp2pp2dp1_gloo_eval_t213_s01000", tmp_path)
+    truth, folder = corpus_case("group_order_deadlock_tp1cp2pp2dp1_gloo_eval_t213_s01000", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [1] and truth["kinds"] == ["deadlock"]
     assert d.culprit_ranks == (1,) and [k for k, _ in d.also_possible] == ["deadlock"]
@@ -122,10 +105,10 @@ def test_a_stuck_holder_is_a_suspect_where_no_dump_lists_the_members(tmp_path: P
     """Rank 3 of four crashed and no file names it (gloo 2.13, small buffers): the three others
     look like every member of a DP all_reduce, rank 1's entry the one that never timed out.
     A member no file names may be the one they wait on: rank 1 is a suspect, not likely."""
-    truth, folder = _case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
+    truth, folder = corpus_case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [3]
-    assert _sure(d) == {1: "suspect"}
+    assert confidences(d) == {1: "suspect"}
     assert "may be the one they all wait on" in d.culprits[0].because
 
 
@@ -134,7 +117,7 @@ def test_monitored_barrier_counters_blame_nobody_behind(tmp_path: Path) -> None:
     and each other rank once: the op counters drift apart without anyone being behind. Ranks 0
     and 1 stalled before one; before, ranks 1-3 were suspects of 'unrecorded ops' rank 0
     waited in (the truth, rank 0, left out)."""
-    truth, folder = _case("two_faults_tp1cp2pp2dp1_gloo_mb_t213_s01015", tmp_path)
+    truth, folder = corpus_case("two_faults_tp1cp2pp2dp1_gloo_mb_t213_s01015", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [0, 1]
     assert d.verdict == "inconclusive" and not d.culprits
@@ -143,13 +126,13 @@ def test_monitored_barrier_counters_blame_nobody_behind(tmp_path: Path) -> None:
 def test_the_first_line_says_what_the_dumps_do_not_decide(tmp_path: Path) -> None:
     """The first line is what on-call acts on: a kind not ruled out is on it, and a hang whose
     every culprit is a suspect names them as suspects."""
-    _, folder = _case("p2p_deadlock_tp1pp2dp2_gloo_t213_s00055", tmp_path)
+    _, folder = corpus_case("p2p_deadlock_tp1pp2dp2_gloo_t213_s00055", tmp_path)
     line = verdict_line(analyzer.analyze(folder, jobs=1).diagnosis)
     assert line == (
         "HANG: culprit ranks 2, 3 (a rank stalled outside communication; or deadlocked: "
         "the dumps do not decide)"
     )
-    _, folder = _case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
+    _, folder = corpus_case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
     assert verdict_line(analyzer.analyze(folder, jobs=1).diagnosis).startswith(
         "HANG: suspect rank 1 (stuck inside communication"
     )
