@@ -122,6 +122,15 @@ def wait_all(workers: list[Worker], deadline: float) -> dict[int, int | None]:
     return codes
 
 
+def wait_but(workers: list[Worker], skip: int, deadline: float) -> None:
+    """Wait until ``deadline`` (monotonic) for every worker but the one at position ``skip``
+    (the rank a recording leaves stalled on purpose); one that runs past it raises
+    ``subprocess.TimeoutExpired``. :func:`end` then kills what is left."""
+    for i, w in enumerate(workers):
+        if i != skip:
+            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+
 def end(workers: list[Worker]) -> None:
     """Kill the workers still running and close every log."""
     for w in workers:

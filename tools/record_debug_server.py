@@ -221,10 +221,7 @@ def record(out_root: Path) -> list[str]:
     stall_log = log_dir / str(STALL_RANK) / "rank_0.log"  # one worker per spawn
     saver = threading.Thread(target=_save_pages, args=(frontend_port, out, stall_log), daemon=True)
     saver.start()
-    deadline = time.monotonic() + RUN_DEADLINE_S
-    for i, w in enumerate(workers):
-        if i != STALL_RANK:
-            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    launcher.wait_but(workers, STALL_RANK, time.monotonic() + RUN_DEADLINE_S)  # rank order
     saver.join(timeout=30)
     launcher.end(workers)
     launcher.remove_partial(out / "per_rank")

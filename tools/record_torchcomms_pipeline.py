@@ -201,10 +201,7 @@ def record(out_root: Path, suffix: str = "") -> dict[str, list[int]]:
     env = launcher.worker_env(0)
     env.pop("TORCH_FR_BUFFER_SIZE", None)
     workers = launcher.spawn("tools.record_torchcomms_pipeline", cfgs, log_dir, env)
-    deadline = time.monotonic() + RUN_DEADLINE_S
-    for w in workers:
-        if w.rank != STALL_RANK:
-            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    launcher.wait_but(workers, STALL_RANK, time.monotonic() + RUN_DEADLINE_S)  # rank order
     launcher.end(workers)  # the stalled rank is still asleep
     dumped: dict[str, list[int]] = {}
     for (kind, flow), folder in folders.items():
