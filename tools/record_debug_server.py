@@ -33,6 +33,7 @@ Usage (torch 2.15 with jinja2, tabulate and requests; run from the repository ro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -94,6 +95,17 @@ def _control_plane(rec: FlightRecorder, rank: int, per_rank: Path, state: dict[s
     _register_handler("torchcomms_health_check", health)
 
 
+def _stop_frontend(rank: int) -> None:
+    """Stop rank 0's frontend process before ``os._exit``: it is a multiprocessing child that
+    only an interpreter's normal exit would end, and it would outlive the recording."""
+    if rank != 0:
+        return
+    from torch.distributed.debug import stop_debug_server
+
+    with contextlib.suppress(AssertionError):  # never started
+        stop_debug_server()
+
+
 def _worker(cfg: dict[str, Any]) -> None:
     from datetime import timedelta
 
@@ -145,6 +157,7 @@ def _worker(cfg: dict[str, Any]) -> None:
         time.sleep(LINGER_S + (2.5 * DUMP_INTERVAL_S if rank == 0 else 0))
         log("exiting")
         sys.stderr.flush()
+        _stop_frontend(rank)
         os._exit(0)
 
 
