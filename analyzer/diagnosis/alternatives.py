@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.lookup import last_entry
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
@@ -46,7 +45,7 @@ def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], s
         r in ends or (x := d.of(r)) is None or x.completion_observed for r in stalled
     ):
         return [], ""
-    lasts = [last_entry(facts.tables, r) for r in stalled]
+    lasts = [facts.last_entry(r) for r in stalled]
     keys = {
         (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
         for x in lasts
@@ -68,7 +67,7 @@ def _lone_last_ops(facts: Facts, ranks: Sequence[int]) -> list[tuple[int, str]]:
     e = facts.tables.entries
     out = []
     for r in ranks:
-        last = last_entry(facts.tables, r)
+        last = facts.last_entry(r)
         if last is None or bool(last["is_p2p"]) or str(last["pg_name"]) not in unlisted:
             continue
         group = str(last["pg_name"])
@@ -133,7 +132,7 @@ def _in_unpaired_recv(facts: Facts, rank: int) -> bool:
     """Is ``rank``'s newest entry a recv with no known peer that it may still be blocked in
     (not retired, or retired by a recorder that retires an op when it is issued)? TorchComms
     writes no peer for send/recv in a comm of more than two members."""
-    last = last_entry(facts.tables, rank)
+    last = facts.last_entry(rank)
     if last is None or not bool(last["is_p2p"]) or str(last["op"]) != "recv":
         return False
     if int(last["peer"]) >= 0:

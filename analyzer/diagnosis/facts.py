@@ -11,6 +11,7 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
+from analyzer.diagnosis.lookup import last_entry
 from analyzer.match import Matching, stuck_collectives
 from analyzer.normalize import Tables
 from analyzer.waits import Roots, root_ranks
@@ -41,6 +42,18 @@ class Facts:
     @cached_property
     def members(self) -> dict[str, tuple[int, ...]]:
         return self.tables.members()
+
+    @cached_property
+    def _newest(self) -> dict[int, pd.Series | None]:
+        return {}
+
+    def last_entry(self, rank: int) -> pd.Series | None:
+        """The newest entry ``rank`` recorded, looked up once per rank and diagnosis (the
+        roots, the confidence and the other readings all read it)."""
+        memo = self._newest
+        if rank not in memo:
+            memo[rank] = last_entry(self.tables, rank)
+        return memo[rank]
 
     @cached_property
     def unlisted_groups(self) -> frozenset[str]:

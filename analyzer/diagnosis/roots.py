@@ -14,7 +14,7 @@ import pandas as pd
 
 from analyzer.diagnosis.evidence import RootEvidence, WaitedIn
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.lookup import describe_entry, entry_at, last_entry, stack_frames, stack_of
+from analyzer.diagnosis.lookup import describe_entry, entry_at, stack_frames, stack_of
 from analyzer.diagnosis.records import Finding
 from analyzer.kinds import FindingKind, WaitKind
 from analyzer.terms import group_label, plural, rank_list
@@ -116,7 +116,7 @@ def root_finding(facts: Facts, root: int) -> Finding:
         if first is not None
         else None
     )
-    last = last_entry(tables, root)
+    last = facts.last_entry(root)
     where = "; ".join(_waited_text(w) for w in waited_in[:4]) + (
         f"; and {len(waited_in) - 4} more" if len(waited_in) > 4 else ""
     )
