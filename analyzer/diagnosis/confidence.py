@@ -23,7 +23,7 @@ from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["culprits_of"]
+__all__ = ["culprits_of", "unseen_suspect"]
 
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
@@ -250,6 +250,69 @@ def _unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]
     return out
 
 
+def _unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
+    """Ranks others wait on, whose own wait on a culprit with no dump (``dead``) rests on
+    their newest entry, retired by a backend that retires an op that timed out as one that
+    completed (gloo), or every op when issued (no completion reports): each may have
+    finished that op and stopped after it, a second fault beside the crash. A suspect."""
+    unobserved = (
+        facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
+    )
+    if not dead or not unobserved:
+        return []
+    w = facts.waits
+    w = w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved - named))]
+    g = facts.graph
+    out: dict[int, Culprit] = {}
+    for waiter, holder, group, seq, op in w[
+        ["waiter", "holder", "pg_name", "seq", "op"]
+    ].itertuples(index=False):
+        r = int(waiter)
+        if r in out or r not in g or not any(int(p) != int(holder) for p in g.predecessors(r)):
+            continue
+        last = facts.last_entry(r)
+        if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+            continue
+        if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(seq):
+            continue
+        waiters = sorted(int(p) for p in g.predecessors(r))
+        desc = str(last.get("pg_desc") or "") or str(group)
+        own = facts.matching.dialects.dumps_on_own_timeout(r)
+        out[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"{plural(waiters)} {rank_runs(waiters)} {_wait(waiters)} on it, and it waits on rank "
+            f"{int(holder)} (no dump) only in its last op, {op} in {desc} seq {int(seq)}, which "
+            "its backend retired: it retires an op that timed out as one that completed (or "
+            "every op when issued), so it may have finished that op and stopped after it, a "
+            "second fault beside the first"
+            + (
+                " (its own file shows a timeout only if it was written on its own timeout, "
+                "not on a request to every rank)"
+                if own
+                else ""
+            ),
+        )
+    return [out[r] for r in sorted(out)]
+
+
+def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
+    """Why a rank that wrote no file and that no dump names may be the culprit, or "": the
+    culprit is held in a collective whose members no dump lists, nor the job's ranks (gloo
+    2.13), and no rank is known to be missing. Such a member would be the one they all wait
+    on, and nothing in the files gives its number."""
+    if facts.unblamed_missing:
+        return ""
+    for f in findings:
+        stuck = f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group
+        if stuck and _members_unknown(facts, f.group):
+            return (
+                f"a member of the group of {_where(f)} that wrote no file would be the one the "
+                "others wait on (it crashed or stalled); no file gives its number"
+            )
+    return ""
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -291,6 +354,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                 ),
             )
     for p in _unlisted_members(facts, findings, set(out)):
+        out.setdefault(p.rank, p)
+    for p in _unproven_waits(facts, dead, set(out)):
         out.setdefault(p.rank, p)
     held, where = stuck_alike(facts, findings)
     for r in held:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 import pandas as pd
@@ -11,7 +12,7 @@ import pandas as pd
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
 from analyzer.diagnosis.alternatives import kinds_also_possible
-from analyzer.diagnosis.confidence import culprits_of
+from analyzer.diagnosis.confidence import culprits_of, unseen_suspect
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.fingerprint import fingerprint_of
 from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
@@ -113,6 +114,29 @@ def _settled_findings(row: VerdictRow, matching: Matching) -> list[Finding]:
     return []
 
 
+def _headline(
+    facts: Facts,
+    findings: list[Finding],
+    row: VerdictRow,
+    unrecorded_groups: dict[str, dict[str, Any]],
+) -> str:
+    """The one sentence of why: the leading culprit finding's, else what keeps anyone from
+    being blamed (dumps not given that others wait on, groups no dump recorded)."""
+    g = facts.graph
+    lead = next((f for f in findings if f.culprit), None)
+    headline = lead.summary if lead else findings[-1].summary if findings else _NO_BLAME
+    waited_unread = sorted(r for r in facts.not_given if r in g and g.in_degree(r) > 0)
+    if lead is None and waited_unread:
+        return (
+            f"the dumps of {plural(waited_unread)} {rank_runs(waited_unread)}, which others wait "
+            "on, were not given (their files sit beside the files given): analyze the whole "
+            "folder"
+        )
+    if lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
+        return f"{headline}; {unrecorded_text(unrecorded_groups)}"
+    return headline
+
+
 def diagnose(
     tables: Tables,
     matching: Matching,
@@ -155,17 +179,7 @@ def diagnose(
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
-    lead = next((f for f in findings if f.culprit), None)
-    headline = lead.summary if lead else findings[-1].summary if findings else _NO_BLAME
-    waited_unread = sorted(r for r in facts.not_given if r in g and g.in_degree(r) > 0)
-    if lead is None and waited_unread:
-        headline = (
-            f"the dumps of {plural(waited_unread)} {rank_runs(waited_unread)}, which others wait "
-            "on, were not given (their files sit beside the files given): analyze the whole "
-            "folder"
-        )
-    elif lead is None and unrecorded_groups and row.kind is not FindingKind.NO_HANG:
-        headline = f"{headline}; {unrecorded_text(unrecorded_groups)}"
+    headline = _headline(facts, findings, row, unrecorded_groups)
     judged = culprits_of(facts, findings, culprits)
     culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
     if (
@@ -191,5 +205,6 @@ def diagnose(
         also_possible=kinds_also_possible(facts, findings, judged)
         if verdict is not Verdict.NO_HANG and kind == FindingKind.NOT_JOINED.value
         else (),
+        unseen_suspect=unseen_suspect(facts, findings) if verdict is not Verdict.NO_HANG else "",
         fingerprint=fingerprint_of(verdict.value, kind, findings),
     )

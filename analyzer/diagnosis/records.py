@@ -95,6 +95,9 @@ class Diagnosis:
     """Groups other evidence names but no loaded dump recorded (for some or all members)."""
     also_possible: tuple[tuple[str, str], ...] = ()
     """Other kinds the dumps cannot rule out for these culprits, each with why: (kind, why)."""
+    unseen_suspect: str = ""
+    """Why a rank that wrote no file and that no dump names may be the culprit ("" when the
+    dumps rule that out): the ranks named are then not all the suspects."""
     fingerprint: Fingerprint = NO_FINGERPRINT
     """What makes this hang this hang, without ranks, times or sizes
     (:mod:`analyzer.diagnosis.fingerprint`): two diagnoses of one id are the same hang."""

@@ -119,6 +119,12 @@ class Dialects:
         """Some rank's backend records no send/recv (gloo): op_id gaps are unseen ops."""
         return any(not d.records_p2p for d in self.by_rank.values() if d.backend)
 
+    def dumps_on_own_timeout(self, rank: int) -> bool:
+        """``rank``'s backend writes its file only when its own op times out (by default, or
+        as its layout shows): that file is then its own timeout's mark."""
+        d = self.of(rank)
+        return d is not None and d.dump_policy == OWN_TIMEOUT
+
     @property
     def dumps_only_failed(self) -> bool:
         """A rank's backend writes a file only when its own ops time out (nccl2): a missing

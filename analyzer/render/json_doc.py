@@ -52,6 +52,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "culprit_ranks": [int(r) for r in d.culprit_ranks],
         "culprits": [c.to_dict() for c in d.culprits],
         "also_possible": [{"kind": k, "because": why} for k, why in d.also_possible],
+        "unseen_suspect": d.unseen_suspect or None,
         "incidents": [i.to_dict() for i in analysis.loaded.incidents]
         if analysis.loaded is not None
         else [],

@@ -106,18 +106,23 @@ def kind_title(d: Diagnosis) -> str:
 
 
 def verdict_head(d: Diagnosis) -> str:
-    """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``; ``HANG: suspect ranks
-    ...`` where a hang is certain but every culprit is a suspect (one stuck collective)."""
+    """``HANG: culprit ranks 1, 3``, ``NO HANG`` or ``INCONCLUSIVE``; ``HANG: culprit rank 3,
+    suspect rank 1`` where some culprits are only suspects, ``HANG: suspect ranks ...`` where
+    a hang is certain but every culprit is a suspect (one stuck collective)."""
     if d.verdict.value == "hang":
-        word = (
-            "suspect"
-            if d.culprits and all(str(c.confidence) == "suspect" for c in d.culprits)
-            else "culprit"
-        )
-        return (
-            f"HANG: {word} {plural(d.culprit_ranks)} {', '.join(str(r) for r in d.culprit_ranks)}"
-        )
+        suspects = [c.rank for c in d.culprits if str(c.confidence) == "suspect"]
+        sure = [r for r in d.culprit_ranks if r not in suspects]
+        parts = [
+            f"{word} {plural(ranks)} {', '.join(str(r) for r in ranks)}"
+            for word, ranks in (("culprit", sure), ("suspect", suspects))
+            if ranks
+        ]
+        return f"HANG: {', '.join(parts)}{_UNSEEN if d.unseen_suspect else ''}"
     return "NO HANG" if d.verdict.value == "no_hang" else "INCONCLUSIVE"
+
+
+#: How the first line names a rank no file gives the number of (``Diagnosis.unseen_suspect``).
+_UNSEEN = ", or a rank with no dump"
 
 
 #: How the first line names a kind the dumps do not rule out (``Diagnosis.also_possible``).
@@ -140,8 +145,8 @@ def verdict_line(d: Diagnosis) -> str:
     if d.verdict.value == "inconclusive" and d.culprits:
         ranks = [c.rank for c in d.culprits]
         return (
-            f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)} "
-            f"({kind_title(d)}{_undecided(d)}); the dumps do not single anyone out"
+            f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)}"
+            f"{_UNSEEN if d.unseen_suspect else ''} ({kind_title(d)}{_undecided(d)}); the dumps do not single anyone out"
         )
     blind = [f for f in d.findings if f.kind == "inconclusive"]
     if d.verdict.value == "inconclusive" and blind:
@@ -160,11 +165,15 @@ def confidence_lines(d: Diagnosis) -> list[str]:
     for c in d.culprits:
         groups.setdefault((str(c.confidence), c.because), []).append(c.rank)
     several = len(d.culprits) > 1
-    return [
-        f"how sure{f' of {plural(ranks)} {rank_runs(ranks)}' if several else ''}: "
-        f"{confidence}: {because}"
-        for (confidence, because), ranks in groups.items()
-    ] + [f"or {KIND_TITLES.get(kind, kind)}: {why}" for kind, why in d.also_possible]
+    return (
+        [
+            f"how sure{f' of {plural(ranks)} {rank_runs(ranks)}' if several else ''}: "
+            f"{confidence}: {because}"
+            for (confidence, because), ranks in groups.items()
+        ]
+        + [f"or {KIND_TITLES.get(kind, kind)}: {why}" for kind, why in d.also_possible]
+        + ([f"or a rank with no dump: {d.unseen_suspect}"] if d.unseen_suspect else [])
+    )
 
 
 def verdict_detail(d: Diagnosis) -> str:

@@ -104,12 +104,19 @@ def test_a_group_no_other_dump_shows_may_be_a_group_order_deadlock(tmp_path: Pat
 def test_a_stuck_holder_is_a_suspect_where_no_dump_lists_the_members(tmp_path: Path) -> None:
     """Rank 3 of four crashed and no file names it (gloo 2.13, small buffers): the three others
     look like every member of a DP all_reduce, rank 1's entry the one that never timed out.
-    A member no file names may be the one they wait on: rank 1 is a suspect, not likely."""
+    A member no file names may be the one they wait on: rank 1 is a suspect, not likely, and
+    so is "a rank with no dump" (no file gives its number). Before: rank 1 alone."""
     truth, folder = corpus_case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
-    d = analyzer.analyze(folder, jobs=1).diagnosis
-    assert truth["culprits"] == [3]
+    result = analyzer.analyze(folder, jobs=1)
+    d = result.diagnosis
+    assert truth["culprits"] == [3] and truth["dumped_ranks"] == [0, 1, 2]
     assert confidences(d) == {1: "suspect"}
     assert "may be the one they all wait on" in d.culprits[0].because
+    assert d.unseen_suspect and "no file gives its number" in d.unseen_suspect
+    assert "or a rank with no dump: " in render_text(result)
+    assert to_json(result)["unseen_suspect"] == d.unseen_suspect
+    given = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis  # the world is known
+    assert not given.unseen_suspect and 3 in given.culprit_ranks
 
 
 def test_monitored_barrier_counters_blame_nobody_behind(tmp_path: Path) -> None:
@@ -134,5 +141,29 @@ def test_the_first_line_says_what_the_dumps_do_not_decide(tmp_path: Path) -> Non
     )
     _, folder = corpus_case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
     assert verdict_line(analyzer.analyze(folder, jobs=1).diagnosis).startswith(
-        "HANG: suspect rank 1 (stuck inside communication"
+        "HANG: suspect rank 1, or a rank with no dump (stuck inside communication"
     )
+
+
+def test_a_waiter_whose_wait_on_a_crash_rests_on_a_retired_op_is_a_suspect(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 crashed and rank 1 stalled right after the TP all_reduce they shared (gloo 2.13).
+    Rank 1's last entry, that all_reduce, is retired, and gloo retires an op that timed out
+    as one that completed: whether rank 1 waited on rank 0 there or finished it and stopped
+    is in no file, so rank 1 is a suspect beside the crash. Before: rank 0 alone."""
+    truth, folder = corpus_case("two_faults_tp2pp1dp2_gloo_t213_s00004", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [0, 1] and truth["dumped_ranks"] == [1, 2, 3]
+    assert d.verdict == "hang" and confidences(d) == {0: "likely", 1: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "only in its last op" in because[1] and "stopped after it" in because[1]
+
+
+def test_the_same_under_a_hook_without_completion_reports(tmp_path: Path) -> None:
+    """Rank 3 crashed, rank 1 stalled after the DP all_reduce it shares with 3 (nccl-lazy
+    through the 2.15 hook: every op retires when issued). Before: rank 3 alone."""
+    truth, folder = corpus_case("two_faults_tp2pp1dp2_nccllazy_t215_s00032", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert sorted(truth["culprits"]) == [1, 3]
+    assert confidences(d) == {1: "suspect", 3: "likely"}

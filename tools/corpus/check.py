@@ -4,7 +4,8 @@ An answer is **right** when it says the truth's verdict and, for a hang, names e
 injected ranks with a kind the truth allows (or ``missing_dump`` when an injected rank wrote
 no file); **unsure** when it says it is unsure (verdict
 ``inconclusive``, or a culprit whose ``confidence`` is ``suspect``) and the injected ranks are
-among the ranks it names (or it names none), or when it names exactly the injected ranks with
+among the ranks it names (or it names none, or it says "or a rank with no dump" and the
+injected ranks it leaves out wrote no file), or when it names exactly the injected ranks with
 another kind but lists the truth's kind in ``also_possible`` (the kind it cannot rule out);
 **wrong** otherwise: a confident wrong culprit,
 a missed culprit, a missed hang (``no_hang`` on a hang), a false alarm (a hang on a healthy
@@ -13,7 +14,7 @@ failed.
 
 Both forms of the diagnosis JSON are read: ``hangscope.diagnosis/1`` (``culprit_ranks``, every
 culprit confident) and ``hangscope.diagnosis/1.1`` (``culprits: [{rank, confidence,
-because}]``, ``suspects``; 1.2 adds ``also_possible``). Needs the analyzer, not torch.
+because}]``, ``suspects``; 1.2 adds ``also_possible``, 1.3 ``unseen_suspect``). Needs the analyzer, not torch.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Said:
     suspects: tuple[int, ...] = ()
     headline: str = ""
     also_possible: tuple[str, ...] = ()  # 1.2: other kinds the answer says it cannot rule out
+    unseen_suspect: bool = False  # 1.3: a rank that wrote no file may be the culprit
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def read_said(doc: dict[str, Any]) -> Said:
         also_possible=tuple(
             str(a.get("kind", "")) for a in doc.get("also_possible") or [] if isinstance(a, dict)
         ),
+        unseen_suspect=bool(doc.get("unseen_suspect")),
     )
 
 
@@ -130,7 +133,11 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
         return WRONG, f"confident wrong culprit ({said.kind})"
     if unsure:
         pool = named | set(said.suspects)
-        if not pool or want <= pool:
+        unnamed = want - pool
+        dumped = truth.get("dumped_ranks")
+        if said.unseen_suspect and dumped is not None:  # "or a rank with no dump"
+            unnamed -= want - set(dumped)
+        if not pool or not unnamed:
             return UNSURE, ""
         return WRONG, f"unsure, the truth not among its suspects ({said.kind})"
     if named == want:

@@ -90,7 +90,11 @@ def test_no_false_unrecorded_ops_and_peers_paired() -> None:
 )
 def test_flow_said_and_stalled_rank_blamed(path: Path, flow: str, culprit_kind: str) -> None:
     a = analyzer.analyze(path, jobs=1)
-    assert a.diagnosis.culprit_ranks == (3,)
+    # On CUDA every op retires when issued: rank 2, whose only wait on rank 3 is its last op,
+    # may have finished it and stopped after it (a second fault): a suspect beside rank 3.
+    suspects = {c.rank for c in a.diagnosis.culprits if c.confidence == "suspect"}
+    assert suspects == ({2} if path == CUDA else set())
+    assert set(a.diagnosis.culprit_ranks) - suspects == {3}
     assert a.diagnosis.kind == culprit_kind
     names = set(a.matching.dialects.names().values())
     assert names == {f"{'torchcomms-nccl' if path == CUDA else 'torchcomms-gloo'} ({flow} flow)"}
@@ -156,7 +160,8 @@ def test_torch215_runs_read_alike() -> None:
     assert len(T215) == 4
     for path in T215:
         a = analyzer.analyze(path, jobs=1)
-        assert a.diagnosis.culprit_ranks == (3,)
+        sure = {c.rank for c in a.diagnosis.culprits if c.confidence != "suspect"}
+        assert sure == {3}  # on CUDA rank 2 is a suspect beside it (see above)
         assert "unrecorded_ops" not in {f.kind for f in a.diagnosis.findings}
 
 
