@@ -23,7 +23,7 @@ from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["culprits_of", "unseen_suspect"]
+__all__ = ["culprits_of", "missing_suspects", "unseen_suspect"]
 
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
@@ -294,6 +294,25 @@ def _unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpr
             ),
         )
     return [out[r] for r in sorted(out)]
+
+
+def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
+    """Where ops are pending but nobody is blamed and no dump lists any group's members:
+    the ranks with no dump (at most :data:`_MAX_SILENT`), each a suspect. They may be members
+    of the groups the others stopped in, and what those wait on."""
+    missing = sorted(facts.unblamed_missing)
+    if not missing or len(missing) > _MAX_SILENT or not facts.nothing_listed:
+        return ()
+    return tuple(
+        Culprit(
+            r,
+            Confidence.SUSPECT,
+            "it wrote no dump, and ops are pending on the ranks that did: no dump lists the "
+            "groups' members, so it may be one of the groups they stopped in and what they "
+            "wait on there (it crashed or stalled)",
+        )
+        for r in missing
+    )
 
 
 def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:

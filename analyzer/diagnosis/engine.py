@@ -12,7 +12,7 @@ import pandas as pd
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
 from analyzer.diagnosis.alternatives import kinds_also_possible
-from analyzer.diagnosis.confidence import culprits_of, unseen_suspect
+from analyzer.diagnosis.confidence import culprits_of, missing_suspects, unseen_suspect
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.fingerprint import fingerprint_of
 from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
@@ -181,6 +181,8 @@ def diagnose(
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}
     headline = _headline(facts, findings, row, unrecorded_groups)
     judged = culprits_of(facts, findings, culprits)
+    if not judged and row.name == "pending":  # nobody blamed: ranks with no dump may be held
+        judged = missing_suspects(facts)
     culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
     if (
         verdict is Verdict.HANG

@@ -102,6 +102,8 @@ def kind_title(d: Diagnosis) -> str:
         and lead.evidence.get("no_dump") == "stalled_or_crashed"
     ):
         return NO_DUMP_TITLE
+    if d.kind == FindingKind.INCONCLUSIVE and d.culprits:  # only ranks with no dump suspected
+        return "ops are pending; the suspects wrote no dump"
     return KIND_TITLES.get(d.kind, d.kind)
 
 
