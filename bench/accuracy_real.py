@@ -29,6 +29,7 @@ from tools.corpus.check import (  # noqa: E402
     case_paths,
     check_case,
     dumps,
+    missing_fact,
     read_case,
     to_record,
 )
@@ -111,6 +112,19 @@ def wrong_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
+def unsure_lines(outcomes: list[Outcome]) -> list[str]:
+    """The unsure answers grouped by the fact their dumps lack (one case named per group)."""
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.result == "unsure":
+            groups[missing_fact(o.said)].append(o)
+    lines = [f"unsure cases by what the dumps do not hold ({len(groups)} groups):"]
+    for key, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        faults = ",".join(sorted({o.fault for o in members}))
+        lines.append(f"  {len(members):>3}  {key} [{faults}] e.g. {members[0].case}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=Path, default=CASES)
@@ -133,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_baseline:
         base = {r["case"]: r["result"] for r in records}
         BASELINE.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
-    for line in table(outcomes) + wrong_lines(outcomes):
+    for line in table(outcomes) + wrong_lines(outcomes) + unsure_lines(outcomes):
         print(line)
     print(f"analyzed in {took:.1f} s")
     print(last_line(outcomes))

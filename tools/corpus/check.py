@@ -35,6 +35,7 @@ __all__ = [
     "case_paths",
     "check_case",
     "classify",
+    "missing_fact",
     "read_case",
     "read_said",
 ]
@@ -53,6 +54,7 @@ class Said:
     headline: str = ""
     also_possible: tuple[str, ...] = ()  # 1.2: other kinds the answer says it cannot rule out
     unseen_suspect: bool = False  # 1.3: a rank that wrote no file may be the culprit
+    reasons: tuple[str, ...] = ()  # why each suspect is only a suspect (its ``because``)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,11 @@ def read_said(doc: dict[str, Any]) -> Said:
             str(a.get("kind", "")) for a in doc.get("also_possible") or [] if isinstance(a, dict)
         ),
         unseen_suspect=bool(doc.get("unseen_suspect")),
+        reasons=tuple(
+            str(c.get("because", ""))
+            for c in doc.get("culprits") or []
+            if isinstance(c, dict) and c.get("confidence") == "suspect"
+        ),
     )
 
 
@@ -149,6 +156,40 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
     if named < want:
         return WRONG, f"missed a culprit ({said.kind})"
     return WRONG, f"wrong culprit ({said.kind})"
+
+
+#: What the dumps lack, by the words of the answer that says so: (phrase, the missing fact).
+#: The first that an unsure answer's headline, suspects or other kinds hold names its group.
+MISSING_FACTS: tuple[tuple[str, str], ...] = (
+    ("cannot be trusted", "a dump that cannot be trusted (truncated, values dropped)"),
+    ("group of two", "a group of two disagrees: either side may have issued the odd op"),
+    ("died in that op", "a desync whose partner died: only the odd rank's history is left"),
+    ("only in its last op", "a retired last op: one crash, or a crash beside a stall"),
+    ("whether it joined", "a member with no dump beside a stalled rank: did it join?"),
+    ("pending on the ranks that did", "no member list: ranks with no dump may hold the rest"),
+    ("no file gives its number", "no member list: a rank that wrote no file may hold them"),
+    ("list no group's members", "no member list: ranks that wrote no file cannot be ruled out"),
+    ("no dump lists", "no member list: ranks that wrote no file cannot be ruled out"),
+    ("report no completion", "no completion reports: finished and stuck inside look alike"),
+    ("reports no completion", "no completion reports: finished and stuck inside look alike"),
+    ("no member stands out", "every member inside one collective: which holds it is unknown"),
+    ("records no send/recv", "send/recv the recorder does not write"),
+    ("does not record", "send/recv the recorder does not write"),
+    ("in no buffer", "ops in no buffer (counter gaps)"),
+    ("single anyone out", "pending ops no rank can be blamed for"),
+)
+
+
+def missing_fact(said: Said) -> str:
+    """For an unsure answer: the fact the dumps lack, in the words of :data:`MISSING_FACTS`
+    (``kind not decided: deadlock`` where only the kind is open)."""
+    text = " ".join((said.headline, *said.reasons))
+    for phrase, fact in MISSING_FACTS:
+        if phrase in text:
+            return fact
+    if said.also_possible:
+        return f"the kind is not decided: {' or '.join(said.also_possible)}"
+    return f"other ({said.verdict} {said.kind})"
 
 
 def case_paths(root: Path) -> list[Path]:
