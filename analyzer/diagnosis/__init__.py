@@ -16,8 +16,9 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 * :mod:`~analyzer.diagnosis.stuck`: inside a collective nobody completed, with its suspect;
   completions that stopped first;
 * :mod:`~analyzer.diagnosis.unrecorded`: ops the buffers never saw;
-* :mod:`~analyzer.diagnosis.confidence` and :mod:`~analyzer.diagnosis.alternatives`: how sure
-  each culprit is, and the other readings the dumps cannot rule out;
+* :mod:`~analyzer.diagnosis.confidence`, :mod:`~analyzer.diagnosis.beside` and
+  :mod:`~analyzer.diagnosis.alternatives`: how sure each culprit is, the ranks beside it the
+  dumps cannot rule out, and the other kinds they cannot rule out;
 * :mod:`~analyzer.diagnosis.engine`: runs the levels and decides the verdict;
 * :mod:`~analyzer.diagnosis.fingerprint`: what makes this hang this hang, whatever the job's
   size (two diagnoses of one fingerprint id are the same hang);

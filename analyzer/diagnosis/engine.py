@@ -12,7 +12,8 @@ import pandas as pd
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import RankContext
 from analyzer.diagnosis.alternatives import kinds_also_possible
-from analyzer.diagnosis.confidence import culprits_of, missing_suspects, unseen_suspect
+from analyzer.diagnosis.beside import missing_suspects, unseen_suspect
+from analyzer.diagnosis.confidence import culprits_of
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.fingerprint import fingerprint_of
 from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict

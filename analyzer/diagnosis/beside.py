@@ -1,0 +1,213 @@
+"""Ranks beside the culprits that the dumps cannot rule out, each a suspect with the fact
+that is missing: members with no dump beside a rank that never joined (did they join?),
+ranks with no dump beside a stuck collective whose members no dump lists, waiters whose wait
+on a crashed rank only a retired entry shows (they may have stopped after it), ranks with no
+dump where nobody else can be blamed, and a rank no file gives the number of.
+
+Each reading is in docs/diagnosis.md ("How sure"); :mod:`analyzer.diagnosis.confidence`
+weighs the culprits themselves and adds these beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.kinds import FindingKind
+from analyzer.terms import plural, rank_runs
+
+__all__ = [
+    "members_unknown",
+    "missing_suspects",
+    "place_of",
+    "silent_partners",
+    "unlisted_members",
+    "unproven_waits",
+    "unseen_suspect",
+    "wait_verb",
+    "with_silent_partners",
+]
+
+
+def place_of(f: Finding) -> str:
+    name = f.group_desc or f"group {f.group}"
+    return f"{f.op or 'an op'} in {name} seq {f.seq}" if f.seq >= 0 else name
+
+
+def wait_verb(waiters: Sequence[int]) -> str:
+    return "waits" if len(waiters) == 1 else "wait"
+
+
+def members_unknown(facts: Facts, group: str) -> bool:
+    """No dump lists ``group``'s members (they come from entries alone) and nothing declares
+    the world: a member may exist that no file names."""
+    return group in facts.unlisted_groups and facts.nothing_listed
+
+
+def with_silent_partners(
+    facts: Facts, culprit: Culprit, silent: list[int], where: str
+) -> tuple[Culprit, list[Culprit]]:
+    """``culprit``, which never joined ``where``, and the members of its group with no dump,
+    each a suspect. Where the culprit's backend records no send/recv (gloo), it may be
+    blocked in one with them: then it is a suspect too."""
+    rank = culprit.rank
+    them = f"{plural(silent)} {rank_runs(silent)}"
+    d = facts.matching.dialects.of(rank)
+    blind = d is not None and not d.records_p2p
+    if blind:
+        culprit = Culprit(
+            rank,
+            Confidence.SUSPECT,
+            f"it never enqueued {where}, but {them} of that group wrote no dump and this "
+            "backend records no send/recv: it may be blocked in one with them, or stopped on "
+            "its own",
+        )
+    return culprit, [
+        Culprit(
+            p,
+            Confidence.SUSPECT,
+            f"it wrote no dump, so whether it joined {where} is in no file"
+            + (
+                f": it may hold rank {rank} in a send/recv this backend does not record, or it "
+                "crashed"
+                if blind
+                else f" (rank {rank} never did): it may have crashed or stopped as well"
+            ),
+        )
+        for p in silent
+    ]
+
+
+#: Members with no dump named as suspects beside one culprit, at most (more are no second
+#: fault but files that were not collected).
+_MAX_SILENT = 8
+
+
+def silent_partners(
+    facts: Facts, findings: Sequence[Finding], ranks: set[int]
+) -> dict[int, list[int]]:
+    """For culprits that never joined an op: rank -> the members of that op's group that
+    wrote no dump (readable evidence of them is none, and they are not culprits). Whether
+    they joined it is in no file: a second fault (a crash beside the stall) looks the same
+    as members that joined and died later."""
+    missing = facts.unblamed_missing - ranks
+    if not missing:
+        return {}
+    out: dict[int, list[int]] = {}
+    for f in findings:
+        if not f.culprit or f.kind != FindingKind.NOT_JOINED.value or not f.group:
+            continue
+        silent = sorted(missing & set(facts.members.get(f.group, ())))
+        if 0 < len(silent) <= _MAX_SILENT:
+            for r in f.ranks:
+                out.setdefault(r, silent)
+    return out
+
+
+def unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]) -> list[Culprit]:
+    """Ranks with no dump that may be members of a collective its known members are all stuck
+    in, where no dump lists that group's members (gloo 2.13): the 'stuck' collective may be
+    one such a member never joined. Each a suspect (at most :data:`_MAX_SILENT`)."""
+    missing = facts.unblamed_missing - named
+    if not missing:
+        return []
+    out: list[Culprit] = []
+    for f in findings:
+        if f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group:
+            if f.group not in facts.unlisted_groups or len(missing) > _MAX_SILENT:
+                continue
+            where = place_of(f)
+            out.extend(
+                Culprit(
+                    r,
+                    Confidence.SUSPECT,
+                    f"it wrote no dump, and no dump lists the members of the group of {where}: "
+                    "if it is one, the others wait on it there (it crashed or stalled), not "
+                    "inside the network",
+                )
+                for r in sorted(missing)
+            )
+    return out
+
+
+def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
+    """Ranks others wait on, whose own wait on a culprit with no dump (``dead``) rests on
+    their newest entry, retired by a backend that retires an op that timed out as one that
+    completed (gloo), or every op when issued (no completion reports): each may have
+    finished that op and stopped after it, a second fault beside the crash. A suspect."""
+    unobserved = (
+        facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
+    )
+    if not dead or not unobserved:
+        return []
+    w = facts.waits
+    w = w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved - named))]
+    g = facts.graph
+    out: dict[int, Culprit] = {}
+    for waiter, holder, group, seq, op in w[
+        ["waiter", "holder", "pg_name", "seq", "op"]
+    ].itertuples(index=False):
+        r = int(waiter)
+        if r in out or r not in g or not any(int(p) != int(holder) for p in g.predecessors(r)):
+            continue
+        last = facts.last_entry(r)
+        if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+            continue
+        if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(seq):
+            continue
+        waiters = sorted(int(p) for p in g.predecessors(r))
+        desc = str(last.get("pg_desc") or "") or str(group)
+        own = facts.matching.dialects.dumps_on_own_timeout(r)
+        out[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits on rank "
+            f"{int(holder)} (no dump) only in its last op, {op} in {desc} seq {int(seq)}, which "
+            "its backend retired: it retires an op that timed out as one that completed (or "
+            "every op when issued), so it may have finished that op and stopped after it, a "
+            "second fault beside the first"
+            + (
+                " (its own file shows a timeout only if it was written on its own timeout, "
+                "not on a request to every rank)"
+                if own
+                else ""
+            ),
+        )
+    return [out[r] for r in sorted(out)]
+
+
+def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
+    """Where ops are pending but nobody is blamed and no dump lists any group's members:
+    the ranks with no dump (at most :data:`_MAX_SILENT`), each a suspect. They may be members
+    of the groups the others stopped in, and what those wait on."""
+    missing = sorted(facts.unblamed_missing)
+    if not missing or len(missing) > _MAX_SILENT or not facts.nothing_listed:
+        return ()
+    return tuple(
+        Culprit(
+            r,
+            Confidence.SUSPECT,
+            "it wrote no dump, and ops are pending on the ranks that did: no dump lists the "
+            "groups' members, so it may be one of the groups they stopped in and what they "
+            "wait on there (it crashed or stalled)",
+        )
+        for r in missing
+    )
+
+
+def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
+    """Why a rank that wrote no file and that no dump names may be the culprit, or "": the
+    culprit is held in a collective whose members no dump lists, nor the job's ranks (gloo
+    2.13), and no rank is known to be missing. Such a member would be the one they all wait
+    on, and nothing in the files gives its number."""
+    if facts.unblamed_missing:
+        return ""
+    for f in findings:
+        stuck = f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group
+        if stuck and members_unknown(facts, f.group):
+            return (
+                f"a member of the group of {place_of(f)} that wrote no file would be the one the "
+                "others wait on (it crashed or stalled); no file gives its number"
+            )
+    return ""
