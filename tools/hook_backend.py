@@ -29,6 +29,10 @@ from typing import Any
 
 #: Backend names this module has registered in this process.
 REGISTERED: set[str] = set()
+#: Every ProcessGroupGloo this process made, in order: True for a forwarding backend's own,
+#: False for a group the job asked gloo for (:func:`note_c10d_gloo`). c10d's recorder numbers
+#: gloo groups (``pg_id``) in that order, and records the forwarders' ops as well.
+GLOO_MADE: list[bool] = []
 
 
 class CompletionLog:
@@ -116,6 +120,7 @@ def _backend_class() -> type:
             self._gloo = ProcessGroupGloo(
                 opts.store, opts.group_rank, opts.group_size, timeout=opts.timeout
             )
+            GLOO_MADE.append(True)
             self._gloo.options.global_ranks_in_group = opts.global_ranks_in_group
             self._gloo.options.group_name = opts.group_id
 
@@ -264,6 +269,54 @@ def dump(backend: str, *, json_format: bool = False, stacks: bool = True) -> byt
     return _dump_fr_trace(
         includeCollectives=True, includeStackTraces=stacks, onlyActive=False, backend=backend
     )
+
+
+def note_c10d_gloo() -> None:
+    """Say that the job just made a gloo group this rank is in (``new_group(...,
+    backend="gloo")``), for :func:`c10d_gloo_dump`."""
+    GLOO_MADE.append(False)
+
+
+def c10d_gloo_dump(*, stacks: bool = True) -> bytes:
+    """c10d's own recorder's buffer (``_dump_fr_trace``, what gloo groups write) as a job
+    whose other groups run on nccl2 would have it.
+
+    Each forwarding backend runs its ops on a ProcessGroupGloo of its own, which records
+    them in c10d's recorder too (as ``gloo:`` entries of a group named ``""``); a real nccl2
+    group leaves nothing there. Those entries are taken out, and the rest numbered as the
+    recorder would have numbered them without the forwarders' groups: ``record_id`` from 0
+    in order (the buffer must not have wrapped), ``pg_id`` and the ``pg_status`` keys by the
+    order the job's own gloo groups were made (:data:`GLOO_MADE`). Raises ``ValueError``
+    when an entry does not sit where that order says.
+    """
+    import pickle
+
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    raw = _dump_fr_trace(includeCollectives=True, includeStackTraces=stacks, onlyActive=False)
+    doc = pickle.loads(raw)
+    made = list(GLOO_MADE)
+    new_id = {old: new for new, old in enumerate(i for i, fwd in enumerate(made) if not fwd)}
+    entries = []
+    for e in doc.get("entries", []):
+        pg, name = int(e["pg_id"]), str(e["process_group"][0])
+        if pg >= len(made) or made[pg] != (name == ""):
+            raise ValueError(f"gloo entry {e['record_id']} of group {name!r} has pg_id {pg}")
+        if made[pg]:
+            continue
+        e = dict(e)
+        e["record_id"], e["pg_id"] = len(entries), new_id[pg]
+        entries.append(e)
+    if doc.get("entries") and int(doc["entries"][0]["record_id"]) != 0:
+        raise ValueError("c10d's recorder wrapped: the numbering cannot be restored")
+    status = {}
+    for key, value in (doc.get("pg_status") or {}).items():
+        if int(key) >= len(made):
+            raise ValueError(f"pg_status of gloo group {key}, only {len(made)} made")
+        if not made[int(key)]:
+            status[str(new_id[int(key)])] = value
+    doc["entries"], doc["pg_status"] = entries, status
+    return pickle.dumps(doc, protocol=raw[1] if raw[:1] == b"\x80" else 2)
 
 
 # Backend calls whose entries the hook names after the older c10d op (torch 2.15's

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.corpus.axes import NOT_TORCHCOMMS, V2_FIRST_SEED
+from tools.corpus.axes import CPU_FIRST_SEED, NOT_TORCHCOMMS, V2_FIRST_SEED
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
 from tools.corpus.spec import FAULTS, CaseSpec, draw
 
@@ -231,3 +231,43 @@ def test_generator_2_draws_the_new_axes() -> None:
         s for s in specs if s.fault.ranks and s.all_ops[s.fault.index].kind == "monitored_barrier"
     ]
     assert on_mb  # a stall or crash right before the monitored_barrier
+
+
+def test_generator_2_seeds_draw_the_committed_cases() -> None:
+    """An axis added to generator 2 leaves the seeds recorded before it drawing the same
+    case: every committed case of generator 2 is still what its seed draws."""
+    for path in case_paths(ROOT / "corpus" / "cases"):
+        truth, _ = read_case(path)
+        if truth["generator"] != "tools/corpus 2":
+            continue
+        spec = draw(truth["seed"], truth["recorded"]["torch"][:4])
+        assert spec.name == truth["case"].removesuffix("_states")
+        assert [o.kind for o in spec.all_ops] == truth["step_ops"] + truth["eval_ops"]
+        assert spec.steps == truth["steps"] and spec.policy == truth["recorded"]["policy"]
+        assert (spec.fault.step, spec.fault.index) == (
+            truth["injected"]["step"],
+            truth["injected"]["op_index"],
+        )
+        assert list(spec.cpu_groups) == truth["recorded"].get("cpu_groups", {}).get("groups", [])
+
+
+def test_mixed_recorders_are_drawn_only_beside_the_hook() -> None:
+    seeds = range(V2_FIRST_SEED, CPU_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    mixed = [s for s in specs if s.cpu_groups]
+    assert mixed and {g for s in mixed for g in s.cpu_groups} == {"ckpt", "dp"}
+    for s in mixed:
+        assert s.seed >= CPU_FIRST_SEED and s.torch == "2.15"
+        assert s.recorder in ("nccl2", "nccl-lazy") and s.name.endswith(f"_cpu_t215_s{s.seed:05d}")
+        assert s.buffer_size == 2000  # c10d's buffer must not wrap (the forwarders' ops go)
+        if "ckpt" in s.cpu_groups:
+            kinds = {(o.kind, o.group) for o in s.step_ops}
+            assert ("ckpt_broadcast_object", "ckpt") in kinds
+            assert ("ckpt_broadcast_object", "world") not in kinds
+        if "dp" in s.cpu_groups:
+            assert s.dp > 1
+        if s.fault.ranks and s.fault.kind not in ("slow_rank", "group_order_deadlock"):
+            assert s.fault.index < len(s.all_ops)
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+    share = len(mixed) / sum(s.recorder in ("nccl2", "nccl-lazy") for s in specs[-600:])
+    assert 0.3 < share < 0.7

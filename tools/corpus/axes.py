@@ -16,7 +16,13 @@ committed cases regenerate the same. From it on a case may also have:
   crash); its dumps go to ``attempt_0/`` and this run's to ``attempt_1/`` (gloo only);
 * **TorchComms' recorder** (``torchcomms``): the same gloo ops recorded by
   :mod:`tools.torchcomms_fr` through :mod:`tools.corpus.comms`, for the stalls, crashes,
-  desyncs, deadlocks, two faults and healthy or slow runs.
+  desyncs, deadlocks, two faults and healthy or slow runs;
+* **mixed recorders per rank** (seeds from :data:`CPU_FIRST_SEED`, the recorder hook only):
+  some groups on gloo beside the nccl2 ones, as a GPU job keeps its CPU groups (the
+  checkpoint's ``broadcast_object_list`` on a gloo copy of the world, the DP group's gloo
+  copy), so that each rank writes two files from two recorders: c10d's own
+  (``nccl_trace_rank_<r>``, the gloo groups) and the hook's (``nccl2_trace_rank_<r>``...).
+  It is drawn from a random stream of its own, so the seeds below it draw what they drew.
 """
 
 from __future__ import annotations
@@ -36,10 +42,14 @@ from tools.corpus.spec import (
     _fault,
 )
 
-__all__ = ["V2_FIRST_SEED", "draw_v2"]
+__all__ = ["CPU_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
 
 #: The first seed generator 2 draws (the committed generator 1 cases are below it).
 V2_FIRST_SEED = 1000
+#: The first seed that may draw gloo groups beside the recorder hook's (mixed recorders).
+CPU_FIRST_SEED = 1100
+#: The share of those seeds with a hook recorder that draw them.
+CPU_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -139,6 +149,32 @@ def _place(rng: random.Random, f: Fault, n_step: int, spec: CaseSpec) -> Fault:
     return f
 
 
+def _cpu_groups(seed: int, spec: CaseSpec) -> CaseSpec:
+    """Put some groups on gloo beside the hook's (from a stream of its own: the rest of the
+    draw stays what it was): the checkpoint's broadcast_object_list on a gloo copy of the
+    world (added to the step when it has none), the DP group's gloo copy, or both. The
+    buffer stays large: c10d's recorder also holds the forwarding backends' own gloo ops,
+    taken out when the file is written (:func:`tools.hook_backend.c10d_gloo_dump`), which a
+    ring that wrapped would have pushed out of the buffer."""
+    if seed < CPU_FIRST_SEED or spec.recorder not in ("nccl2", "nccl-lazy"):
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-cpu-{spec.torch}-{seed}")
+    if rng.random() >= CPU_SHARE:
+        return spec
+    choices = [("ckpt",)] + ([("dp",), ("ckpt", "dp")] if spec.dp > 1 else [])
+    groups = rng.choice(choices)
+    ops, fault = list(spec.step_ops), spec.fault
+    if "ckpt" in groups:
+        at = [i for i, o in enumerate(ops) if o.kind == "ckpt_broadcast_object"]
+        if not at:
+            at = [rng.randrange(len(ops))]
+            ops.insert(at[0], Op("ckpt_broadcast_object", "world"))
+            if fault.index >= at[0] and fault.kind not in ("healthy", "slow_rank"):
+                fault = replace(fault, index=fault.index + 1)
+        ops = [Op(o.kind, "ckpt") if o.kind == "ckpt_broadcast_object" else o for o in ops]
+    return replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups, buffer_size=2000)
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -192,4 +228,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         eval_at=tuple(range(1, steps + (3 if small else 0), 2)) if evals else (),
         restart_fault=restart,
     )
-    return replace(spec, fault=_place(rng, fault, len(ops), spec))
+    return _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))

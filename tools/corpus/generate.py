@@ -225,6 +225,14 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
         "steps": spec.steps,
         "step_ops": [o.kind for o in spec.step_ops],
     }
+    if spec.cpu_groups:
+        doc["recorded"]["cpu_groups"] = {
+            "backend": "gloo",
+            "groups": list(spec.cpu_groups),
+            "files": [f"{spec.recorder}_trace_rank_<r>", "nccl_trace_rank_<r>"]
+            if spec.recorder == "nccl2"
+            else ["nccl2_trace_rank_<r>", "nccl-lazy_trace_rank_<r>", "nccl_trace_rank_<r>"],
+        }
     if spec.generator >= 2:
         doc["topology"]["cp"] = spec.cp
         doc["eval_ops"] = [o.kind for o in spec.eval_ops]
@@ -248,16 +256,21 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         for p in files:
             rg.scrub_dump(p)
             rg.load_dump(p)  # loads with the no-globals unpickler
-    variants = [("", out_dir, "gloo@" + spec.torch if spec.recorder == "gloo" else spec.recorder)]
+    dialect = "gloo@" + spec.torch if spec.recorder == "gloo" else spec.recorder
+    dialect += "/gloo" if spec.cpu_groups else ""  # two recorders per rank
+    variants = [("", out_dir, dialect)]
     if spec.recorder in ("nccl2", "nccl-lazy"):
         states = work / "states"
         launcher.fresh_dirs(states)
         for files in _files(out_dir).values():
             for p in files:
+                if p.name.startswith("nccl_trace_rank_"):  # c10d's gloo groups: as written
+                    shutil.copyfile(p, states / p.name)
+                    continue
                 ops = json.loads((work / "side" / f"{p.name}.ops.json").read_text())
                 obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
                 (states / p.name).write_bytes(pickle.dumps(obj, protocol=2))
-        variants.append(("_states", states, spec.recorder + "+states"))
+        variants.append(("_states", states, dialect + "+states"))
     paths = []
     for suffix, folder, dialect in variants:
         name = spec.name + suffix

@@ -63,7 +63,7 @@ COLLECTIVE_OPS = {
     "fsdp_reduce_scatter": "shard",
     "hsdp_all_reduce": "replicate",
     "moe_all_to_all": "ep",
-    "ckpt_broadcast_object": "world",
+    "ckpt_broadcast_object": "world",  # "ckpt" when it runs on a gloo copy of the world
     "barrier": "world",
     "coalesced_all_reduce": "dp",
     "late_all_reduce": "late",
@@ -140,6 +140,9 @@ class CaseSpec:
     eval_ops: tuple[Op, ...] = ()  # an eval pass after the steps in eval_at; its op indices
     eval_at: tuple[int, ...] = ()  # follow the step's (len(step_ops) + j)
     restart_fault: Fault | None = None  # an earlier attempt's fault: its dumps in attempt_0/
+    # Groups on gloo beside the recorder hook's (nccl2, nccl-lazy): "ckpt" (the checkpoint's
+    # broadcast_object_list on a gloo copy of the world), "dp" (the DP group's gloo copy).
+    cpu_groups: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -152,6 +155,7 @@ class CaseSpec:
                 ("_eval", bool(self.eval_ops)),
                 ("_mb", any(o.kind == "monitored_barrier" for o in self.step_ops)),
                 ("_restart", self.restart_fault is not None),
+                ("_cpu", bool(self.cpu_groups)),
             )
             if on
         )
@@ -172,6 +176,7 @@ class CaseSpec:
         doc["step_ops"] = tuple(Op(**o) for o in doc["step_ops"])
         doc["eval_ops"] = tuple(Op(**o) for o in doc.get("eval_ops", ()))
         doc["eval_at"] = tuple(doc.get("eval_at", ()))
+        doc["cpu_groups"] = tuple(doc.get("cpu_groups", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

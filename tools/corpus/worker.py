@@ -11,7 +11,8 @@ Dumps: with the policy ``all`` every rank dumps once any rank's op failed (a pol
 watches the side store's trigger key, as the NCCL watchdog does); with ``timed_out`` a rank
 dumps only when one of its own ops failed (torch 2.15's nccl2). gloo's recorder writes
 ``nccl_trace_rank_<r>`` (pickle) or ``rank_<r>.json``; the recorder hook writes
-``<backend>_trace_rank_<r>`` per backend it recorded; TorchComms' recorder
+``<backend>_trace_rank_<r>`` per backend it recorded (and, with groups on gloo beside,
+c10d's own recorder ``nccl_trace_rank_<r>`` for those); TorchComms' recorder
 (:mod:`tools.corpus.comms`) ``comm_lib_trace_rank_<r>`` (pickle) or ``....json``.
 """
 
@@ -80,6 +81,13 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
                 launcher.write_atomically(path, data)
                 ops = json.dumps(LOG.ops.get(backend, []))
                 (side_dir / f"{path.name}.ops.json").write_text(ops)
+                log(f"DUMPED {path.name} {len(data)}")
+            if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
+                from tools.hook_backend import c10d_gloo_dump
+
+                data = c10d_gloo_dump()
+                path = out_dir / f"nccl_trace_rank_{rank}"
+                launcher.write_atomically(path, data)
                 log(f"DUMPED {path.name} {len(data)}")
 
     return write

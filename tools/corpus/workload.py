@@ -7,7 +7,10 @@ group or, with the nccl-lazy recorder, on nccl-lazy pair groups), data-parallel 
 (non-contiguous), expert groups (= data parallel), HSDP shard and replicate groups, and a
 "late" group of the even ranks created in the middle of the run. With a context-parallel
 degree (generator 2) the outer index is ``d * cp + c``: CP groups hold the ranks that differ
-only in ``c``, DP groups those that differ only in ``d``.
+only in ``c``, DP groups those that differ only in ``d``. With gloo groups beside the
+recorder hook's (``spec.cpu_groups``), the checkpoint's ``broadcast_object_list`` runs on a
+gloo copy of the world and the DP ops (``dp``: the DP all_reduce, the eval metric's) on a
+gloo copy of the DP group; the expert and FSDP ops stay on the hook's DP group.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ def _new_group(job: Job, key: str, blocks: list[list[int]], desc: str, **kw: Any
         g = job.dist.new_group(ranks=ranks, timeout=job.timeout, group_desc=desc, **kw)
         if job.rank in ranks:
             job.groups[key], job.members[key] = g, ranks
+            if kw.get("backend") == "gloo":
+                from tools.hook_backend import note_c10d_gloo
+
+                note_c10d_gloo()
 
 
 def make_groups(job: Job) -> None:
@@ -90,6 +97,10 @@ def make_groups(job: Job) -> None:
             _new_group(job, "replicate", repl, "HSDP_REPLICATE_GROUP")
         else:
             job.groups["shard"], job.members["shard"] = job.groups["dp"], job.members["dp"]
+        if "dp" in s.cpu_groups:  # the DP ops on a gloo copy (expert and FSDP ops stay)
+            _new_group(job, "dp", blocks, "DATA_PARALLEL_GROUP_GLOO", backend="gloo")
+    if "ckpt" in s.cpu_groups:
+        _new_group(job, "ckpt", [list(range(s.world))], "CHECKPOINT_GROUP_GLOO", backend="gloo")
     if pp > 1 and s.recorder == "nccl-lazy":
         for d in range(dp * cp):
             for t in range(tp):
