@@ -88,7 +88,8 @@ def silent_partners(
     facts: Facts, findings: Sequence[Finding], ranks: set[int]
 ) -> dict[int, list[int]]:
     """For culprits that never joined an op: rank -> the members of that op's group that
-    wrote no dump (readable evidence of them is none, and they are not culprits). Whether
+    wrote no dump, or every rank with no dump where no dump lists that group's members
+    (readable evidence of them is none, and they are not culprits). Whether
     they joined it is in no file: a second fault (a crash beside the stall) looks the same
     as members that joined and died later."""
     missing = facts.unblamed_missing - ranks
@@ -98,7 +99,9 @@ def silent_partners(
     for f in findings:
         if not f.culprit or f.kind != FindingKind.NOT_JOINED.value or not f.group:
             continue
-        silent = sorted(missing & set(facts.members.get(f.group, ())))
+        known = set(facts.members.get(f.group, ()))
+        # Where no dump lists the group's members, a rank with no dump may be one of them.
+        silent = sorted(missing if f.group in facts.unlisted_groups else missing & known)
         if 0 < len(silent) <= _MAX_SILENT:
             for r in f.ranks:
                 out.setdefault(r, silent)

@@ -31,6 +31,7 @@ from analyzer.diagnosis.roots import plain_roots, unsure_roots
 from analyzer.diagnosis.stuck import slow_roots, stuck_anywhere, stuck_roots
 from analyzer.diagnosis.unrecorded import op_counters_ahead, unrecorded_ops
 from analyzer.kinds import FindingKind
+from analyzer.match import is_retire_on_end, is_retired_done
 
 __all__ = ["LEVELS", "TAXONOMY", "VERDICTS", "After", "Amend", "Level", "Rule", "VerdictRow"]
 
@@ -232,8 +233,12 @@ def _retire_means_done(facts: Facts) -> bool:
     ends, TorchComms on CPU when its call returned; hook backends without completion reports
     retire every op when it is issued (done and hung look alike)."""
     d = facts.matching.dialects
-    done = d.retired_done_ranks | d.retire_on_end_ranks
-    return all(r in done for r, x in d.by_rank.items() if x.backend)
+    return all(
+        is_retire_on_end(b) or is_retired_done(b)
+        for r, x in d.by_rank.items()
+        if x.backend
+        for b in d.buffers_of(r)
+    )
 
 
 def _settled(facts: Facts) -> bool:
@@ -260,11 +265,12 @@ def _members_unread(facts: Facts) -> bool:
     job, and their last ops may have ended by timing out, waiting on ranks that wrote no
     file. Nothing the dumps hold tells those apart from a job that finished."""
     d = facts.matching.dialects
-    ends = d.retire_on_end_ranks
     return (
         d.completion_unobserved
         and facts.nothing_listed
-        and all(r in ends for r, x in d.by_rank.items() if x.backend)
+        and all(
+            is_retire_on_end(b) for r, x in d.by_rank.items() if x.backend for b in d.buffers_of(r)
+        )
     )
 
 

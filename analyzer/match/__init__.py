@@ -4,8 +4,18 @@ far each member of each group got, and how to read each backend's dump (its dial
 """
 
 from analyzer.match.blocked import blocked_in, stuck_collectives
+from analyzer.match.dialect import is_retire_on_end, is_retired_done
 from analyzer.match.expectations import barrier_op_gap
 from analyzer.match.matching import Matching, match
 from analyzer.match.mismatches import NO_MAJORITY
 
-__all__ = ["NO_MAJORITY", "Matching", "barrier_op_gap", "blocked_in", "match", "stuck_collectives"]
+__all__ = [
+    "NO_MAJORITY",
+    "Matching",
+    "barrier_op_gap",
+    "blocked_in",
+    "is_retire_on_end",
+    "is_retired_done",
+    "match",
+    "stuck_collectives",
+]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from analyzer.kernels import minimum_at, reduce_min
+from analyzer.match.dialect import is_retire_on_end
 from analyzer.match.matching import Matching
 from analyzer.match.mismatches import as_str
 from analyzer.normalize import Tables
@@ -97,8 +98,8 @@ def retired_held(tables: Tables, matching: Matching) -> list[tuple[str, int]]:
     if not gloo:
         return []
     e = tables.entries
-    rank = e["rank"].to_numpy()
-    coll = e[~e["is_p2p"].to_numpy(bool) & np.isin(rank, np.array(sorted(gloo)))]
+    ends = matching.dialects.entries_where(e, is_retire_on_end)  # gloo's entries (buffers)
+    coll = e[~e["is_p2p"].to_numpy(bool) & ends]
     pending = coll[~coll["retired"].to_numpy(bool)]
     if pending.empty:
         return []

@@ -30,6 +30,7 @@ the diagnosis ask :class:`Dialects`, never a backend name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,9 +48,19 @@ from analyzer.match.dialect_defaults import (
     default_for,
     legacy,
 )
-from analyzer.match.dialect_evidence import rank_facts, unrecorded_groups
+from analyzer.match.dialect_evidence import buffer_facts, rank_facts, unrecorded_groups
 from analyzer.match.keys import EntryKeys
 from analyzer.normalize import Tables
+
+
+def is_retire_on_end(d: Dialect) -> bool:
+    """gloo's own recorder: an entry retires when its work ends, completed or timed out."""
+    return d.name == "gloo"
+
+
+def is_retired_done(d: Dialect) -> bool:
+    """TorchComms' recorder on CPU: an entry retires when its call returned."""
+    return d.backend == f"{TORCHCOMMS}gloo"
 
 
 @dataclass(frozen=True)
@@ -64,8 +75,39 @@ class Dialects:
     peers' entries) but that no loaded dump recorded for some or all of their members:
     ``{group: {"backend", "members_without_buffer", "evidence"}}``."""
 
+    by_buffer: dict[tuple[int, str], Dialect] = field(default_factory=dict)
+    """For a rank with several buffers (a gloo one beside the recorder hook's): each
+    buffer's own dialect, by (rank, backend); its entries are read by it."""
+
     def of(self, rank: int) -> Dialect | None:
         return self.by_rank.get(int(rank))
+
+    def entries_where(self, e: pd.DataFrame, test: Callable[[Dialect], bool]) -> np.ndarray:
+        """Per entry of ``e``: whether the dialect of the buffer it comes from passes
+        ``test`` (the rank's dialect, or its buffer's where the rank holds several)."""
+        rank = e["rank"].to_numpy().astype(np.int64)
+        if not len(rank):
+            return np.zeros(0, dtype=bool)
+        by_rank = np.zeros(int(rank.max()) + 1, dtype=bool)
+        for r, d in self.by_rank.items():
+            if 0 <= r < len(by_rank):
+                by_rank[r] = test(d)
+        out = by_rank[rank]
+        if self.by_buffer:
+            cats = [str(c) for c in e["backend"].cat.categories]
+            codes = e["backend"].cat.codes.to_numpy()
+            for (r, b), d in self.by_buffer.items():
+                if b in cats:
+                    out[(rank == r) & (codes == cats.index(b))] = test(d)
+        return out
+
+    def buffers_of(self, rank: int) -> list[Dialect]:
+        """The dialects ``rank``'s entries are read by: one per buffer it holds."""
+        mine = [d for (r, _), d in sorted(self.by_buffer.items()) if r == rank]
+        if mine:
+            return mine
+        d = self.of(rank)
+        return [d] if d is not None else []
 
     @property
     def completion_unobserved(self) -> bool:
@@ -86,14 +128,19 @@ class Dialects:
     @property
     def retire_on_end_ranks(self) -> frozenset[int]:
         """Ranks whose recorder retires an entry when its work ends, completed or failed
-        (gloo's own): the entry not retired is the op the rank is blocked in."""
-        return frozenset(r for r, d in self.by_rank.items() if d.name == "gloo")
+        (gloo's own), in one of their buffers at least: the entry not retired is the op the
+        rank is blocked in (:func:`is_retire_on_end` tells the entries)."""
+        return frozenset(
+            r for r in self.by_rank if any(is_retire_on_end(d) for d in self.buffers_of(r))
+        )
 
     @property
     def retired_done_ranks(self) -> frozenset[int]:
         """Ranks whose retired entries finished: TorchComms' recorder on CPU retires an op
         when its call returned, and a call that raised (a timeout) leaves it not retired."""
-        return frozenset(r for r, d in self.by_rank.items() if d.backend == f"{TORCHCOMMS}gloo")
+        return frozenset(
+            r for r in self.by_rank if any(is_retired_done(d) for d in self.buffers_of(r))
+        )
 
     @property
     def op_id_counter_ranks(self) -> frozenset[int]:
@@ -297,11 +344,19 @@ def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
             )
             continue
         out[r] = _from_content(backend, facts.get(r, {}))
+    buffers = {(r, b): _from_content(b, f) for (r, b), f in buffer_facts(tables, held).items() if b}
+    for r in {r for r, _ in buffers}:
+        # Read as a whole, the rank reports completion only where every buffer does.
+        if any(d.completion == NONE for (q, _), d in buffers.items() if q == r):
+            out[r] = replace(out[r], completion=NONE)
     _torchcomms_flow(tables, out)
     seen = _backends_seen(e["backend"]) if len(e) else frozenset()
     return Dialects(
-        by_rank=out, backends=seen, unrecorded_groups=unrecorded_groups(tables, out, held, keys)
+        by_rank=out,
+        backends=seen,
+        unrecorded_groups=unrecorded_groups(tables, out, held, keys),
+        by_buffer=buffers,
     )
 
 
-__all__ = ["Dialects", "p2p_payload", "read_dialects"]
+__all__ = ["Dialects", "is_retire_on_end", "is_retired_done", "p2p_payload", "read_dialects"]

@@ -15,7 +15,7 @@ from analyzer.match.dialect_defaults import Dialect, default_for
 from analyzer.match.keys import EntryKeys, entry_keys
 from analyzer.normalize import Tables, unseen_group_names
 
-__all__ = ["group_backends", "rank_backends", "rank_facts", "unrecorded_groups"]
+__all__ = ["buffer_facts", "group_backends", "rank_backends", "rank_facts", "unrecorded_groups"]
 
 _EMPTY = ("[]", "", "None")
 
@@ -136,6 +136,30 @@ def rank_facts(
     for r, vote in _counter_votes(tables, keys).items():
         facts.setdefault(r, {})["counter"] = vote
     return facts, held
+
+
+def buffer_facts(
+    tables: Tables, held: dict[int, set[str]] | None
+) -> dict[tuple[int, str], dict[str, Any]]:
+    """For each rank with several buffers (one per backend): per buffer, whether its entries
+    completed (``completed``) and whether some are still open (``open``). A rank's gloo
+    buffer and its recorder hook's each keep their own meaning."""
+    multi = sorted(r for r, bs in (held or {}).items() if len(bs) > 1)
+    if not multi:
+        return {}
+    e = tables.entries
+    sub = e[e["rank"].isin(multi)]
+    done = in_labels(sub["state"], ["completed", "started"])
+    still = ~sub["retired"].to_numpy(bool)
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    groups: dict[Any, Any] = sub.groupby(["rank", "backend"], observed=True).indices
+    for key, rows in groups.items():
+        r, b = key
+        out[(int(r), str(b))] = {
+            "completed": bool(done[rows].any()),
+            "open": bool(still[rows].any()),
+        }
+    return out
 
 
 def _counter_votes(tables: Tables, k: EntryKeys) -> dict[int, str]:

@@ -19,7 +19,7 @@ from analyzer.kernels import (
     reduce_min,
     text_at,
 )
-from analyzer.match import Matching, blocked_in
+from analyzer.match import Matching, blocked_in, is_retire_on_end, is_retired_done
 from analyzer.normalize import Tables
 
 __all__ = ["Groups", "group_view", "pending_first", "waited_groups"]
@@ -47,20 +47,21 @@ def _passed(
     went past completed; the rank stopped after it, not inside it. Where a retired entry
     finished (TorchComms on CPU: retired when its call returned), retired is enough: every
     member joined it, and the rank stopped after it."""
-    done = matching.dialects.retired_done_ranks
-    ends = matching.dialects.retire_on_end_ranks | done
+    d = matching.dialects
     e = tables.entries
     out = np.zeros(len(rows), dtype=bool)
-    if not ends or not len(rows):
+    if not (d.retire_on_end_ranks | d.retired_done_ranks) or not len(rows):
         return out
+    sub = e.iloc[rows]
+    done = d.entries_where(sub, is_retired_done)
+    ends = d.entries_where(sub, is_retire_on_end) | done
     prog = matching.progress
     frontier = prog[prog["enqueued"] >= 0].groupby("pg_name", observed=True)["enqueued"].max()
-    ranks = e["rank"].to_numpy()[rows]
     names = text_at(e["pg_name"], rows)
     seqs = e["seq"].to_numpy()[rows]
-    for i, (r, name, seq) in enumerate(zip(ranks.tolist(), names, seqs.tolist(), strict=True)):
+    for i, (name, seq) in enumerate(zip(names, seqs.tolist(), strict=True)):
         out[i] = bool(retired[rows[i]]) and (
-            r in done or (r in ends and int(frontier.get(name, -1)) > int(seq))
+            bool(done[i]) or (bool(ends[i]) and int(frontier.get(name, -1)) > int(seq))
         )
     return out
 
@@ -83,8 +84,8 @@ def pending_first(tables: Tables, matching: Matching) -> pd.DataFrame:
             blind = np.ones(len(e), dtype=bool)
             open_coll = ~is_p2p & ~retired
         else:
-            # Mixed: each rank by its own dialect.
-            blind = np.isin(rank, np.array(sorted(unobserved), dtype=np.int64))
+            # Mixed: each rank (each buffer of a rank that holds several) by its own dialect.
+            blind = matching.dialects.entries_where(e, lambda d: not d.completion_observed)
             not_done = codes_at(e["state"]) != code_of(e["state"], "completed")
             open_coll = ~is_p2p & np.where(blind, ~retired, not_done)
         last = _newest_per_rank(rank, record, np.flatnonzero(blind))
