@@ -211,9 +211,16 @@ class Dialects:
             )
             groups.setdefault(key, []).append(r)
             first.setdefault(key, d)
+        buffers: dict[tuple[str, str, str], list[int]] = {}
+        for (r, b), d in sorted(self.by_buffer.items()):
+            buffers.setdefault((b, d.name, d.completion), []).append(r)
         return {
             "per_rank": {str(r): d.name for r, d in sorted(self.by_rank.items())},
             "dialects": [{**first[k].to_dict(), "ranks": ranks} for k, ranks in groups.items()],
+            "buffers": [
+                {"backend": b, "dialect": name, "completion": completion, "ranks": ranks}
+                for (b, name, completion), ranks in buffers.items()
+            ],
             "unrecorded_groups": self.unrecorded_groups,
         }
 
