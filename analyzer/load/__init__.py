@@ -34,7 +34,12 @@ from analyzer.load.parsed_dump import (
     ParsedDump,
 )
 from analyzer.load.pool import ParseNote
-from analyzer.load.torchcomms import LABEL_PREFIX, TorchCommsRead, comm_key
+from analyzer.load.torchcomms import (
+    LABEL_PREFIX,
+    TorchCommsRead,
+    comm_key,
+    resolve_across_shards,
+)
 
 __all__ = [
     "BOOL_FIELDS",
@@ -74,6 +79,7 @@ __all__ = [
     "load_dumps",
     "narrow",
     "newest",
+    "resolve_across_shards",
     "resolve_ranks",
     "scheduler_address",
     "start_loading",

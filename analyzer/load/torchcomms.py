@@ -50,6 +50,7 @@ __all__ = [
     "TorchCommsRead",
     "comm_key",
     "read_torchcomms",
+    "resolve_across_shards",
     "signs_of",
 ]
 
@@ -212,6 +213,57 @@ def _rewrite(d: ParsedDump, known: Mapping[str, set[tuple[int, ...]]]) -> list[s
     if split.any() and not np.asarray(d.bools["retired"])[split].all():
         d.bools["retired"] = np.asarray(d.bools["retired"], dtype=bool) | split
     return notes
+
+
+def resolve_across_shards(dumps: Sequence[ParsedDump]) -> None:
+    """Stores of shards of one job, read together: an earlier comm of a reused name that its
+    shard keyed ``<name>#<pg_id>`` (the other ranks' ``pg_config`` were in other shards)
+    takes the one other member set of that name holding its rank that the union's dumps
+    show, as reading the whole job's files does; its send/recv in a comm of two get their
+    peer back."""
+    known: dict[str, set[tuple[int, ...]]] = {}
+    for d in dumps:
+        for key, (_, members) in d.pg_config.items():
+            if members and "#" not in key:
+                known.setdefault(key.split("[", 1)[0], set()).add(tuple(members))
+    for d in dumps:
+        unknown = [k for k, (_, m) in d.pg_config.items() if "#" in k and not m]
+        for key in unknown:
+            base = key.split("#", 1)[0]
+            mine = [set(m) for k, (_, m) in d.pg_config.items() if m and k.split("[", 1)[0] == base]
+            others = sorted(s for s in known.get(base, ()) if d.rank in s and set(s) not in mine)
+            if sum(k.split("#", 1)[0] == base for k in unknown) != 1 or len(others) != 1:
+                continue
+            _rename_comm(d, key, base, others[0])
+
+
+def _rename_comm(d: ParsedDump, key: str, base: str, members: tuple[int, ...]) -> None:
+    """Key ``key``'s comm as ``base`` with ``members`` in ``d``; its send/recv in a comm of
+    two get their own and their peer's local ranks (as :func:`_rewrite` gives them)."""
+    new = comm_key(base, members)
+    d.pg_config = {
+        (new if k == key else k): (v if k != key else ("", members)) for k, v in d.pg_config.items()
+    }
+    if not d.n_entries or key not in d.vocab["pg_name"]:
+        return
+    vocab = list(d.vocab["pg_name"])
+    old_code = vocab.index(key)
+    codes = np.asarray(d.strings["pg_name"], dtype=np.int64).copy()
+    if new in vocab:
+        codes[codes == old_code] = vocab.index(new)
+    else:
+        vocab[old_code] = new
+    fresh, keys = col.vocab(np.array(vocab, dtype=object)[codes].tolist())
+    d.strings["pg_name"], d.vocab["pg_name"] = col.narrow(fresh), keys
+    if len(members) != 2 or d.rank not in members:
+        return
+    names = _column(d, "pg_name")
+    rows = (names == new) & np.isin(_column(d, "op"), _P2P_OPS)
+    me = np.asarray(d.ints["self_local"], dtype=np.int64).copy()
+    peer = np.asarray(d.ints["peer_local"], dtype=np.int64).copy()
+    me[rows] = members.index(d.rank)
+    peer[rows] = 1 - members.index(d.rank)
+    d.ints["self_local"], d.ints["peer_local"] = col.narrow(me), col.narrow(peer)
 
 
 def _cross_rank_sign(dumps: Sequence[ParsedDump]) -> bool:

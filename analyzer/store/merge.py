@@ -29,6 +29,7 @@ from analyzer.load import (
     Progress,
     RankFile,
     Skipped,
+    resolve_across_shards,
     resolve_ranks,
 )
 from analyzer.normalize import Tables
@@ -180,6 +181,8 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
         stray_dumps(folder)
     per_store, world_option = _one_job(folders, metas)
     dumps, new_duplicates = _union(per_store)
+    if len(folders) > 1:  # a comm its shard could not name, named from the others' configs
+        resolve_across_shards(dumps)
     notes = _notes(folders)
     duplicates = notes.duplicates
     if len(folders) > 1:  # the orders the loader gives one set of files
