@@ -105,11 +105,18 @@ BOOT = """
   var narrow=window.innerWidth<700;
   var cfg={responsive:true,displaylogo:false,scrollZoom:false,displayModeBar:narrow?false:'hover',
            modeBarButtonsToRemove:['select2d','lasso2d'],toImageButtonOptions:{format:'png',scale:2}};
-  function phone(layout){
-    /* at phone width: the plot takes the card's width, the legend goes under it */
+  function phone(layout,data){
+    /* at phone width: the plot takes the card's width, the legend goes under it, at the
+       foot of the figure below the axis title, and the figure grows by what its margins
+       grow so the plot keeps its height */
     delete layout.width;layout.autosize=true;
-    layout.legend=Object.assign({},layout.legend||{},{orientation:'h',x:0,xanchor:'left',y:-0.12,yanchor:'top'});
-    var m=layout.margin||{};layout.margin=Object.assign({},m,{l:Math.min(m.l||10,60),r:8,b:Math.max(m.b||50,110)});
+    var m=layout.margin||{};var t0=m.t||100,b0=m.b||80;
+    var shown=(data||[]).filter(function(d){return d.showlegend!==false&&d.name;}).length;
+    var foot=shown?70+22*shown:0;
+    layout.legend=Object.assign({},layout.legend||{},{orientation:'h',x:0,xanchor:'left',yref:'container',y:0,yanchor:'bottom'});
+    layout.margin=Object.assign({},m,{l:Math.min(m.l||10,60),r:8,b:Math.max(m.b||50,foot||60)});
+    /* no colorbar beside a narrow plot: the shade's meaning is in the hover */
+    (data||[]).forEach(function(d){if(d.colorbar){d.showscale=false;}});
     /* long axis labels (lanes, group names) shortened to about 30% of the width: a label
        wider than the margin plotly can give would be cut at the left edge */
     var keep=Math.max(10,Math.floor(window.innerWidth*0.3/7));
@@ -118,11 +125,12 @@ BOOT = """
       ax.ticktext=ax.ticktext.map(function(t){
         var plain=String(t).replace(/<[^>]*>/g,'');
         return plain.length>keep?plain.slice(0,keep-1)+'…':t;});});
-    if(layout.updatemenus){layout.updatemenus.forEach(function(u){u.y=1.0;u.yanchor='bottom';u.x=0;u.xanchor='left';});}
+    /* view buttons: one dropdown, which fits the width, above the plot */
+    if(layout.updatemenus){layout.updatemenus.forEach(function(u){u.type='dropdown';u.direction='down';u.y=1.0;u.yanchor='bottom';u.x=0;u.xanchor='left';});}
     /* titles and notes wrapped at word boundaries to the width: plotly never wraps them */
     var lines=0;
-    function wrap(text,size){
-      var cols=Math.max(16,Math.floor((window.innerWidth-30)/(0.62*(size||12))));
+    function wrap(text,size,width){
+      var cols=Math.max(16,Math.floor((width||window.innerWidth-30)/(0.66*(size||12))));
       var out=[],line='';String(text).split('<br>').forEach(function(part){
         part.split(' ').forEach(function(w){
           if(line&&(line+' '+w).replace(/<[^>]*>/g,'').length>cols){out.push(line);line=w;}
@@ -135,16 +143,24 @@ BOOT = """
         var size=(layout.title.font&&layout.title.font.size)||17;
         layout.title.text=wrap(layout.title.text,size);
         layout.title.xref='container';layout.title.x=0.02;layout.title.xanchor='left';
-        layout.margin.t=Math.max(layout.margin.t||40,24+lines*(size+4));}}
+        /* the view buttons sit between the notes and the plot: room for them too */
+        layout.margin.t=Math.max(layout.margin.t||40,24+lines*(size+4)+(layout.updatemenus?36:0));}}
+    var above=0;
     (layout.annotations||[]).forEach(function(a){if(a&&a.text){
-      a.text=wrap(a.text,(a.font&&a.font.size)||12);
-      if(a.xref==='paper'||a.xref===undefined){a.x=Math.min(Math.max(a.x||0,0),1);}}});
+      /* over the plot, not the page: narrower by the axis labels' margin */
+      lines=0;a.text=wrap(a.text,(a.font&&a.font.size)||12,window.innerWidth*0.6);
+      if(a.xref==='paper'||a.xref===undefined){a.x=Math.min(Math.max(a.x||0,0),1);}
+      /* a subplot's title over the top row sits in the top margin, under the notes */
+      if(a.yref==='paper'&&a.yanchor==='bottom'&&(a.y||0)>=0.99){
+        above=Math.max(above,lines*(((a.font&&a.font.size)||16)+5));}}});
+    layout.margin.t+=above;
+    layout.height=(layout.height||450)+Math.max(0,layout.margin.t-t0)+Math.max(0,layout.margin.b-b0);
     return layout;
   }
   function plot(el){
     var target=document.getElementById(el.getAttribute('data-plot'));
     try{var spec=JSON.parse(el.textContent);
-        if(narrow){spec.layout=phone(spec.layout||{});}
+        if(narrow){spec.layout=phone(spec.layout||{},spec.data);}
         return Plotly.newPlot(target,spec.data,spec.layout,cfg);}
     catch(err){target.textContent='figure failed to render: '+err;console.error(err);return null;}
   }

@@ -306,7 +306,7 @@ def test_report_at_phone_width(browser, tmp_path):
 #: Every figure title and note: (figure, text, whether it runs past the viewport's edges).
 _TITLES = """
 Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(function(plot){
-  return Array.from(plot.querySelectorAll('.gtitle, .annotation-text')).map(function(t){
+  return Array.from(plot.querySelectorAll('.gtitle, .annotation-text, .xtitle')).map(function(t){
     var b=t.getBoundingClientRect();
     return [plot.id,t.textContent,b.width>0&&(b.left<-0.5||b.right>window.innerWidth+0.5)];});})
 """
@@ -351,3 +351,39 @@ def test_view_buttons_only_where_the_views_differ(browser, tmp_path):
     assert info["state"] == "1"
     assert info["page"].locator("#plot-timeline .updatemenu-button").count() == 0
     info["page"].close()
+
+
+#: Every figure's title and note block against its plotting area and its view buttons:
+#: (figure, how far the title's bottom runs into the plot, how far the buttons overlap it).
+_OVERLAPS = """
+Array.from(document.querySelectorAll('.js-plotly-plot')).map(function(plot){
+  var title=plot.querySelector('.gtitle');
+  var drags=Array.from(plot.querySelectorAll('.draglayer .nsewdrag'))
+    .map(function(d){return d.getBoundingClientRect();}).filter(function(b){return b.height>0;});
+  if(!title||!drags.length){return [plot.id,0,0];}
+  var t=title.getBoundingClientRect();
+  var top=Math.min.apply(null,drags.map(function(b){return b.top;}));
+  var menus=Array.from(plot.querySelectorAll('.updatemenu-header-group, .updatemenu-button'))
+    .map(function(m){return m.getBoundingClientRect();}).filter(function(b){return b.height>0;});
+  var hit=menus.map(function(m){return Math.max(0,Math.min(t.bottom,m.bottom)-Math.max(t.top,m.top))*
+    (Math.min(t.right,m.right)>Math.max(t.left,m.left)?1:0);});
+  return [plot.id,Math.max(0,t.bottom-top),hit.length?Math.max.apply(null,hit):0];})
+"""
+
+
+@pytest.mark.parametrize("sample", ["chain_tp_dp_w8", "nccl2_pp4_stall_w4", "crash_tp_w8"])
+def test_titles_and_notes_stay_above_the_plot_at_phone_width(browser, tmp_path, sample):
+    """390 px: each figure's title and wrapped notes end above its plotting area, its view
+    buttons (one dropdown) do not cover them, and no title, note or axis title runs off the
+    page."""
+    out = tmp_path / f"{sample}.html"
+    analyze(SAMPLES / sample, jobs=1).save_report(out)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(out.resolve().as_uri(), wait_until="load")
+    page.wait_for_selector("body[data-ready='1'], body[data-ready='error']", state="attached")
+    overlaps = page.evaluate(_OVERLAPS)
+    titles = page.evaluate(_TITLES)
+    page.close()
+    assert overlaps and [o for o in overlaps if o[1] > 1 or o[2] > 1] == [], overlaps
+    assert titles and [t for t in titles if t[2]] == [], titles  # nothing runs off the page
