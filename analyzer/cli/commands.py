@@ -35,6 +35,7 @@ from analyzer.cli.options import (
     IncidentOpt,
     JobsOpt,
     OutputFormat,
+    OutputOpt,
     Paths,
     PlotlyJs,
     PrefixOpt,
@@ -103,10 +104,7 @@ def analyze(
             "--format", "-f", help="text, json, or markdown (a summary to paste into a ticket)"
         ),
     ] = OutputFormat.text,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
-    ] = None,
+    output: OutputOpt = None,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
     world_size: WorldOpt = None,
@@ -150,10 +148,7 @@ def graph(
     fmt: Annotated[
         GraphFormat, typer.Option("--format", "-f", help="text, json, graphml or dot")
     ] = GraphFormat.text,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
-    ] = None,
+    output: OutputOpt = None,
     prefix: PrefixOpt = None,
     incident: IncidentOpt = None,
     world_size: WorldOpt = None,

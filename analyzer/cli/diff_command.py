@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -19,7 +18,7 @@ import typer
 from analyzer.cli.exits import EXIT_FOUND, EXIT_OK, fail
 from analyzer.cli.exits import analyze_inputs as _analyze
 from analyzer.cli.exits import write as _write
-from analyzer.cli.options import DiffFormat, QuietOpt
+from analyzer.cli.options import DiffFormat, OutputOpt, QuietOpt
 from analyzer.cli.outputs import check_file_output
 from analyzer.errors import AnalyzerError
 
@@ -62,10 +61,7 @@ def diff(
     fmt: Annotated[
         DiffFormat, typer.Option("--format", "-f", help="text or json")
     ] = DiffFormat.text,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
-    ] = None,
+    output: OutputOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Say whether two incidents are the same hang (the same fingerprint), and what differs.

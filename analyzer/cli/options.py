@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,6 +21,7 @@ __all__ = [
     "GraphFormat",
     "JobsOpt",
     "OutputFormat",
+    "OutputOpt",
     "Paths",
     "PlotlyJs",
     "PrefixOpt",
@@ -119,6 +121,10 @@ QuietOpt = Annotated[
     typer.Option(
         "--quiet", "-q", help="Nothing but the output and errors: no progress, no 'wrote' line"
     ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout"),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the ignored files")]
 StrictOpt = Annotated[
