@@ -77,18 +77,18 @@ def table(outcomes: list[Outcome]) -> list[str]:
     dialects += sorted({o.dialect for o in outcomes} - set(dialects)) + ["all"]
     faults = [f for f in FAULTS if any(o.fault == f for o in outcomes)]
     faults += sorted({o.fault for o in outcomes} - set(faults)) + ["all"]
-    width = max(9, *(len(d) for d in dialects))
+    text = {
+        (f, d): (f"{c['right']}/{c['wrong']}/{c['unsure']}" if (c := cells.get((f, d))) else "-")
+        for f in faults
+        for d in dialects
+    }
+    width = {d: max(len(d), *(len(text[(f, d)]) for f in faults)) + 2 for d in dialects}
     lines = [
         "right/wrong/unsure per fault class and dialect",
-        f"{'fault':<22}" + "".join(f"{d:>{width + 1}}" for d in dialects),
+        f"{'fault':<22}" + "".join(f"{d:>{width[d]}}" for d in dialects),
     ]
     for f in faults:
-        row = f"{f:<22}"
-        for d in dialects:
-            c = cells.get((f, d))
-            cell = f"{c['right']}/{c['wrong']}/{c['unsure']}" if c else "-"
-            row += f"{cell:>{width + 1}}"
-        lines.append(row)
+        lines.append(f"{f:<22}" + "".join(f"{text[(f, d)]:>{width[d]}}" for d in dialects))
     return lines
 
 
