@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.corpus.axes import CPU_FIRST_SEED, NOT_TORCHCOMMS, V2_FIRST_SEED
+from tools.corpus.axes import CPU_FIRST_SEED, NOT_TORCHCOMMS, RESTART_FIRST_SEED, V2_FIRST_SEED
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
 from tools.corpus.spec import FAULTS, CaseSpec, draw
 
@@ -222,7 +222,8 @@ def test_generator_2_draws_the_new_axes() -> None:
         if s.cp > 1:
             assert any(k.startswith("cp_") for k in kinds)
         if "monitored_barrier" in kinds or s.restart_fault:
-            assert s.recorder == "gloo"
+            assert s.recorder == "gloo"  # (below RESTART_FIRST_SEED)
+        assert not s.restart_world
         if s.recorder == "torchcomms":
             assert s.fault.kind != "stuck_in_collective" and not s.local_sync
             assert not set(kinds) & NOT_TORCHCOMMS
@@ -271,3 +272,28 @@ def test_mixed_recorders_are_drawn_only_beside_the_hook() -> None:
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
     share = len(mixed) / sum(s.recorder in ("nccl2", "nccl-lazy") for s in specs[-600:])
     assert 0.3 < share < 0.7
+
+
+def test_restarts_for_every_recorder_and_elastic_ones_from_their_first_seed() -> None:
+    seeds = range(RESTART_FIRST_SEED, RESTART_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    restarts = [s for s in specs if s.restart_fault]
+    assert {s.recorder for s in restarts} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    elastic = [s for s in restarts if s.restart_world]
+    assert {(s.world, s.restart_world) for s in elastic} == {(4, 8), (8, 4)}
+    assert any(s.restart_fault.ranks[0] >= s.world for s in elastic)  # a rank that is gone
+    for s in restarts:
+        assert s.restart_fault is not None and s.restart_fault.step < s.steps
+        older = s.older_attempt()
+        assert older.restart_fault is None and older.policy == "all"
+        assert older.fault == s.restart_fault and older.step_ops == s.step_ops
+        assert older.world == older.tp * older.cp * older.pp * older.dp
+        assert older.world == (s.restart_world or s.world)
+        assert s.restart_fault.ranks[0] < older.world
+        if s.restart_world:  # the DP groups (HSDP's shard and replicate) keep two ranks
+            assert (
+                older.dp >= (4 if s.hsdp else 2)
+                and older.timeout_s == {4: 3.0, 8: 5.0}[older.world]
+            )
+        assert ("_elastic" in s.name) == bool(s.restart_world)
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

@@ -13,7 +13,11 @@ committed cases regenerate the same. From it on a case may also have:
 * **monitored_barrier** (gloo only): ``torch.distributed.monitored_barrier`` with the job's
   timeout, often the op a stall or crash comes before (rank 0 then fails naming the rank);
 * **a restart's older folder**: the same job run once before with another fault (a stall or a
-  crash); its dumps go to ``attempt_0/`` and this run's to ``attempt_1/`` (gloo only);
+  crash); its dumps go to ``attempt_0/`` and this run's to ``attempt_1/`` (gloo only below
+  :data:`RESTART_FIRST_SEED`; from it on every recorder, and an **elastic restart** some of
+  the time: the older attempt ran with twice or half the ranks, more DP replicas or fewer,
+  so that ``attempt_0/`` holds files of ranks the newest attempt does not have, or lacks
+  some it has);
 * **TorchComms' recorder** (``torchcomms``): the same gloo ops recorded by
   :mod:`tools.torchcomms_fr` through :mod:`tools.corpus.comms`, for the stalls, crashes,
   desyncs, deadlocks, two faults and healthy or slow runs;
@@ -42,7 +46,7 @@ from tools.corpus.spec import (
     _fault,
 )
 
-__all__ = ["CPU_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
+__all__ = ["CPU_FIRST_SEED", "RESTART_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
 
 #: The first seed generator 2 draws (the committed generator 1 cases are below it).
 V2_FIRST_SEED = 1000
@@ -50,6 +54,12 @@ V2_FIRST_SEED = 1000
 CPU_FIRST_SEED = 1100
 #: The share of those seeds with a hook recorder that draw them.
 CPU_SHARE = 0.5
+#: The first seed that may draw a restart for any recorder, and an elastic one.
+RESTART_FIRST_SEED = 1500
+#: The share of those seeds that draw a restart (beside the gloo ones the main stream draws),
+#: and the share of restarts whose older attempt had another world size (when it can).
+RESTART_SHARE = 0.4
+ELASTIC_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -175,6 +185,44 @@ def _cpu_groups(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups, buffer_size=2000)
 
 
+def _older_world(spec: CaseSpec, rng: random.Random) -> int:
+    """Another world size for the older attempt (0: the same): twice the DP replicas (4
+    ranks then, 8 before) or half of them (8 then, 4 before: a node was lost), when the DP
+    groups (and HSDP's shard and replicate groups) still have two ranks or more."""
+    if rng.random() >= ELASTIC_SHARE:
+        return 0
+    sizes = [2 * spec.world] if spec.world == 4 else []
+    half = spec.dp // 2
+    if spec.world == 8 and spec.dp % 2 == 0 and half >= (4 if spec.hsdp else 2):
+        sizes.append(spec.world // 2)
+    return rng.choice(sizes) if sizes else 0
+
+
+def _restarts(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`RESTART_FIRST_SEED` on (a stream of its own: the rest of the draw stays
+    what it was): a restart for any recorder, and an older attempt of another world size."""
+    if seed < RESTART_FIRST_SEED:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-restart-{spec.torch}-{seed}")
+    restart = spec.restart_fault
+    if restart is None and rng.random() < RESTART_SHARE:
+        restart = Fault(
+            rng.choice(["stall_compute", "crash_exit"]),
+            (0,),
+            step=rng.randint(1, spec.steps - 1),
+            index=rng.randrange(len(spec.step_ops)),
+        )
+    if restart is None:
+        return spec
+    older = _older_world(spec, rng)
+    # the injected rank among the older attempt's ranks (past the newest's ones half the
+    # time when it had more: a rank of the node that was lost)
+    world = older or spec.world
+    ranks = range(spec.world, world) if world > spec.world and rng.random() < 0.5 else range(world)
+    restart = replace(restart, ranks=(rng.choice(ranks),))
+    return replace(spec, restart_fault=restart, restart_world=older)
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -228,4 +276,5 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         eval_at=tuple(range(1, steps + (3 if small else 0), 2)) if evals else (),
         restart_fault=restart,
     )
-    return _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
+    spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
+    return _restarts(seed, spec)

@@ -26,7 +26,6 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +95,7 @@ def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     way), then itself."""
     older: dict[str, Any] | None = None
     if spec.restart_fault is not None:
-        first = replace(spec, fault=spec.restart_fault, restart_fault=None, policy="all")
-        older, why = run(first, work / ATTEMPTS[0])
+        older, why = run(spec.older_attempt(), work / ATTEMPTS[0])
         if older is None:
             return None, f"the older attempt: {why}"
     truth, why = _run_once(spec, work)
@@ -105,8 +103,12 @@ def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
         truth["restart"] = {
             "folders": list(ATTEMPTS),
             "analyzed": ATTEMPTS[1],
+            "worlds": {ATTEMPTS[0]: older["world"], ATTEMPTS[1]: spec.world},
+            "elastic": older["world"] != spec.world,
             "older": {
+                "world": older["world"],
                 "fault": spec.restart_fault.kind if spec.restart_fault else "",
+                "ranks": list(spec.restart_fault.ranks) if spec.restart_fault else [],
                 "culprits": older["culprits"],
                 "dumped_ranks": older["dumped_ranks"],
                 "injected": {
@@ -262,14 +264,22 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     if spec.recorder in ("nccl2", "nccl-lazy"):
         states = work / "states"
         launcher.fresh_dirs(states)
-        for files in _files(out_dir).values():
-            for p in files:
-                if p.name.startswith("nccl_trace_rank_"):  # c10d's gloo groups: as written
-                    shutil.copyfile(p, states / p.name)
-                    continue
-                ops = json.loads((work / "side" / f"{p.name}.ops.json").read_text())
-                obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
-                (states / p.name).write_bytes(pickle.dumps(obj, protocol=2))
+        # each attempt's dumps with the ops its own run noted (a restart's older attempt
+        # ran in work/attempt_0)
+        attempts = [(out_dir, work / "side", states)]
+        if spec.restart_fault is not None:
+            attempts = [(out_dir / a, work / a / "side", states / a) for a in ATTEMPTS]
+            attempts[-1] = (out_dir / ATTEMPTS[-1], work / "side", states / ATTEMPTS[-1])
+        for folder, side, into in attempts:
+            into.mkdir(parents=True, exist_ok=True)
+            for files in _files(folder).values():
+                for p in files:
+                    if p.name.startswith("nccl_trace_rank_"):  # c10d's gloo groups: as written
+                        shutil.copyfile(p, into / p.name)
+                        continue
+                    ops = json.loads((side / f"{p.name}.ops.json").read_text())
+                    obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
+                    (into / p.name).write_bytes(pickle.dumps(obj, protocol=2))
         variants.append(("_states", states, dialect + "+states"))
     paths = []
     for suffix, folder, dialect in variants:

@@ -11,7 +11,7 @@ same seed always draws the same case and a case travels to the workers as JSON.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -140,6 +140,9 @@ class CaseSpec:
     eval_ops: tuple[Op, ...] = ()  # an eval pass after the steps in eval_at; its op indices
     eval_at: tuple[int, ...] = ()  # follow the step's (len(step_ops) + j)
     restart_fault: Fault | None = None  # an earlier attempt's fault: its dumps in attempt_0/
+    # An elastic restart: the earlier attempt's world size (0: this one's), its DP degree
+    # scaled to it (tools.corpus.axes draws it from RESTART_FIRST_SEED on).
+    restart_world: int = 0
     # Groups on gloo beside the recorder hook's (nccl2, nccl-lazy): "ckpt" (the checkpoint's
     # broadcast_object_list on a gloo copy of the world), "dp" (the DP group's gloo copy).
     cpu_groups: tuple[str, ...] = ()
@@ -155,12 +158,27 @@ class CaseSpec:
                 ("_eval", bool(self.eval_ops)),
                 ("_mb", any(o.kind == "monitored_barrier" for o in self.step_ops)),
                 ("_restart", self.restart_fault is not None),
+                (f"_elastic{self.restart_world}", bool(self.restart_world)),
                 ("_cpu", bool(self.cpu_groups)),
             )
             if on
         )
         torch = self.torch.replace(".", "")
         return f"{self.fault.kind}_{topo}_{rec}{tags}_t{torch}_s{self.seed:05d}"
+
+    def older_attempt(self) -> CaseSpec:
+        """The spec of a restart's earlier attempt: its fault, every rank dumping, and its
+        own world size when it was elastic (more or fewer DP replicas, the job's timeout
+        for that size)."""
+        assert self.restart_fault is not None
+        older = replace(
+            self, fault=self.restart_fault, restart_fault=None, restart_world=0, policy="all"
+        )
+        if self.restart_world and self.restart_world != self.world:
+            dp = self.dp * self.restart_world // self.world
+            timeout = {4: 3.0, 8: 5.0}.get(self.restart_world, self.timeout_s)
+            older = replace(older, world=self.restart_world, dp=dp, timeout_s=timeout)
+        return older
 
     @property
     def all_ops(self) -> tuple[Op, ...]:
