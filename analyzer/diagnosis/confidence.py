@@ -38,6 +38,23 @@ __all__ = ["culprits_of"]
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
 
 
+def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
+    """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
+    recorder did not write (TorchComms in a comm of more than two), not known to have
+    finished, in a group with a member that wrote no dump; else ""."""
+    last = facts.last_entry(rank)
+    if last is None or not bool(last["is_p2p"]) or int(last["peer"]) >= 0:
+        return ""
+    d = facts.matching.dialects
+    finished = str(last["state"]) == "completed" or (
+        bool(last["retired"]) and rank in d.retired_done_ranks
+    )
+    group = str(last["pg_name"])
+    if finished or not set(facts.members.get(group, ())) & facts.unblamed_missing:
+        return ""
+    return f"{last['op']} in {str(last['pg_desc'] or '') or group}"
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -55,6 +72,12 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "a crash and a stall look alike from the others' files"
             if waiters
             else "it wrote no dump: a crash and a stall look alike from the others' files"
+        )
+    if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
+        return Confidence.SUSPECT, (
+            f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "
+            "waiting and its recorder writes no peer: it may be held there by a member with no "
+            "dump, not stopped on its own"
         )
     if kind is FindingKind.NOT_JOINED:
         return Confidence.CERTAIN, (

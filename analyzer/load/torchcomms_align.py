@@ -9,9 +9,10 @@ entry, its positions would stand behind the other members' and every collective 
 another op (a ``split`` of the buffer it kept against the one before it on a rank that kept
 both).
 
-Here each such comm is lined up with the members of that comm whose dumps start at
-``record_id`` 0: the shift (0 to ``k``) under which its ops agree with each of theirs at the
-same positions. No shift is made where the positions already agree, where no such member is
+Here each such comm is lined up with the members of that comm whose dumps start earliest
+(at ``record_id`` 0 where one kept every entry; else at the lowest first ``record_id`` ``j``,
+every member's buffer having wrapped): the shift (0 to ``k - j``) under which its ops agree
+with each of theirs at the same positions. No shift is made where the positions already agree, where no such member is
 there, or where not exactly one shift fits (a run of the same op fits many).
 """
 
@@ -71,7 +72,7 @@ def align_wrapped(
 ) -> list[str]:
     """Shift the positions (``seq``) of the comms of each wrapped TorchComms dump among
     ``dumps`` (already read into comm keys) to line up with the members whose dumps start
-    at ``record_id`` 0 (see the module); the notes to tell about it. ``column(d, name)``: an
+    earliest (see the module); the notes to tell about it. ``column(d, name)``: an
     entry column as text."""
     first = {
         id(d): int(np.asarray(d.ints["record_id"], dtype=np.int64).min())
@@ -80,7 +81,11 @@ def align_wrapped(
     }
     read = {id(d): (column(d, "pg_name"), column(d, "op")) for d in dumps if d.n_entries}
     ops = {i: _ops_by_comm(d, *read[i]) for d in dumps if (i := id(d)) in read}
-    whole = [d for d in dumps if first.get(id(d)) == 0]
+    # Per comm: the members whose buffers start earliest (at 0 where one kept everything).
+    start: dict[str, int] = {}
+    for d in dumps:
+        for name in ops.get(id(d), {}):
+            start[name] = min(start.get(name, first[id(d)]), first[id(d)])
     notes: list[str] = []
     for d in dumps:
         lost = first.get(id(d), 0)
@@ -90,8 +95,12 @@ def align_wrapped(
         seq = np.asarray(d.ints["seq"], dtype=np.int64).copy()
         moved: list[str] = []
         for name, mine in ops[id(d)].items():
-            refs = [ops[id(w)][name] for w in whole if name in ops[id(w)]]
-            s = _shift(mine, refs, lost) if refs else 0
+            refs = [
+                ops[id(w)][name]
+                for w in dumps
+                if name in ops.get(id(w), {}) and first[id(w)] == start[name] < lost
+            ]
+            s = _shift(mine, refs, lost - start[name]) if refs else 0
             if s:
                 at = names == name
                 seq[at] = np.where(seq[at] >= 0, seq[at] + s, s - 1)
@@ -100,6 +109,7 @@ def align_wrapped(
             d.ints["seq"] = col.narrow(seq)
             notes.append(
                 f"rank {d.rank}: its buffer starts at record {lost} (earlier entries dropped): "
-                f"positions lined up with the members whose buffers start at 0 ({', '.join(moved)})"
+                "positions lined up with the members whose buffers start earliest "
+                f"({', '.join(moved)})"
             )
     return notes

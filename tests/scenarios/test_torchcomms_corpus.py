@@ -81,3 +81,22 @@ def test_a_wrapped_buffer_is_lined_up_with_the_members_that_kept_their_start(
     assert d.verdict == "hang" and confidences(d) == {1: "likely"}
     text = render_text(result)
     assert "rank 0: its buffer starts at record 1" in text and "world[0-7] +1" in text
+
+
+def test_buffers_that_all_wrapped_are_lined_up_with_the_earliest(tmp_path: Path) -> None:
+    """Every rank's 12-entry TorchComms buffer wrapped; rank 3, one op behind (held in a recv
+    from the crashed rank 2), keeps one older dp entry that rank 1 lost. Lined up with the
+    member whose buffer starts earliest, the dp ops agree. Before: an op mismatch in dp[1,3]
+    with ranks 1 and 3 as suspects, the crashed rank 2 left out."""
+    truth, folder = corpus_case("crash_exit_tp1pp2dp2_torchcomms_restart_t215_s01521", tmp_path)
+    result = analyzer.analyze(folder, jobs=1)
+    d = result.diagnosis
+    assert truth["culprits"] == [2]
+    assert not [f for f in d.findings if f.kind == "op_mismatch"], d.headline
+    assert result.loaded is not None
+    assert any("dp[1,3] +1" in n for n in result.loaded.torchcomms.notes)
+    # Rank 3 never joined dp seq 4 because it is held in a recv whose peer TorchComms does
+    # not write, in a comm with rank 2 (no dump): a suspect, not a certain stall.
+    assert confidences(d) == {2: "likely", 3: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "recv in world[0-3]" in because[3] and "writes no peer" in because[3]

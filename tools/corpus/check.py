@@ -173,6 +173,7 @@ MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("report no completion", "no completion reports: finished and stuck inside look alike"),
     ("reports no completion", "no completion reports: finished and stuck inside look alike"),
     ("no member stands out", "every member inside one collective: which holds it is unknown"),
+    ("writes no peer", "a send/recv whose peer the recorder does not write"),
     ("records no send/recv", "send/recv the recorder does not write"),
     ("does not record", "send/recv the recorder does not write"),
     ("in no buffer", "ops in no buffer (counter gaps)"),
