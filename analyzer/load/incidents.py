@@ -8,7 +8,8 @@ them, and two folders are one incident unless the dumps say otherwise:
 * a rank claimed in both by different dumps whose entry times do not overlap (a restarted
   process; a byte-identical copy, or an older snapshot of the same ring buffer, overlaps), or
 * rank sets that do not meet and entry times that lie far apart (:data:`GAP_NS`: a restart,
-  not two nodes of one job writing at the same time).
+  not two nodes of one job writing at the same time), or whose group configurations declare
+  worlds of different sizes (an elastic restart with more or fewer nodes, however soon).
 
 Folders are taken newest first (their newest entry) and each joins the first incident it
 agrees with entirely. The newest incident is analyzed unless one is named
@@ -97,10 +98,27 @@ def _agree(a: _Folder, b: _Folder) -> bool:
         for d in common
     ):
         return False  # one rank, two processes: two attempts
+    if not common:
+        worlds = {_declared_world(a), _declared_world(b)} - {None}
+        if len(worlds) > 1:
+            return False  # one job declares one world: an elastic restart
     if not common and min(a.first, b.first) >= 0:
         gap = max(a.first, b.first) - min(a.last, b.last)
         return gap <= GAP_NS
     return True
+
+
+def _declared_world(f: _Folder) -> int | None:
+    """The world size a folder's dumps declare: the members their group configurations list
+    for the default group (``default_pg``, or gloo's nameless list); None where none does or
+    they disagree."""
+    sizes = {
+        len(members)
+        for d in f.dumps
+        for name, (desc, members) in d.pg_config.items()
+        if members and (desc == "default_pg" or name == "")
+    }
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _name(folders: Sequence[str], root: str) -> str:

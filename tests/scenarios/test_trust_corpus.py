@@ -183,3 +183,21 @@ def test_ranks_with_no_dump_are_suspects_where_nobody_else_can_be_blamed(
         "INCONCLUSIVE: suspect ranks 0, 2 (ops are pending; the suspects wrote no dump); "
         "the dumps do not single anyone out"
     )
+
+
+def test_an_elastic_restart_is_told_apart_by_its_declared_world(tmp_path: Path) -> None:
+    """A 4-rank attempt, then an 8-rank one a few seconds later (gloo 2.15), where only the
+    added node's ranks (4-7) of the newest attempt dumped: no rank in common and no time gap,
+    but their group configurations declare worlds of 4 and 8. Before: one incident of
+    '7 of 8 ranks', the older attempt's ranks taken for members of the newest."""
+    truth, folder = corpus_case(
+        "crash_exit_tp2pp1dp4_gloo_mb_restart_elastic4_t215_s01634", tmp_path
+    )
+    assert truth["restart"]["worlds"] == {"attempt_0": 4, "attempt_1": 8}
+    for f in (folder / "attempt_1").iterdir():
+        if f.name.rsplit("_", 1)[-1] in {"0", "1", "2", "3"}:
+            f.unlink()
+    result = analyzer.analyze(folder, jobs=1)
+    assert result.loaded is not None
+    assert [i.analyzed for i in result.loaded.incidents] == [True, False]
+    assert sorted(result.tables.dumped_ranks) == [4, 5, 6, 7]
