@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.corpus.axes import CPU_FIRST_SEED, NOT_TORCHCOMMS, RESTART_FIRST_SEED, V2_FIRST_SEED
+from tools.corpus.axes import (
+    CPU_FIRST_SEED,
+    CUDA_FIRST_SEED,
+    NOT_TORCHCOMMS,
+    RESTART_FIRST_SEED,
+    V2_FIRST_SEED,
+)
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
 from tools.corpus.spec import FAULTS, CaseSpec, draw
 
@@ -296,4 +302,26 @@ def test_restarts_for_every_recorder_and_elastic_ones_from_their_first_seed() ->
                 and older.timeout_s == {4: 3.0, 8: 5.0}[older.world]
             )
         assert ("_elastic" in s.name) == bool(s.restart_world)
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_torchcomms_on_cuda_and_repeated_snapshots_from_their_first_seed() -> None:
+    seeds = range(CUDA_FIRST_SEED, CUDA_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    before = [draw(seed, t) for seed in range(V2_FIRST_SEED, CUDA_FIRST_SEED) for t in TORCH]
+    assert not any(s.cuda or s.snapshots for s in before)
+    comms = [s for s in specs if s.recorder == "torchcomms"]
+    cuda = [s for s in comms if s.cuda]
+    assert 0.3 < len(cuda) / len(comms) < 0.7 and all("_cuda" in s.name for s in cuda)
+    assert all(s.recorder == "torchcomms" for s in specs if s.cuda)
+    stuck = {s.cuda for s in comms if s.fault.kind == "stuck_in_collective"}
+    assert stuck == {True}  # a frozen rank's op is in flight only on CUDA
+    assert any(any(o.kind == "pp_batch_isend_irecv" for o in s.step_ops) for s in comms)
+    snaps = [s for s in specs if s.snapshots]
+    assert {s.recorder for s in snaps} == {"gloo", "torchcomms"}
+    assert all(s.restart_fault is None and "_snap" in s.name for s in snaps)
+    missing = [s for s in snaps if s.snapshot_missing]
+    assert missing and len(missing) < len(snaps)
+    assert all(0 < len(s.snapshot_missing) <= s.world // 2 for s in missing)
+    for s in cuda + snaps:
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

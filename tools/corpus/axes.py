@@ -26,7 +26,18 @@ committed cases regenerate the same. From it on a case may also have:
   checkpoint's ``broadcast_object_list`` on a gloo copy of the world, the DP group's gloo
   copy), so that each rank writes two files from two recorders: c10d's own
   (``nccl_trace_rank_<r>``, the gloo groups) and the hook's (``nccl2_trace_rank_<r>``...).
-  It is drawn from a random stream of its own, so the seeds below it draw what they drew.
+  It is drawn from a random stream of its own, so the seeds below it draw what they drew;
+* **TorchComms on CUDA** (seeds from :data:`CUDA_FIRST_SEED`, about half the ``torchcomms``
+  cases, name tag ``_cuda``): the dumps as TorchComms writes them on CUDA (backend ``nccl``
+  in the profiling names and ``pg_config``, every issued op retired with its state read at
+  issue), and ``stuck_in_collective`` may be drawn for them; from the same seed on, every
+  ``torchcomms`` case may have the pipeline's ``batch_isend_irecv``, recorded as TorchComms'
+  one ``batch_op_issue`` entry;
+* **repeated snapshots** (seeds from :data:`CUDA_FIRST_SEED`, gloo's recorder and
+  TorchComms', name tag ``_snap``): every rank that dumps writes its buffer a second time
+  some seconds later, into ``dumps_<ts>/`` under the same name (a second signal, an interval
+  dump), but some ranks whose newer snapshot is lost.
+Both are drawn from streams of their own.
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from tools.corpus.spec import (
     _fault,
 )
 
-__all__ = ["CPU_FIRST_SEED", "RESTART_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
+__all__ = ["CPU_FIRST_SEED", "CUDA_FIRST_SEED", "RESTART_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
 
 #: The first seed generator 2 draws (the committed generator 1 cases are below it).
 V2_FIRST_SEED = 1000
@@ -60,10 +71,19 @@ RESTART_FIRST_SEED = 1500
 #: and the share of restarts whose older attempt had another world size (when it can).
 RESTART_SHARE = 0.4
 ELASTIC_SHARE = 0.5
+#: The first seed that may draw TorchComms' CUDA flavour and repeated snapshots.
+CUDA_FIRST_SEED = 2000
+#: The share of TorchComms cases written as on CUDA; of gloo and TorchComms cases (without a
+#: restart) with repeated snapshots; of those with some ranks' newer snapshot missing.
+CUDA_SHARE = 0.5
+SNAPSHOT_SHARE = 0.5
+SNAPSHOT_MISSING_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
 )
+#: Those it records from :data:`CUDA_FIRST_SEED` on: the batch as one ``batch_op_issue``.
+BATCHED = frozenset({"pp_batch_isend_irecv"})
 
 
 def _topology(rng: random.Random) -> tuple[int, int, int, int, bool]:
@@ -81,8 +101,16 @@ def _topology(rng: random.Random) -> tuple[int, int, int, int, bool]:
 
 
 def _step_ops(
-    rng: random.Random, tp: int, cp: int, pp: int, dp: int, hsdp: bool, recorder: str
+    rng: random.Random,
+    tp: int,
+    cp: int,
+    pp: int,
+    dp: int,
+    hsdp: bool,
+    recorder: str,
+    batched: bool = False,
 ) -> list[Op]:
+    """``batched``: TorchComms records the pipeline's batch_isend_irecv (``batch_op_issue``)."""
     pool: list[str] = ["world_all_reduce"]
     if tp > 1:
         pool += ["tp_all_reduce", "tp_all_reduce"]
@@ -96,7 +124,7 @@ def _step_ops(
     if pp > 1:
         pool += ["pp_send_recv", "pp_send_recv", "pp_batch_isend_irecv"]
     if recorder == "torchcomms":
-        pool = [k for k in pool if k not in NOT_TORCHCOMMS]
+        pool = [k for k in pool if k not in NOT_TORCHCOMMS or (batched and k in BATCHED)]
     ops = [rng.choice(pool) for _ in range(rng.randint(2, 5))]
     if cp > 1 and not any(k.startswith("cp_") for k in ops):
         ops.insert(rng.randrange(len(ops) + 1), rng.choice(["cp_all_gather", "cp_ring"]))
@@ -223,15 +251,44 @@ def _restarts(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, restart_fault=restart, restart_world=older)
 
 
+def _cuda(seed: int, torch: str, recorder: str) -> bool:
+    """From :data:`CUDA_FIRST_SEED` on, TorchComms' dumps as written on CUDA (a stream of
+    its own), for about half the ``torchcomms`` cases."""
+    if seed < CUDA_FIRST_SEED or recorder != "torchcomms":
+        return False
+    return random.Random(f"hangscope-corpus-2-cuda-{torch}-{seed}").random() < CUDA_SHARE
+
+
+def _snapshots(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`CUDA_FIRST_SEED` on (a stream of its own): a newer snapshot of every
+    dumping rank's buffer beside its first file, some ranks' newer snapshot missing."""
+    if seed < CUDA_FIRST_SEED or spec.recorder not in ("gloo", "torchcomms"):
+        return spec
+    if spec.restart_fault is not None:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-snapshot-{spec.torch}-{seed}")
+    if rng.random() >= SNAPSHOT_SHARE:
+        return spec
+    missing: tuple[int, ...] = ()
+    if rng.random() < SNAPSHOT_MISSING_SHARE:
+        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    return replace(spec, snapshots=True, snapshot_missing=missing)
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
     recorder = _recorder(rng, torch)
-    faults = [k for k in FAULTS if not (recorder == "torchcomms" and k == "stuck_in_collective")]
+    cuda = _cuda(seed, torch, recorder)  # a frozen rank's op is in flight only on CUDA
+    faults = [
+        k
+        for k in FAULTS
+        if not (recorder == "torchcomms" and not cuda and k == "stuck_in_collective")
+    ]
     while True:
         tp, cp, pp, dp, hsdp = _topology(rng)
         steps = rng.randint(3, 5)
-        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder)
+        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, seed >= CUDA_FIRST_SEED)
         evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
         world = tp * cp * pp * dp
         topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
@@ -275,6 +332,7 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         eval_ops=tuple(evals),
         eval_at=tuple(range(1, steps + (3 if small else 0), 2)) if evals else (),
         restart_fault=restart,
+        cuda=cuda,
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
-    return _restarts(seed, spec)
+    return _snapshots(seed, _restarts(seed, spec))

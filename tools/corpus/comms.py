@@ -8,7 +8,7 @@ communicator, as TorchComms' split does, without a barrier of its own: c10d's ``
 already synchronised); every op runs on the real group, recorded before it runs and retired
 after it returned (an op that raised stays not retired, as TorchComms' post-hook never runs).
 Op names are TorchComms' (``all_gather_single``, ``reduce_scatter_single``,
-``all_to_all_v_single``...). Anything else goes to ``torch.distributed`` unrecorded.
+``all_to_all_v_single``, ``batch_op_issue`` for a batched send/recv...). Anything else goes to ``torch.distributed`` unrecorded.
 """
 
 from __future__ import annotations
@@ -34,11 +34,15 @@ _NAMES = {
 class CommsDist:
     """``torch.distributed`` as the workload calls it, each op through a recorded comm."""
 
-    def __init__(self, dist: Any, rank: int, world: int, recorder: FlightRecorder) -> None:
+    def __init__(
+        self, dist: Any, rank: int, world: int, recorder: FlightRecorder, backend: str = "gloo"
+    ) -> None:
+        """``backend``: the name the recorder is told (``nccl`` for TorchComms on CUDA, with
+        a recorder of ``cuda_states``); the ops run on gloo either way."""
         self._dist = dist
         self.rank = rank
         self.recorder = recorder
-        self.world = Comm("world", "gloo", list(range(world)), rank, None, OpIds())
+        self.world = Comm("world", backend, list(range(world)), rank, None, OpIds())
         self.world.register(recorder)
         self._comms: dict[int, Comm] = {}
 
@@ -53,7 +57,9 @@ class CommsDist:
         if self.rank in ranks:
             name = _NAMES.get(group_desc, group_desc.lower())
             self.world.call("split", [], [], lambda: None)
-            comm = Comm(name, "gloo", list(ranks), ranks.index(self.rank), g, self.world.op_ids)
+            comm = Comm(
+                name, self.world.backend, list(ranks), ranks.index(self.rank), g, self.world.op_ids
+            )
             for rec, label, _ in self.world.recorders:
                 comm.register(rec, label)
             self._comms[id(g)] = comm
@@ -102,3 +108,21 @@ class CommsDist:
         d = self._dist
         call = lambda: d.recv(t, src=src, group=group)  # noqa: E731
         return self._comm(group).call("recv", [], [t], call)
+
+    def batch_p2p(self, ops: list[tuple[str, Any, int]], group: Any = None) -> Any:
+        """``batch_isend_irecv`` as TorchComms' batch: one ``batch_op_issue`` entry (no
+        tensors) for the batch's ``("isend" | "irecv", tensor, peer)`` ops, posted together
+        and waited for (retired when they all returned, as the other ops)."""
+        d = self._dist
+
+        def run() -> None:
+            works = [
+                d.irecv(t, src=peer, group=group)
+                if kind == "irecv"
+                else d.isend(t, dst=peer, group=group)
+                for kind, t, peer in ops
+            ]
+            for w in works:
+                w.wait()
+
+        return self._comm(group).call("batch_op_issue", [], [], run)

@@ -34,6 +34,7 @@ from tools import record_gloo as rg
 from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
+from tools.corpus.worker import NEWER_DIR
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
@@ -148,6 +149,12 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     if why:
         return None, why
     truth = expected(spec, dumped, died)
+    if spec.snapshots:  # which ranks wrote which snapshot
+        newer = out_dir / NEWER_DIR
+        truth["snapshots"] = {
+            "older": sorted(dumped),
+            "newer": sorted(_files(newer)) if newer.is_dir() else [],
+        }
     aborted = sorted(died - set(spec.fault.ranks))
     truth.update(
         {
@@ -227,6 +234,18 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
         "steps": spec.steps,
         "step_ops": [o.kind for o in spec.step_ops],
     }
+    if "snapshots" in doc:  # repeated snapshots: in `recorded`, with the newer folder's name
+        doc["recorded"]["snapshots"] = {
+            "older": {"folder": ".", "ranks": doc["snapshots"]["older"]},
+            "newer": {
+                "folder": doc["snapshots"].get("folder", ""),
+                "ranks": doc["snapshots"]["newer"],
+            },
+            "newer_missing": sorted(
+                set(doc["snapshots"]["older"]) - set(doc["snapshots"]["newer"])
+            ),
+        }
+        del doc["snapshots"]
     if spec.cpu_groups:
         doc["recorded"]["cpu_groups"] = {
             "backend": "gloo",
@@ -254,12 +273,24 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         shutil.copytree(work / ATTEMPTS[0] / "out", out_dir / ATTEMPTS[0])
         shutil.copytree(work / "out", out_dir / ATTEMPTS[1])
         dirs = [out_dir / a for a in ATTEMPTS]
+    newer = out_dir / NEWER_DIR
+    if newer.is_dir():
+        launcher.remove_partial(newer)
+    if newer.is_dir() and not any(newer.iterdir()):
+        newer.rmdir()
+    if spec.snapshots and newer.is_dir():  # named as an interval dump's folder: its time
+        when = max(p.stat().st_mtime for p in newer.iterdir())
+        folder = time.strftime("dumps_%Y%m%d_%H%M%S", time.gmtime(when))
+        newer = newer.rename(out_dir / folder)
+        dirs.append(newer)
+        truth["snapshots"]["folder"] = folder
     for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)
             rg.load_dump(p)  # loads with the no-globals unpickler
     dialect = "gloo@" + spec.torch if spec.recorder == "gloo" else spec.recorder
     dialect += "/gloo" if spec.cpu_groups else ""  # two recorders per rank
+    dialect += "-cuda" if spec.cuda else ""  # TorchComms' CUDA flavour
     variants = [("", out_dir, dialect)]
     if spec.recorder in ("nccl2", "nccl-lazy"):
         states = work / "states"

@@ -146,6 +146,14 @@ class CaseSpec:
     # Groups on gloo beside the recorder hook's (nccl2, nccl-lazy): "ckpt" (the checkpoint's
     # broadcast_object_list on a gloo copy of the world), "dp" (the DP group's gloo copy).
     cpu_groups: tuple[str, ...] = ()
+    # TorchComms' recorder as it writes on CUDA: backend label "nccl", every issued op
+    # retired with its state read at issue (tools.corpus.axes draws it from CUDA_FIRST_SEED).
+    cuda: bool = False
+    # Repeated snapshots of the buffers: every rank that dumps writes a newer snapshot
+    # (into SNAPSHOT_DIR) SNAPSHOT_DELAY_S after its first file, but the ranks in
+    # snapshot_missing (their newer snapshot lost: the older one only).
+    snapshots: bool = False
+    snapshot_missing: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -160,6 +168,8 @@ class CaseSpec:
                 ("_restart", self.restart_fault is not None),
                 (f"_elastic{self.restart_world}", bool(self.restart_world)),
                 ("_cpu", bool(self.cpu_groups)),
+                ("_cuda", self.cuda),
+                ("_snap", self.snapshots),
             )
             if on
         )
@@ -195,6 +205,7 @@ class CaseSpec:
         doc["eval_ops"] = tuple(Op(**o) for o in doc.get("eval_ops", ()))
         doc["eval_at"] = tuple(doc.get("eval_at", ()))
         doc["cpu_groups"] = tuple(doc.get("cpu_groups", ()))
+        doc["snapshot_missing"] = tuple(doc.get("snapshot_missing", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

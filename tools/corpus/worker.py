@@ -33,62 +33,90 @@ from tools.corpus.spec import CaseSpec
 from tools.corpus.workload import Job, run_steps
 
 STALL_S = 600.0
+#: Repeated snapshots: the newer one is written this long after the job's timeout has
+#: passed since the older one (the other ranks' ops have failed by then), into NEWER_DIR
+#: (renamed ``dumps_<ts>`` by the generator).
+SNAPSHOT_DELAY_S = 1.0
+NEWER_DIR = "newer"
 
 
 def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
     """The function that writes this rank's buffer(s) once (``comms``: TorchComms'
-    recorder, for the ``torchcomms`` recorder)."""
+    recorder, for the ``torchcomms`` recorder). With repeated snapshots it writes them
+    twice: the older snapshot now, the newer one :data:`SNAPSHOT_DELAY_S` after the job's
+    timeout into :data:`NEWER_DIR` (unless the rank's newer snapshot is to be missing, or
+    ``newer`` is false: a rank that freezes), and then puts the older one in place (so
+    that both are in when the generator sees the rank's file)."""
     log = launcher.logger(rank)
     lock = threading.Lock()
     done: list[bool] = []
 
-    def write() -> None:
+    def write(newer: bool = True) -> None:
         with lock:
             if done:
                 return
             done.append(True)
-            if spec.recorder == "torchcomms":
-                from tools.corpus.comms import PREFIX
-
-                if spec.fmt == "json":
-                    path = out_dir / f"{PREFIX}{rank}.json"
-                    launcher.write_atomically(path, comms.dump_json().encode())
-                else:
-                    path = comms.dump_file(rank, str(out_dir / PREFIX))
-                log(f"DUMPED {path.name} {path.stat().st_size}")
+            if not spec.snapshots:
+                write_into(out_dir)
                 return
-            if spec.recorder == "gloo":
-                from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
+            stage = side_dir / f"older_{rank}"
+            stage.mkdir(parents=True, exist_ok=True)
+            older = write_into(stage)
+            if newer and rank not in spec.snapshot_missing:
+                time.sleep(spec.timeout_s + SNAPSHOT_DELAY_S)
+                (out_dir / NEWER_DIR).mkdir(exist_ok=True)
+                log("SNAPSHOT newer")
+                write_into(out_dir / NEWER_DIR)
+            for p in older:
+                os.replace(p, out_dir / p.name)
 
-                if spec.fmt == "json":
-                    data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
-                    path = out_dir / f"rank_{rank}.json"
-                else:
-                    data = _dump_fr_trace(
-                        includeCollectives=True, includeStackTraces=True, onlyActive=False
-                    )
-                    path = out_dir / f"nccl_trace_rank_{rank}"
-                launcher.write_atomically(path, data)
-                log(f"DUMPED {path.name} {len(data)}")
-                return
-            from tools.hook_backend import LOG, dump
+    def write_into(folder: Path) -> list[Path]:
+        if spec.recorder == "torchcomms":
+            from tools.corpus.comms import PREFIX
 
-            LOG.poll()
-            backends = ["nccl2"] + (["nccl-lazy"] if spec.recorder == "nccl-lazy" else [])
-            for backend in backends:
-                data = dump(backend)
-                path = out_dir / f"{backend}_trace_rank_{rank}"
-                launcher.write_atomically(path, data)
-                ops = json.dumps(LOG.ops.get(backend, []))
-                (side_dir / f"{path.name}.ops.json").write_text(ops)
-                log(f"DUMPED {path.name} {len(data)}")
-            if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
-                from tools.hook_backend import c10d_gloo_dump
+            if spec.fmt == "json":
+                path = folder / f"{PREFIX}{rank}.json"
+                launcher.write_atomically(path, comms.dump_json().encode())
+            else:
+                path = comms.dump_file(rank, str(folder / PREFIX))
+            log(f"DUMPED {path.name} {path.stat().st_size}")
+            return [path]
+        if spec.recorder == "gloo":
+            from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
 
-                data = c10d_gloo_dump()
-                path = out_dir / f"nccl_trace_rank_{rank}"
-                launcher.write_atomically(path, data)
-                log(f"DUMPED {path.name} {len(data)}")
+            if spec.fmt == "json":
+                data = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+                path = folder / f"rank_{rank}.json"
+            else:
+                data = _dump_fr_trace(
+                    includeCollectives=True, includeStackTraces=True, onlyActive=False
+                )
+                path = folder / f"nccl_trace_rank_{rank}"
+            launcher.write_atomically(path, data)
+            log(f"DUMPED {path.name} {len(data)}")
+            return [path]
+        from tools.hook_backend import LOG, dump
+
+        LOG.poll()
+        paths = []
+        backends = ["nccl2"] + (["nccl-lazy"] if spec.recorder == "nccl-lazy" else [])
+        for backend in backends:
+            data = dump(backend)
+            path = folder / f"{backend}_trace_rank_{rank}"
+            launcher.write_atomically(path, data)
+            ops = json.dumps(LOG.ops.get(backend, []))
+            (side_dir / f"{path.name}.ops.json").write_text(ops)
+            log(f"DUMPED {path.name} {len(data)}")
+            paths.append(path)
+        if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
+            from tools.hook_backend import c10d_gloo_dump
+
+            data = c10d_gloo_dump()
+            path = folder / f"nccl_trace_rank_{rank}"
+            launcher.write_atomically(path, data)
+            log(f"DUMPED {path.name} {len(data)}")
+            paths.append(path)
+        return paths
 
     return write
 
@@ -144,7 +172,7 @@ def _make_fault_hook(spec: CaseSpec, rank: int, side: Any, write: Any) -> Any:
         """Write the buffer as it stands and stop the process (SIGSTOP), like a host that
         hangs with an op in flight; the store key ``frozen_<rank>`` tells the others."""
         log(f"FAULT stuck_in_collective freezing in {f.step}.{f.index} (its op enqueued)")
-        write()
+        write(newer=False)
         side.set(f"frozen_{rank}", "1")
         log("frozen")
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -173,7 +201,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     if spec.recorder == "torchcomms":
         from tools.torchcomms_fr import FlightRecorder
 
-        comms = FlightRecorder(max_entries=spec.buffer_size)
+        comms = FlightRecorder(max_entries=spec.buffer_size, cuda_states=spec.cuda)
     write = _writer(spec, rank, out_dir, side_dir, comms)
     job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=spec.timeout_s)
@@ -196,7 +224,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     if comms is not None:
         from tools.corpus.comms import CommsDist
 
-        api = CommsDist(dist, rank, world, comms)
+        api = CommsDist(dist, rank, world, comms, backend="nccl" if spec.cuda else "gloo")
     job = Job(spec, rank, torch, api, timeout, side, before, freeze, log)
     try:
         run_steps(job)

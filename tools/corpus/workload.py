@@ -127,6 +127,12 @@ def _pp(job: Job, batched: bool) -> None:
     d, torch = job.dist, job.torch
     _, p, _ = job.coords
     prev, nxt = job.rank - job.spec.tp, job.rank + job.spec.tp
+    if batched and job.spec.recorder == "torchcomms":  # one batch_op_issue on one comm
+        batch = [("irecv", job.t(), prev)] if p > 0 else []
+        batch += [("isend", job.t(), nxt)] if p < job.spec.pp - 1 else []
+        if batch:
+            d.batch_p2p(batch)
+        return
     if batched and job.spec.recorder != "gloo":
         # torch 2.15's batch_isend_irecv recurses without end over a Python backend: the same
         # exchange as isend/irecv, posted together and then waited for.
