@@ -38,21 +38,32 @@ __all__ = ["culprits_of"]
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
 
 
-def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
+def _in_unpaired_p2p(facts: Facts, rank: int) -> str:
     """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
-    recorder did not write (TorchComms in a comm of more than two), not known to have
-    finished, in a group with a member that wrote no dump; else ""."""
+    recorder did not write (TorchComms in a comm of more than two) and that is not known to
+    have finished; else ""."""
     last = facts.last_entry(rank)
     if last is None or not bool(last["is_p2p"]) or int(last["peer"]) >= 0:
         return ""
-    d = facts.matching.dialects
     finished = str(last["state"]) == "completed" or (
-        bool(last["retired"]) and rank in d.retired_done_ranks
+        bool(last["retired"]) and rank in facts.matching.dialects.retired_done_ranks
     )
-    group = str(last["pg_name"])
-    if finished or not set(facts.members.get(group, ())) & facts.unblamed_missing:
+    return "" if finished else f"{last['op']} in {str(last['pg_desc'] or '') or last['pg_name']}"
+
+
+def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
+    """Where ``rank`` is in such a send/recv (:func:`_in_unpaired_p2p`) in a group with a
+    member that wrote no dump, or with another member that stopped outside communication:
+    either may be the peer that holds it. Two ranks each in one may hold each other (a
+    deadlock, said by :mod:`~analyzer.diagnosis.alternatives`): not counted here."""
+    held = _in_unpaired_p2p(facts, rank)
+    if not held:
         return ""
-    return f"{last['op']} in {str(last['pg_desc'] or '') or group}"
+    last = facts.last_entry(rank)
+    assert last is not None
+    stopped = {r for r in facts.roots.roots if r != rank and not _in_unpaired_p2p(facts, r)}
+    holders = (facts.unblamed_missing - {rank}) | stopped
+    return held if set(facts.members.get(str(last["pg_name"]), ())) & holders else ""
 
 
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
@@ -76,8 +87,8 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "
-            "waiting and its recorder writes no peer: it may be held there by a member with no "
-            "dump, not stopped on its own"
+            "waiting and its recorder writes no peer: it may be held there by a member that "
+            "stopped or wrote no dump, not stopped on its own"
         )
     if kind is FindingKind.NOT_JOINED:
         return Confidence.CERTAIN, (

@@ -100,3 +100,15 @@ def test_buffers_that_all_wrapped_are_lined_up_with_the_earliest(tmp_path: Path)
     assert confidences(d) == {2: "likely", 3: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert "recv in world[0-3]" in because[3] and "writes no peer" in because[3]
+
+
+def test_a_rank_held_in_a_peerless_send_by_a_stalled_rank_is_a_suspect(tmp_path: Path) -> None:
+    """Every rank dumped; rank 3 stalled before a pipeline recv on the world comm, and rank 2
+    is held in its send to it (not retired: the call never returned; TorchComms writes no peer
+    in a comm of four). Rank 3 is certain; rank 2 may be held by it: a suspect. Before: ranks
+    2 and 3 both certain stalls."""
+    truth, folder = corpus_case("stall_lock_tp1pp2dp2_torchcomms_t215_s02083", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [3] and truth["dumped_ranks"] == [0, 1, 2, 3]
+    assert confidences(d) == {2: "suspect", 3: "certain"}
+    assert "send in world[0-3]" in {c.rank: c.because for c in d.culprits}[2]
