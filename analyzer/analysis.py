@@ -19,7 +19,15 @@ import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.diagnosis import Diagnosis, Verdict, diagnose
-from analyzer.load import Contexts, Loaded, Loading, Progress, find_contexts, load_dumps
+from analyzer.load import (
+    Contexts,
+    Loaded,
+    Loading,
+    Progress,
+    find_contexts,
+    load_dumps,
+    stale_snapshots,
+)
 from analyzer.match import Matching, match
 from analyzer.normalize import Tables, check_world_option, normalize, without_hugepage_advice
 from analyzer.runtime import freed_memory_reused
@@ -367,6 +375,8 @@ def _unsure(loaded: Loaded | None) -> dict[int, str]:
     out.update(
         {r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks}
     )
+    for r, why in stale_snapshots(loaded.dumps, loaded.duplicates).items():
+        out.setdefault(r, why)
     return out
 
 

@@ -10,7 +10,13 @@ diagnosis; every file is untrusted, and one file never changes what the others p
 from analyzer.load.contexts import Contexts, alive_without_dump, find_contexts, where_now
 from analyzer.load.dask_workers import ClusterError, scheduler_address
 from analyzer.load.discover import MAX_BESIDE, STORE_MARKER, RankFile, is_dump_name, is_store
-from analyzer.load.duplicates import Duplicate, backends_of, newest, resolve_ranks
+from analyzer.load.duplicates import (
+    Duplicate,
+    backends_of,
+    newest,
+    resolve_ranks,
+    stale_snapshots,
+)
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
 from analyzer.load.incidents import Incident
@@ -82,6 +88,7 @@ __all__ = [
     "resolve_across_shards",
     "resolve_ranks",
     "scheduler_address",
+    "stale_snapshots",
     "start_loading",
     "where_now",
 ]

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from analyzer.escape import clean
 from analyzer.load.parsed_dump import ParsedDump
 
-__all__ = ["Duplicate", "backends_of", "newest", "resolve_ranks"]
+__all__ = ["Duplicate", "backends_of", "newest", "resolve_ranks", "stale_snapshots"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +99,24 @@ def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], li
         dumps.extend(kept)
         duplicates.extend(notes)
     return dumps, duplicates
+
+
+def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]) -> dict[int, str]:
+    """Ranks whose only dump sits in an older snapshot: a folder where another rank's dump
+    was superseded by a different, newer one in another folder (the buffers moved on between
+    the two), which holds none of this rank's. Where it is now is not in the files: rank ->
+    why. Folders whose copies are identical say nothing moved, and flag nobody."""
+    newer: dict[str, str] = {}
+    for dup in duplicates:
+        if not dup.identical:
+            newer.setdefault(str(Path(dup.dropped).parent), str(Path(dup.kept).parent))
+    out: dict[int, str] = {}
+    for d in dumps:
+        folder = str(Path(d.path).parent)
+        if folder in newer and newer[folder] != folder:
+            out[d.rank] = (
+                f"its only dump is in {clean(folder)}, an older snapshot: other ranks' dumps "
+                f"there were superseded by newer ones in {clean(newer[folder])}, which holds none "
+                "of its own (it may have moved on since)"
+            )
+    return out

@@ -122,3 +122,46 @@ def test_one_job_split_across_node_folders_is_one_incident(tmp_path: Path) -> No
     result = analyzer.analyze(tmp_path, jobs=1)  # a byte-identical copy is the same dump
     assert result.loaded.incidents == ()
     assert result.diagnosis.culprit_ranks == (3,)
+
+
+def _older_snapshot(src: Path, dst: Path, keep: int) -> None:
+    """A snapshot of a gloo dump taken earlier: its first ``keep`` entries, and the pg_status
+    counters they give (op ids per group; every one of them ended)."""
+    import pickle
+
+    obj = pickle.loads(src.read_bytes())
+    obj["entries"] = obj["entries"][:keep]
+    status: dict[str, dict[str, int]] = {}
+    for e in obj["entries"]:
+        pg = str(e["pg_id"])
+        n = int(e["op_id"])
+        status[pg] = {
+            "last_enqueued_collective": n,
+            "last_started_collective": -1,
+            "last_completed_collective": n,
+        }
+    obj["pg_status"] = status
+    dst.write_bytes(pickle.dumps(obj, protocol=2))
+
+
+def test_a_rank_whose_only_dump_is_an_older_snapshot_is_not_blamed(tmp_path: Path) -> None:
+    """Two dump rounds of the same job (a periodic dump into dated folders): the older one
+    taken before the hang, the newer after it, where rank 5's newer file is missing. Its
+    older buffer stops short of ops its peers went on to: read as it stands, rank 5 is
+    behind, and every wait leads to it. The other ranks moved on between the rounds, so rank
+    5 may have too: its evidence is doubtful, and it is a suspect, never a confident culprit.
+    Before: 'HANG: culprit rank 5', certain."""
+    src = SAMPLES / "chain_tp_dp_w8"
+    job = tmp_path / "job"
+    old, new = job / "dumps_20261206_101500", job / "dumps_20261206_101600"
+    old.mkdir(parents=True)
+    new.mkdir()
+    for r in range(8):
+        name = f"nccl_trace_rank_{r}"
+        _older_snapshot(src / name, old / name, keep=3)
+        if r != 5:
+            shutil.copy(src / name, new / name)
+    d = analyzer.analyze(job, jobs=1).diagnosis
+    assert d.verdict == "inconclusive", d.headline
+    assert {c.rank: str(c.confidence) for c in d.culprits} == {5: "suspect"}
+    assert "an older snapshot" in d.culprits[0].because
