@@ -178,6 +178,7 @@ MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("does not record", "send/recv the recorder does not write"),
     ("in no buffer", "ops in no buffer (counter gaps)"),
     ("single anyone out", "pending ops no rank can be blamed for"),
+    ("no rank can be blamed", "pending ops no rank can be blamed for"),
 )
 
 
