@@ -13,6 +13,7 @@ from tools.corpus.axes import (
     CPU_FIRST_SEED,
     CUDA_FIRST_SEED,
     NOT_TORCHCOMMS,
+    PERIODIC_FIRST_SEED,
     RESTART_FIRST_SEED,
     V2_FIRST_SEED,
 )
@@ -325,3 +326,29 @@ def test_torchcomms_on_cuda_and_repeated_snapshots_from_their_first_seed() -> No
     assert all(0 < len(s.snapshot_missing) <= s.world // 2 for s in missing)
     for s in cuda + snaps:
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_periodic_dumps_from_their_first_seed() -> None:
+    """A round of dumps taken while the job still runs: drawn from its own seed on, for
+    every recorder, never with a restart or repeated snapshots, before the fault's step."""
+    seeds = range(PERIODIC_FIRST_SEED, PERIODIC_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    before = [draw(seed, t) for seed in range(V2_FIRST_SEED, PERIODIC_FIRST_SEED) for t in TORCH]
+    assert not any(s.periodic_after >= 0 or s.periodic_missing for s in before)
+    periodic = [s for s in specs if s.periodic_after >= 0]
+    assert {s.recorder for s in periodic} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    assert {s.torch for s in periodic if s.recorder == "gloo"} == {"2.13", "2.15"}
+    assert any(not s.periodic_after for s in periodic) and any(s.periodic_after for s in periodic)
+    for s in periodic:
+        assert s.restart_fault is None and not s.snapshots and "_periodic" in s.name
+        if s.fault.kind in ("healthy", "slow_rank"):
+            assert s.periodic_after < s.steps - 1
+        else:
+            assert s.periodic_after < s.fault.step  # while the job still runs
+        assert len(s.periodic_missing) <= s.world // 2
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+    missing = [s for s in periodic if s.periodic_missing]
+    assert 0.3 < len(missing) / len(periodic) < 0.7
+    assert any(set(s.periodic_missing) & set(s.fault.ranks) for s in missing)
+    assert any(s.fault.ranks and not set(s.periodic_missing) & set(s.fault.ranks) for s in missing)
+    assert not any("_periodic" in s.name for s in specs if s.periodic_after < 0)

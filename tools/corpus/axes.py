@@ -38,6 +38,13 @@ committed cases regenerate the same. From it on a case may also have:
   some seconds later, into ``dumps_<ts>/`` under the same name (a second signal, an interval
   dump), but some ranks whose newer snapshot is lost.
 Both are drawn from streams of their own.
+
+* **a periodic dump** (seeds from :data:`PERIODIC_FIRST_SEED`, gloo's recorder, the hook's
+  and TorchComms', without a restart, name tag ``_periodic``; a stream of its own): every
+  rank writes its buffer once while the job still runs (after a step before the fault's,
+  as a debug server's ``dump_interval`` or a cron'd signal would) into ``dumps_<ts1>/``;
+  the dumps after the hang go to ``dumps_<ts2>/`` (newer), where in half the cases the
+  newer file of 1 to W/2 ranks is missing (the process died, the file was lost).
 """
 
 from __future__ import annotations
@@ -57,7 +64,14 @@ from tools.corpus.spec import (
     _fault,
 )
 
-__all__ = ["CPU_FIRST_SEED", "CUDA_FIRST_SEED", "RESTART_FIRST_SEED", "V2_FIRST_SEED", "draw_v2"]
+__all__ = [
+    "CPU_FIRST_SEED",
+    "CUDA_FIRST_SEED",
+    "PERIODIC_FIRST_SEED",
+    "RESTART_FIRST_SEED",
+    "V2_FIRST_SEED",
+    "draw_v2",
+]
 
 #: The first seed generator 2 draws (the committed generator 1 cases are below it).
 V2_FIRST_SEED = 1000
@@ -78,6 +92,12 @@ CUDA_FIRST_SEED = 2000
 CUDA_SHARE = 0.5
 SNAPSHOT_SHARE = 0.5
 SNAPSHOT_MISSING_SHARE = 0.5
+#: The first seed that may draw a periodic dump (a round taken while the job still ran),
+#: the share of the cases without a restart that draw it, and the share of those with some
+#: ranks' newer file missing.
+PERIODIC_FIRST_SEED = 2600
+PERIODIC_SHARE = 0.6
+PERIODIC_MISSING_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -275,6 +295,28 @@ def _snapshots(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, snapshots=True, snapshot_missing=missing)
 
 
+def _periodic(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`PERIODIC_FIRST_SEED` on (a stream of its own): a round of dumps of every
+    rank taken while the job still runs, after a step before the fault's (in place of
+    repeated snapshots, which it is not drawn with), and in half of them the newer file of
+    1 to W/2 ranks missing."""
+    if seed < PERIODIC_FIRST_SEED or spec.restart_fault is not None:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-periodic-{spec.torch}-{seed}")
+    if rng.random() >= PERIODIC_SHARE:
+        return spec
+    # the fault fires in step fault.step (>= 1 for a hang); a healthy or slow run: any
+    # step but the last (the round is not the run's final dump)
+    hang = spec.fault.kind not in ("healthy", "slow_rank")
+    after = rng.randrange(spec.fault.step if hang else spec.steps - 1)
+    missing: tuple[int, ...] = ()
+    if rng.random() < PERIODIC_MISSING_SHARE:
+        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    return replace(
+        spec, snapshots=False, snapshot_missing=(), periodic_after=after, periodic_missing=missing
+    )
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -335,4 +377,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         cuda=cuda,
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
-    return _snapshots(seed, _restarts(seed, spec))
+    return _periodic(seed, _snapshots(seed, _restarts(seed, spec)))

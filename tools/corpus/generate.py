@@ -34,7 +34,7 @@ from tools import record_gloo as rg
 from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
-from tools.corpus.worker import NEWER_DIR
+from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
@@ -146,9 +146,23 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     logs = read_logs(log_dir, spec.world)
     dumped = set(_files(out_dir))
     why = judge(spec, logs, died, dumped)
+    if not why and spec.periodic_after >= 0:
+        early = set(_files(out_dir / PERIODIC_DIR)) if (out_dir / PERIODIC_DIR).is_dir() else set()
+        if early != set(range(spec.world)):
+            why = f"the periodic round holds ranks {sorted(early)} only"
     if why:
         return None, why
+    periodic: dict[str, Any] = {}
+    if spec.periodic_after >= 0:  # the newer files of these ranks are taken out (keep)
+        lost = sorted(dumped & set(spec.periodic_missing))
+        periodic = {"after_step": spec.periodic_after, "older": list(range(spec.world))}
+        periodic |= {"newer": sorted(dumped - set(lost)), "newer_missing": lost}
+        # the truth is what the files after the hang say: a rank whose newer file is lost
+        # has only a dump from before the fault (its culprit is a missing dump)
+        dumped = dumped - set(lost)
     truth = expected(spec, dumped, died)
+    if periodic:
+        truth["periodic"] = periodic
     if spec.snapshots:  # which ranks wrote which snapshot
         newer = out_dir / NEWER_DIR
         truth["snapshots"] = {
@@ -168,6 +182,36 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
         }
     )
     return truth, ""
+
+
+def _dumps_folder(files: list[Path]) -> str:
+    """An interval dump's folder name: the time of its newest file."""
+    when = max(p.stat().st_mtime for p in files)
+    return time.strftime("dumps_%Y%m%d_%H%M%S", time.gmtime(when))
+
+
+def _periodic_rounds(spec: CaseSpec, truth: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Lay a periodic dump's two rounds out as an interval dump's folders: the round taken
+    while the job ran in ``dumps_<ts1>/``, the dumps after the hang in ``dumps_<ts2>/``
+    (newer) without the files of the ranks whose newer file is lost; ``truth["periodic"]``
+    becomes ``recorded.periodic``'s rounds."""
+    early = out_dir / PERIODIC_DIR
+    older = early.rename(out_dir / _dumps_folder([p for p in early.iterdir() if p.is_file()]))
+    late = [p for ps in _files(out_dir).values() for p in ps]
+    name = _dumps_folder(late)
+    if name <= older.name:
+        raise RuntimeError(f"the newer round {name} is not newer than {older.name}")
+    newer = out_dir / name
+    newer.mkdir()
+    lost = set(truth["periodic"]["newer_missing"])
+    for r, files in _files(out_dir).items():
+        for p in files:
+            if r in lost:
+                p.unlink()
+            else:
+                p.rename(newer / p.name)
+    truth["periodic"]["folders"] = [older.name, newer.name]
+    return [older, newer]
 
 
 def _junk(folder: Path, seed: int) -> list[str]:
@@ -246,6 +290,16 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
             ),
         }
         del doc["snapshots"]
+    if "periodic" in doc:  # a periodic dump: its rounds in `recorded`
+        p = doc.pop("periodic")
+        doc["recorded"]["periodic"] = {
+            "rounds": [
+                {"folder": p["folders"][0], "ranks": p["older"], "taken": "while running"},
+                {"folder": p["folders"][1], "ranks": p["newer"], "taken": "after the hang"},
+            ],
+            "older_after_step": p["after_step"],
+            "newer_missing": p["newer_missing"],
+        }
     if spec.cpu_groups:
         doc["recorded"]["cpu_groups"] = {
             "backend": "gloo",
@@ -284,6 +338,10 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         newer = newer.rename(out_dir / folder)
         dirs.append(newer)
         truth["snapshots"]["folder"] = folder
+    noted = {out_dir: ""}  # a folder of dumps: the prefix of its noted ops (the hook's)
+    if spec.periodic_after >= 0:
+        dirs = _periodic_rounds(spec, truth, out_dir)
+        noted = {dirs[0]: f"{PERIODIC_DIR}_", dirs[1]: ""}
     for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)
@@ -297,7 +355,7 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         launcher.fresh_dirs(states)
         # each attempt's dumps with the ops its own run noted (a restart's older attempt
         # ran in work/attempt_0)
-        attempts = [(out_dir, work / "side", states)]
+        attempts = [(d, work / "side", states / d.relative_to(out_dir)) for d in noted]
         if spec.restart_fault is not None:
             attempts = [(out_dir / a, work / a / "side", states / a) for a in ATTEMPTS]
             attempts[-1] = (out_dir / ATTEMPTS[-1], work / "side", states / ATTEMPTS[-1])
@@ -308,7 +366,9 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
                     if p.name.startswith("nccl_trace_rank_"):  # c10d's gloo groups: as written
                         shutil.copyfile(p, into / p.name)
                         continue
-                    ops = json.loads((side / f"{p.name}.ops.json").read_text())
+                    ops = json.loads(
+                        (side / f"{noted.get(folder, '')}{p.name}.ops.json").read_text()
+                    )
                     obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
                     (into / p.name).write_bytes(pickle.dumps(obj, protocol=2))
         variants.append(("_states", states, dialect + "+states"))

@@ -154,6 +154,12 @@ class CaseSpec:
     # snapshot_missing (their newer snapshot lost: the older one only).
     snapshots: bool = False
     snapshot_missing: tuple[int, ...] = ()
+    # A periodic dump (tools.corpus.axes draws it from PERIODIC_FIRST_SEED on): every rank
+    # writes its buffer once while the job still runs, after step ``periodic_after`` (-1:
+    # none), into a folder of its own; the dumps after the hang go to a newer one, but
+    # those of the ranks in ``periodic_missing`` (lost: the older round's file only).
+    periodic_after: int = -1
+    periodic_missing: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -170,6 +176,7 @@ class CaseSpec:
                 ("_cpu", bool(self.cpu_groups)),
                 ("_cuda", self.cuda),
                 ("_snap", self.snapshots),
+                ("_periodic", self.periodic_after >= 0),
             )
             if on
         )
@@ -206,6 +213,7 @@ class CaseSpec:
         doc["eval_at"] = tuple(doc.get("eval_at", ()))
         doc["cpu_groups"] = tuple(doc.get("cpu_groups", ()))
         doc["snapshot_missing"] = tuple(doc.get("snapshot_missing", ()))
+        doc["periodic_missing"] = tuple(doc.get("periodic_missing", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

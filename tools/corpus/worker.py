@@ -38,6 +38,14 @@ STALL_S = 600.0
 #: (renamed ``dumps_<ts>`` by the generator).
 SNAPSHOT_DELAY_S = 1.0
 NEWER_DIR = "newer"
+#: A periodic dump: the round taken while the job still runs goes here (renamed
+#: ``dumps_<ts>`` by the generator, as the dumps after the hang are moved into a newer one);
+#: the hook's ops noted for that round are saved under this prefix in the side folder.
+PERIODIC_DIR = "periodic"
+PERIODIC_WAIT_S = 60.0
+#: ... and the ranks go on this long after the round is in (no op in flight), so that the
+#: dumps after the hang are named by a later second even when the job fails at once.
+PERIODIC_GAP_S = 1.2
 
 
 def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
@@ -70,7 +78,8 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
             for p in older:
                 os.replace(p, out_dir / p.name)
 
-    def write_into(folder: Path) -> list[Path]:
+    def write_into(folder: Path, noted: str = "") -> list[Path]:
+        """``noted``: a prefix for the hook's side files of noted ops (a periodic round)."""
         if spec.recorder == "torchcomms":
             from tools.corpus.comms import PREFIX
 
@@ -105,7 +114,7 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
             path = folder / f"{backend}_trace_rank_{rank}"
             launcher.write_atomically(path, data)
             ops = json.dumps(LOG.ops.get(backend, []))
-            (side_dir / f"{path.name}.ops.json").write_text(ops)
+            (side_dir / f"{noted}{path.name}.ops.json").write_text(ops)
             log(f"DUMPED {path.name} {len(data)}")
             paths.append(path)
         if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
@@ -118,7 +127,31 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
             paths.append(path)
         return paths
 
+    write.into = write_into  # type: ignore[attr-defined]
     return write
+
+
+def _periodic_round(spec: CaseSpec, rank: int, out_dir: Path, write: Any, side: Any) -> Any:
+    """The function the workload calls after each step: after ``spec.periodic_after`` it
+    writes this rank's buffer into :data:`PERIODIC_DIR` (an interval dump taken while the
+    job still runs) and waits, on the side store (no torch op), until every rank has, so
+    that a slow first dump makes no op time out (then :data:`PERIODIC_GAP_S` more)."""
+    log = launcher.logger(rank)
+
+    def after(step: int) -> None:
+        if step != spec.periodic_after:
+            return
+        folder = out_dir / PERIODIC_DIR
+        folder.mkdir(exist_ok=True)
+        log(f"PERIODIC after step {step}")
+        write.into(folder, noted=f"{PERIODIC_DIR}_")
+        side.add("periodic", 1)
+        deadline = time.monotonic() + PERIODIC_WAIT_S
+        while side.add("periodic", 0) < spec.world and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(PERIODIC_GAP_S)
+
+    return after
 
 
 def _stall(kind: str, log: Any) -> None:
@@ -226,6 +259,8 @@ def _worker(cfg: dict[str, Any]) -> None:
 
         api = CommsDist(dist, rank, world, comms, backend="nccl" if spec.cuda else "gloo")
     job = Job(spec, rank, torch, api, timeout, side, before, freeze, log)
+    if spec.periodic_after >= 0:
+        job.after_step = _periodic_round(spec, rank, out_dir, write, side)
     try:
         run_steps(job)
         log("BODY DONE")

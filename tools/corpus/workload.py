@@ -38,6 +38,8 @@ class Job:
     groups: dict[str, Any] = field(default_factory=dict)
     members: dict[str, list[int]] = field(default_factory=dict)
     where: str = "setup"
+    # Called after each step (and its eval pass) with the step: a periodic dump's round.
+    after_step: Callable[[int], None] | None = None
 
     @property
     def coords(self) -> tuple[int, int, int]:
@@ -297,3 +299,5 @@ def run_steps(job: Job) -> None:
             n = len(job.spec.step_ops)
             for j, op in enumerate(job.spec.eval_ops):
                 _op(job, step, n + j, op.kind, op.group)
+        if job.after_step is not None:
+            job.after_step(step)
