@@ -26,7 +26,6 @@ from analyzer.load import (
     Progress,
     find_contexts,
     load_dumps,
-    stale_snapshots,
 )
 from analyzer.match import Matching, match
 from analyzer.normalize import Tables, check_world_option, normalize, without_hugepage_advice
@@ -375,7 +374,7 @@ def _unsure(loaded: Loaded | None) -> dict[int, str]:
     out.update(
         {r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks}
     )
-    for r, why in stale_snapshots(loaded.dumps, loaded.duplicates).items():
+    for r, why in loaded.stale:
         out.setdefault(r, why)
     return out
 

@@ -15,6 +15,7 @@ from analyzer.load.duplicates import (
     backends_of,
     newest,
     resolve_ranks,
+    set_aside_stale,
     stale_snapshots,
 )
 from analyzer.load.entry_columns import narrow
@@ -88,6 +89,7 @@ __all__ = [
     "resolve_across_shards",
     "resolve_ranks",
     "scheduler_address",
+    "set_aside_stale",
     "stale_snapshots",
     "start_loading",
     "where_now",

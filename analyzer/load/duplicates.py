@@ -19,7 +19,14 @@ import numpy as np
 from analyzer.escape import clean
 from analyzer.load.parsed_dump import ParsedDump
 
-__all__ = ["Duplicate", "backends_of", "newest", "resolve_ranks", "stale_snapshots"]
+__all__ = [
+    "Duplicate",
+    "backends_of",
+    "newest",
+    "resolve_ranks",
+    "set_aside_stale",
+    "stale_snapshots",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +109,38 @@ def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], li
 
 
 def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]) -> dict[int, str]:
-    """Ranks whose only dump sits in an older snapshot: a folder where another rank's dump
-    was superseded by a different, newer one in another folder (the buffers moved on between
-    the two), which holds none of this rank's. Where it is now is not in the files: rank ->
-    why. Folders whose copies are identical say nothing moved, and flag nobody."""
-    newer: dict[str, str] = {}
+    """Ranks whose only dump sits in an older round of dumps: a folder where a file of
+    another rank was superseded by a different, newer file of the same name in another
+    folder (its buffer moved on between the rounds), while this rank has no file in that
+    newer folder (an identical copy counts as one). Where it is now is not in the files:
+    rank -> why. Rounds whose copies are identical say nothing moved, and flag nobody."""
+    newer: dict[str, set[str]] = defaultdict(set)
+    held: dict[int, set[str]] = defaultdict(set)
     for dup in duplicates:
-        if not dup.identical:
-            newer.setdefault(str(Path(dup.dropped).parent), str(Path(dup.kept).parent))
+        kept, dropped = Path(dup.kept), Path(dup.dropped)
+        held[dup.rank] |= {str(kept.parent), str(dropped.parent)}
+        if not dup.identical and kept.name == dropped.name and kept.parent != dropped.parent:
+            newer[str(dropped.parent)].add(str(kept.parent))
     out: dict[int, str] = {}
     for d in dumps:
         folder = str(Path(d.path).parent)
-        if folder in newer and newer[folder] != folder:
+        mine = held[d.rank] | {folder}
+        later = sorted(g for g in newer.get(folder, ()) if g not in mine)
+        if later:
             out[d.rank] = (
-                f"its only dump is in {clean(folder)}, an older snapshot: other ranks' dumps "
-                f"there were superseded by newer ones in {clean(newer[folder])}, which holds none "
-                "of its own (it may have moved on since)"
+                f"its only dump is in {clean(folder)}, an older round: other ranks' dumps "
+                f"there were superseded by newer ones in {clean(later[0])}, which holds none "
+                "of its own (where it is now is not in these files)"
             )
     return out
+
+
+def set_aside_stale(
+    dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
+) -> tuple[list[ParsedDump], tuple[tuple[int, str], ...], list[tuple[str, str]]]:
+    """``dumps`` without those of :func:`stale_snapshots` (a rank whose only dump is an older
+    round's reads as a rank with no dump: its old position would make waits it may have
+    left); the stale ranks with why; the set-aside files with why (to list as ignored)."""
+    stale = stale_snapshots(dumps, duplicates)
+    aside = [(d.path, f"rank {d.rank}: {stale[d.rank]}") for d in dumps if d.rank in stale]
+    return [d for d in dumps if d.rank not in stale], tuple(sorted(stale.items())), aside

@@ -1,9 +1,9 @@
 """Load every dump a user pointed at, in parallel, keeping going past bad files.
 
-Each file is recognised by its content: dumps (plain, compressed or in archives) are parsed,
-files that are no dump at all are *ignored* (counted, listed with ``-v``), dumps that cannot
-be read are *skipped* with their reason. Then one incident is chosen where the folders hold
-several (:mod:`.incidents`), and several dumps of one rank are resolved (:mod:`.duplicates`).
+Each file is recognised by its content: dumps (plain, compressed, in archives) are parsed,
+files that are no dump are *ignored* (listed with ``-v``), dumps that cannot be read are
+*skipped* with their reason. One incident is chosen where the folders hold several
+(:mod:`.incidents`), several dumps of one rank resolved (:mod:`.duplicates`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from analyzer.errors import DumpFormatError
 from analyzer.escape import clean
 from analyzer.load.batches import ParseBatch, spill
 from analyzer.load.discover import Found, RankFile, find, is_dump_name, rank_from_name
-from analyzer.load.duplicates import Duplicate, resolve_ranks
+from analyzer.load.duplicates import Duplicate, resolve_ranks, set_aside_stale
 from analyzer.load.incidents import Incident, set_aside, split_incidents
 from analyzer.load.members import SameMembers, own_world
 from analyzer.load.no_dump import no_dump_error
@@ -70,6 +70,7 @@ class Loaded:
     """The incidents of the folders when several (newest first; one was loaded)."""
     torchcomms: TorchCommsRead = field(default_factory=TorchCommsRead)
     """The dumps read as TorchComms' recorder (:mod:`analyzer.load.torchcomms`), and why."""
+    stale: tuple[tuple[int, str], ...] = ()  # only dump an older round's: set aside, why
 
     @property
     def warnings(self) -> list[tuple[int, str, str]]:
@@ -94,8 +95,7 @@ class Loaded:
     @property
     def unreadable_ranks(self) -> list[int]:
         """Ranks with a file that could not be read and no readable dump."""
-        dumped = {d.rank for d in self.dumps}
-        return sorted({s.rank for s in self.skipped if s.rank >= 0} - dumped)
+        return sorted({s.rank for s in self.skipped if s.rank >= 0} - {d.rank for d in self.dumps})
 
 
 _Item = tuple[int, str, bool, bool, "str | None"]
@@ -180,11 +180,8 @@ def _parse_batch(
 
 
 def _foreign_reason(reason: str) -> str:
-    return (
-        reason
-        if reason.startswith(("not a", "empty"))
-        else f"not a flight-recorder dump ({reason})"
-    )
+    known = reason.startswith(("not a", "empty"))
+    return reason if known else f"not a flight-recorder dump ({reason})"
 
 
 def _failed_on_worker(item: _Item, reason: str) -> _Result:
@@ -379,15 +376,17 @@ def _loaded(
         skipped = tuple(s for s in skipped if str(Path(s.path).parent) not in others)
     torchcomms = read_torchcomms(all_dumps, note)
     dumps, duplicates = resolve_ranks(all_dumps)
+    dumps, stale, aside = set_aside_stale(dumps, duplicates)  # an older round's only dumps
     if not dumps:
         raise no_dump_error(
             inputs, [(s.path, s.reason) for s in skipped], [i.path for i in ignored]
         )
     return Loaded(
         dumps=tuple(dumps),
+        stale=stale,
         skipped=skipped,
         files=files,
-        ignored=ignored,
+        ignored=ignored + tuple(Ignored(path, why) for path, why in aside),
         duplicates=tuple(duplicates),
         unreadable_dirs=found.unreadable_dirs,
         beside=found.beside,

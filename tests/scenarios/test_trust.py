@@ -149,8 +149,9 @@ def test_a_rank_whose_only_dump_is_an_older_snapshot_is_not_blamed(tmp_path: Pat
     taken before the hang, the newer after it, where rank 5's newer file is missing. Its
     older buffer stops short of ops its peers went on to: read as it stands, rank 5 is
     behind, and every wait leads to it. The other ranks moved on between the rounds, so rank
-    5 may have too: its evidence is doubtful, and it is a suspect, never a confident culprit.
-    Before: 'HANG: culprit rank 5', certain."""
+    5 may have too: its older dump is set aside (listed among the ignored files, with why),
+    rank 5 reads as a rank with no dump, and the rank whose newest dump shows it stalled (3)
+    is the culprit. Before: 'HANG: culprit rank 5', certain."""
     src = SAMPLES / "chain_tp_dp_w8"
     job = tmp_path / "job"
     old, new = job / "dumps_20261206_101500", job / "dumps_20261206_101600"
@@ -161,7 +162,10 @@ def test_a_rank_whose_only_dump_is_an_older_snapshot_is_not_blamed(tmp_path: Pat
         _older_snapshot(src / name, old / name, keep=3)
         if r != 5:
             shutil.copy(src / name, new / name)
-    d = analyzer.analyze(job, jobs=1).diagnosis
-    assert d.verdict == "inconclusive", d.headline
-    assert {c.rank: str(c.confidence) for c in d.culprits} == {5: "suspect"}
-    assert "an older snapshot" in d.culprits[0].because
+    result = analyzer.analyze(job, jobs=1)
+    d = result.diagnosis
+    assert d.culprit_ranks == (3,) and d.kind == "not_joined", d.headline
+    assert d.missing_dumps == (5,)
+    assert result.loaded is not None
+    assert [r for r, _ in result.loaded.stale] == [5]
+    assert any("rank 5: its only dump is in" in i.reason for i in result.loaded.ignored)
