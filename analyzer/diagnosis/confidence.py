@@ -38,6 +38,28 @@ __all__ = ["culprits_of"]
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
 
 
+def _alone_in_a_new_group(facts: Facts, rank: int) -> str:
+    """``all_reduce in TP seq 1`` where ``rank``'s newest entry is the only entry it holds of
+    a group whose members no dump lists and that no other dump holds, a collective gloo
+    retired (finished or timed out), beside another rank others wait on: no other member
+    recorded it, so it did not complete, and that rank may be the member it waits on. Else
+    ""."""
+    last = facts.last_entry(rank)
+    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+        return ""
+    group = str(last["pg_name"])
+    if rank not in facts.matching.dialects.retire_on_end_ranks:
+        return ""
+    if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
+        return ""
+    if not set(facts.roots.roots) - {rank}:
+        return ""  # alone, a group-order deadlock may hold it (said by the alternatives)
+    e = facts.tables.entries
+    if int(((e["rank"] == rank) & (e["pg_name"] == group)).sum()) != 1:
+        return ""
+    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])}"
+
+
 def _in_unpaired_p2p(facts: Facts, rank: int) -> str:
     """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
     recorder did not write (TorchComms in a comm of more than two) and that is not known to
@@ -83,6 +105,13 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "a crash and a stall look alike from the others' files"
             if waiters
             else "it wrote no dump: a crash and a stall look alike from the others' files"
+        )
+    if kind is FindingKind.NOT_JOINED and (alone := _alone_in_a_new_group(facts, rank)):
+        return Confidence.SUSPECT, (
+            f"it never enqueued {place_of(f)}, but its last op, {alone}, is the first of a "
+            "group no other dump holds and no dump lists: a collective no other member "
+            "recorded did not complete, so it may have timed out there, waiting on a member "
+            "of that group"
         )
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (

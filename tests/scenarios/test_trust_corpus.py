@@ -201,3 +201,17 @@ def test_an_elastic_restart_is_told_apart_by_its_declared_world(tmp_path: Path) 
     assert result.loaded is not None
     assert [i.analyzed for i in result.loaded.incidents] == [True, False]
     assert sorted(result.tables.dumped_ranks) == [4, 5, 6, 7]
+
+
+def test_a_rank_alone_in_the_first_op_of_a_group_beside_a_stalled_rank(tmp_path: Path) -> None:
+    """gloo 2.15: rank 3 stalled before the first op ever run on its TP group; rank 2 timed
+    out in it, and gloo retires a timed-out op as a finished one. No dump lists the group and
+    no other dump holds it: a collective no other member recorded did not complete, so rank 2
+    may be waiting on rank 3 there. Before: ranks 2 and 3 both certain stalls."""
+    truth, folder = corpus_case(
+        "stall_compute_tp2cp2pp1dp1_gloo_eval_mb_periodic_t215_s02616", tmp_path
+    )
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [3]
+    assert confidences(d) == {2: "suspect", 3: "certain"}
+    assert "the first of a group no other dump holds" in {c.rank: c.because for c in d.culprits}[2]
