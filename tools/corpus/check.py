@@ -161,6 +161,7 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
 #: What the dumps lack, by the words of the answer that says so: (phrase, the missing fact).
 #: The first that an unsure answer's headline, suspects or other kinds hold names its group.
 MISSING_FACTS: tuple[tuple[str, str], ...] = (
+    ("an older round", "an older round's dump only: where the rank is now is not in it"),
     ("cannot be trusted", "a dump that cannot be trusted (truncated, values dropped)"),
     ("group of two", "a group of two disagrees: either side may have issued the odd op"),
     ("died in that op", "a desync whose partner died: only the odd rank's history is left"),
