@@ -116,6 +116,8 @@ def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
     rank -> why. Rounds whose copies are identical say nothing moved, and flag nobody."""
     newer: dict[str, set[str]] = defaultdict(set)
     held: dict[int, set[str]] = defaultdict(set)
+    for d in dumps:
+        held[d.rank].add(str(Path(d.path).parent))
     for dup in duplicates:
         kept, dropped = Path(dup.kept), Path(dup.dropped)
         held[dup.rank] |= {str(kept.parent), str(dropped.parent)}

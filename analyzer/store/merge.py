@@ -31,6 +31,7 @@ from analyzer.load import (
     Skipped,
     resolve_across_shards,
     resolve_ranks,
+    set_aside_stale,
 )
 from analyzer.normalize import Tables
 from analyzer.store.layout import (
@@ -93,11 +94,8 @@ def _content_digest(d: ParsedDump) -> str:
         columns = getattr(d, kind)
         for name in sorted(columns):
             h.update(name.encode())
-            h.update(
-                np.ascontiguousarray(
-                    np.asarray(columns[name], dtype=np.float64 if kind == "floats" else np.int64)
-                ).tobytes()
-            )
+            kind_of = np.float64 if kind == "floats" else np.int64
+            h.update(np.ascontiguousarray(np.asarray(columns[name], dtype=kind_of)).tobytes())
     h.update(
         json.dumps(
             [
@@ -190,22 +188,23 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
         notes.ignored.sort(key=lambda i: i.path)
         notes.files.sort(key=lambda f: str(f.path))
         duplicates = sorted(duplicates + new_duplicates, key=lambda d: d.rank)
+    dumps, stale, aside = set_aside_stale(dumps, duplicates)  # as the loader does
     if not dumps:
         raise InputError(f"{', '.join(map(str, folders))}: the store(s) hold no readable dump")
     loaded = Loaded(
         dumps=tuple(dumps),
+        stale=stale,
         skipped=tuple(notes.skipped),
         files=tuple(notes.files),
-        ignored=tuple(notes.ignored),
+        ignored=tuple(notes.ignored) + tuple(Ignored(p, why) for p, why in aside),
         duplicates=tuple(duplicates),
         unreadable_dirs=tuple(notes.unreadable),
         beside=tuple(sorted(set(notes.beside), key=lambda f: (f.rank, str(f.path)))),
     )
+    by_rank = dict(sorted(notes.contexts.items()))
     return Opened(
         loaded=loaded,
-        contexts=Contexts(
-            by_rank=dict(sorted(notes.contexts.items())), skipped=tuple(notes.ctx_skipped)
-        ),
+        contexts=Contexts(by_rank=by_rank, skipped=tuple(notes.ctx_skipped)),
         world_option=world_option,
         stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)),
     )
