@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -82,28 +83,38 @@ class Dialects:
     def of(self, rank: int) -> Dialect | None:
         return self.by_rank.get(int(rank))
 
+    @cached_property
+    def _buffers_by_rank(self) -> dict[int, list[Dialect]]:
+        """:attr:`by_buffer` per rank, each rank's buffers in backend order (built once)."""
+        out: dict[int, list[Dialect]] = {}
+        for (r, _), d in sorted(self.by_buffer.items()):
+            out.setdefault(r, []).append(d)
+        return out
+
     def entries_where(self, e: pd.DataFrame, test: Callable[[Dialect], bool]) -> np.ndarray:
         """Per entry of ``e``: whether the dialect of the buffer it comes from passes
-        ``test`` (the rank's dialect, or its buffer's where the rank holds several)."""
+        ``test`` (the rank's dialect, or its buffer's where the rank holds several): one
+        lookup per entry in a (rank, backend) table."""
         rank = e["rank"].to_numpy().astype(np.int64)
         if not len(rank):
             return np.zeros(0, dtype=bool)
-        by_rank = np.zeros(int(rank.max()) + 1, dtype=bool)
+        width = int(rank.max()) + 1
+        by_rank = np.zeros(width, dtype=bool)
         for r, d in self.by_rank.items():
-            if 0 <= r < len(by_rank):
+            if 0 <= r < width:
                 by_rank[r] = test(d)
-        out = by_rank[rank]
-        if self.by_buffer:
-            cats = [str(c) for c in e["backend"].cat.categories]
-            codes = e["backend"].cat.codes.to_numpy()
-            for (r, b), d in self.by_buffer.items():
-                if b in cats:
-                    out[(rank == r) & (codes == cats.index(b))] = test(d)
-        return out
+        if not self.by_buffer:
+            return by_rank[rank]
+        cats = {str(c): i for i, c in enumerate(e["backend"].cat.categories)}
+        table = np.repeat(by_rank[:, None], len(cats) + 1, axis=1)  # column 0: no backend
+        for (r, b), d in self.by_buffer.items():
+            if 0 <= r < width and b in cats:
+                table[r, cats[b] + 1] = test(d)
+        return table[rank, e["backend"].cat.codes.to_numpy().astype(np.int64) + 1]
 
     def buffers_of(self, rank: int) -> list[Dialect]:
         """The dialects ``rank``'s entries are read by: one per buffer it holds."""
-        mine = [d for (r, _), d in sorted(self.by_buffer.items()) if r == rank]
+        mine = self._buffers_by_rank.get(int(rank))
         if mine:
             return mine
         d = self.of(rank)
@@ -352,10 +363,9 @@ def read_dialects(tables: Tables, keys: EntryKeys | None = None) -> Dialects:
             continue
         out[r] = _from_content(backend, facts.get(r, {}))
     buffers = {(r, b): _from_content(b, f) for (r, b), f in buffer_facts(tables, held).items() if b}
-    for r in {r for r, _ in buffers}:
-        # Read as a whole, the rank reports completion only where every buffer does.
-        if any(d.completion == NONE for (q, _), d in buffers.items() if q == r):
-            out[r] = replace(out[r], completion=NONE)
+    # Read as a whole, a rank reports completion only where every buffer does.
+    for r in sorted({r for (r, _), d in buffers.items() if d.completion == NONE}):
+        out[r] = replace(out[r], completion=NONE)
     _torchcomms_flow(tables, out)
     seen = _backends_seen(e["backend"]) if len(e) else frozenset()
     return Dialects(
