@@ -65,6 +65,8 @@ class _Folder:
     last: int
     spans: dict[int, tuple[int, int]]
     """Each dump's oldest and newest entry time (by ``id``), read once."""
+    world: int | None = None
+    """The world size its dumps declare (:func:`_declared_world`), read once."""
 
     @property
     def ranks(self) -> set[int]:
@@ -99,7 +101,7 @@ def _agree(a: _Folder, b: _Folder) -> bool:
     ):
         return False  # one rank, two processes: two attempts
     if not common:
-        worlds = {_declared_world(a), _declared_world(b)} - {None}
+        worlds = {a.world, b.world} - {None}
         if len(worlds) > 1:
             return False  # one job declares one world: an elastic restart
     if not common and min(a.first, b.first) >= 0:
@@ -149,6 +151,8 @@ def split_incidents(
             f.last = max(f.last, last)
     if len(by_folder) < 2 and choice is None:
         return list(dumps), (), set()
+    for f in by_folder.values():
+        f.world = _declared_world(f)
     groups: list[list[_Folder]] = []
     for f in sorted(by_folder.values(), key=lambda f: (-f.last, f.path)):
         home = next((g for g in groups if all(_agree(f, o) for o in g)), None)
