@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pandas as pd
+
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["kinds_also_possible", "stuck_alike"]
+__all__ = ["kinds_also_possible", "peerless_p2p_in_flight", "stuck_alike"]
 
 
 def _not_joined(findings: Sequence[Finding]) -> list[int]:
@@ -128,15 +130,22 @@ def kinds_also_possible(
     )
 
 
-def _in_unpaired_recv(facts: Facts, rank: int) -> bool:
-    """Is ``rank``'s newest entry a recv with no known peer that it may still be blocked in
-    (not retired, or retired by a recorder that retires an op when it is issued)? TorchComms
-    writes no peer for send/recv in a comm of more than two members."""
+def peerless_p2p_in_flight(facts: Facts, rank: int) -> pd.Series | None:
+    """``rank``'s newest entry where it is a send/recv with no known peer that it may still
+    be blocked in (not completed, and not retired by a recorder that retires an op when it
+    returned or ended); else None. TorchComms writes no peer for send/recv in a comm of more
+    than two members."""
     last = facts.last_entry(rank)
-    if last is None or not bool(last["is_p2p"]) or str(last["op"]) != "recv":
-        return False
-    if int(last["peer"]) >= 0:
-        return False
+    if last is None or not bool(last["is_p2p"]) or int(last["peer"]) >= 0:
+        return None
     d = facts.matching.dialects
     returned = rank in (d.retire_on_end_ranks | d.retired_done_ranks)
-    return not (bool(last["retired"]) and returned)
+    finished = str(last["state"]) == "completed" or (bool(last["retired"]) and returned)
+    return None if finished else last
+
+
+def _in_unpaired_recv(facts: Facts, rank: int) -> bool:
+    """Is ``rank``'s newest entry a recv with no known peer that it may still be blocked in
+    (:func:`peerless_p2p_in_flight`)?"""
+    last = peerless_p2p_in_flight(facts, rank)
+    return last is not None and str(last["op"]) == "recv"

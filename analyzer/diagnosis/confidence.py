@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analyzer.diagnosis.alternatives import stuck_alike
+from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
 from analyzer.diagnosis.beside import (
     members_unknown,
     place_of,
@@ -62,15 +62,11 @@ def _alone_in_a_new_group(facts: Facts, rank: int) -> str:
 
 def _in_unpaired_p2p(facts: Facts, rank: int) -> str:
     """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
-    recorder did not write (TorchComms in a comm of more than two) and that is not known to
-    have finished; else ""."""
-    last = facts.last_entry(rank)
-    if last is None or not bool(last["is_p2p"]) or int(last["peer"]) >= 0:
-        return ""
-    finished = str(last["state"]) == "completed" or (
-        bool(last["retired"]) and rank in facts.matching.dialects.retired_done_ranks
+    recorder did not write and that may still wait (:func:`peerless_p2p_in_flight`); else ""."""
+    last = peerless_p2p_in_flight(facts, rank)
+    return (
+        "" if last is None else f"{last['op']} in {str(last['pg_desc'] or '') or last['pg_name']}"
     )
-    return "" if finished else f"{last['op']} in {str(last['pg_desc'] or '') or last['pg_name']}"
 
 
 def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
