@@ -43,7 +43,7 @@ from analyzer.load import entry_columns as col
 from analyzer.load.debug_server import TORCHCOMMS_MEMBER
 from analyzer.load.parsed_dump import ParsedDump
 from analyzer.load.torchcomms_align import align_wrapped
-from analyzer.load.torchcomms_names import comm_keys, known_member_sets
+from analyzer.load.torchcomms_names import comm_keys, known_member_sets, other_member_sets
 
 __all__ = [
     "LABEL_PREFIX",
@@ -231,7 +231,7 @@ def resolve_across_shards(dumps: Sequence[ParsedDump]) -> None:
         for key in unknown:
             base = key.split("#", 1)[0]
             mine = [set(m) for k, (_, m) in d.pg_config.items() if m and k.split("[", 1)[0] == base]
-            others = sorted(s for s in known.get(base, ()) if d.rank in s and set(s) not in mine)
+            others = other_member_sets(known, base, d.rank, mine)
             if sum(k.split("#", 1)[0] == base for k in unknown) != 1 or len(others) != 1:
                 continue
             _rename_comm(d, key, base, others[0])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CommKeys", "comm_keys", "known_member_sets"]
+__all__ = ["CommKeys", "comm_keys", "known_member_sets", "other_member_sets"]
 
 Members = tuple[int, ...]
 
@@ -47,6 +47,15 @@ def known_member_sets(
     return out
 
 
+def other_member_sets(
+    known: Mapping[str, set[Members]], name: str, rank: int, mine: Sequence[set[int]]
+) -> list[Members]:
+    """The member sets of comm ``name`` holding ``rank`` that ``known`` has besides those in
+    ``mine`` (the comms of that name its own pg_config lists): the candidates for an earlier
+    comm of a reused name."""
+    return sorted(s for s in known.get(name, ()) if rank in s and set(s) not in mine)
+
+
 def comm_keys(
     rank: int,
     config: Mapping[str, tuple[str, Members | None]],
@@ -69,8 +78,7 @@ def comm_keys(
             continue
         *earlier, newest = sorted(ids)
         by_entry[(name, newest)] = (name, last)
-        mine = set(last or ())
-        others = sorted(s for s in known.get(name, ()) if rank in s and set(s) != mine)
+        others = other_member_sets(known, name, rank, [set(last or ())])
         sure = len(earlier) == 1 and len(others) == 1
         for pg_id in earlier:
             by_entry[(name, pg_id)] = (name, others[0]) if sure else (f"{name}#{pg_id}", None)
