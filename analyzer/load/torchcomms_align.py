@@ -12,8 +12,12 @@ both).
 Here each such comm is lined up with the members of that comm whose dumps start earliest
 (at ``record_id`` 0 where one kept every entry; else at the lowest first ``record_id`` ``j``,
 every member's buffer having wrapped): the shift (0 to ``k - j``) under which its ops agree
-with each of theirs at the same positions. No shift is made where the positions already agree, where no such member is
-there, or where not exactly one shift fits (a run of the same op fits many).
+with each of theirs at the same positions. Where several shifts fit (a run of the same op fits
+many), the one the ``record_id`` s give decides, if they give one: where a member's entries and
+this dump's hold the same comm and op at every ``record_id`` both hold, the two processes
+issued the same entries (the same number before the first one kept here too), and an entry of
+the comm sits at the position the member's entry of the same ``record_id`` has. No shift is
+made where no such member is there, or where nothing decides among the shifts that fit.
 """
 
 from __future__ import annotations
@@ -28,16 +32,45 @@ from analyzer.load.parsed_dump import ParsedDump
 __all__ = ["align_wrapped"]
 
 Ops = dict[str, list[str]]
+#: Per comm key: its collectives' ``record_id`` s in position order.
+Records = dict[str, list[int]]
 
 
-def _ops_by_comm(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> Ops:
-    """Per comm key: its collectives' ops in position order (the rows with ``seq`` >= 0 that
-    are not send/recv)."""
+def _ops_by_comm(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> tuple[Ops, Records]:
+    """Per comm key: its collectives' ops and ``record_id`` s in position order (the rows
+    that are not send/recv)."""
     out: Ops = {}
+    records: Records = {}
     coll = ~np.asarray(d.bools["is_p2p"], dtype=bool)
-    for name, op in zip(names[coll].tolist(), ops[coll].tolist(), strict=True):
+    ids = np.asarray(d.ints["record_id"], dtype=np.int64)[coll].tolist()
+    for name, op, rid in zip(names[coll].tolist(), ops[coll].tolist(), ids, strict=True):
         out.setdefault(str(name), []).append(str(op))
-    return out
+        records.setdefault(str(name), []).append(int(rid))
+    return out, records
+
+
+def _stream(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> dict[int, tuple[str, str]]:
+    """Every entry of the dump by ``record_id``: (comm key, op)."""
+    ids = np.asarray(d.ints["record_id"], dtype=np.int64).tolist()
+    return {
+        int(r): (str(n), str(o)) for r, n, o in zip(ids, names.tolist(), ops.tolist(), strict=True)
+    }
+
+
+def _same_stream(mine: dict[int, tuple[str, str]], theirs: dict[int, tuple[str, str]]) -> bool:
+    """Both dumps hold the same comm and op at every ``record_id`` both hold, and the same
+    ``record_id`` s over the span both cover (at least two entries)."""
+    lo = max(min(mine), min(theirs))
+    hi = min(max(mine), max(theirs))
+    a = {r: v for r, v in mine.items() if lo <= r <= hi}
+    b = {r: v for r, v in theirs.items() if lo <= r <= hi}
+    return len(a) >= 2 and a == b
+
+
+def _by_record(mine: list[int], theirs: list[int]) -> int | None:
+    """The shift that puts this dump's first entry of a comm (``record_id`` ``mine[0]``) at
+    the position of the member's entry of the same ``record_id``, or None."""
+    return theirs.index(mine[0]) if mine and mine[0] in theirs else None
 
 
 def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
@@ -53,18 +86,42 @@ def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
     return n
 
 
-def _shift(mine: list[str], refs: list[list[str]], lost: int) -> int:
+def _shift(mine: list[str], refs: list[list[str]], lost: int, hint: int | None) -> int:
     """The one shift in 0..``lost`` under which ``mine`` agrees with every reference (and
-    meets one of them at least); 0 where none or several do, or where 0 does."""
+    meets one of them at least); where several do, ``hint`` (the shift the ``record_id`` s
+    give) if it is one of them; else 0."""
 
     def agrees(s: int) -> bool:
         counts = [_fits(mine, r, s) for r in refs]
         return all(c >= 0 for c in counts) and any(c > 0 for c in counts)
 
-    if agrees(0):
-        return 0
-    fit = [s for s in range(1, lost + 1) if agrees(s)]
-    return fit[0] if len(fit) == 1 else 0
+    fit = [s for s in range(lost + 1) if agrees(s)]
+    if len(fit) == 1:
+        return fit[0]
+    return hint if hint is not None and hint in fit else 0
+
+
+def _hint(
+    d: ParsedDump,
+    members: list[ParsedDump],
+    name: str,
+    by_comm: dict[int, tuple[Ops, Records]],
+    read: dict[int, tuple[np.ndarray, np.ndarray]],
+    streams: dict[int, dict[int, tuple[str, str]]],
+) -> int | None:
+    """The shift of comm ``name`` of ``d`` that the ``record_id`` s give: the one every member
+    whose whole stream of entries agrees with ``d``'s gives, or None (none agrees, or two
+    give different shifts)."""
+    for x in (d, *members):
+        if id(x) not in streams:
+            streams[id(x)] = _stream(x, *read[id(x)])
+    mine = by_comm[id(d)][1][name]
+    shifts = {
+        _by_record(mine, by_comm[id(w)][1][name])
+        for w in members
+        if _same_stream(streams[id(d)], streams[id(w)])
+    }
+    return shifts.pop() if len(shifts) == 1 else None
 
 
 def align_wrapped(
@@ -80,7 +137,9 @@ def align_wrapped(
         if d.n_entries
     }
     read = {id(d): (column(d, "pg_name"), column(d, "op")) for d in dumps if d.n_entries}
-    ops = {i: _ops_by_comm(d, *read[i]) for d in dumps if (i := id(d)) in read}
+    by_comm = {i: _ops_by_comm(d, *read[i]) for d in dumps if (i := id(d)) in read}
+    ops = {i: o for i, (o, _) in by_comm.items()}
+    streams: dict[int, dict[int, tuple[str, str]]] = {}
     # Per comm: the members whose buffers start earliest (at 0 where one kept everything).
     start: dict[str, int] = {}
     for d in dumps:
@@ -95,12 +154,14 @@ def align_wrapped(
         seq = np.asarray(d.ints["seq"], dtype=np.int64).copy()
         moved: list[str] = []
         for name, mine in ops[id(d)].items():
-            refs = [
-                ops[id(w)][name]
+            members = [
+                w
                 for w in dumps
                 if name in ops.get(id(w), {}) and first[id(w)] == start[name] < lost
             ]
-            s = _shift(mine, refs, lost - start[name]) if refs else 0
+            refs = [ops[id(w)][name] for w in members]
+            hint = _hint(d, members, name, by_comm, read, streams)
+            s = _shift(mine, refs, lost - start[name], hint) if refs else 0
             if s:
                 at = names == name
                 seq[at] = np.where(seq[at] >= 0, seq[at] + s, s - 1)

@@ -112,3 +112,25 @@ def test_a_rank_held_in_a_peerless_send_by_a_stalled_rank_is_a_suspect(tmp_path:
     assert truth["culprits"] == [3] and truth["dumped_ranks"] == [0, 1, 2, 3]
     assert confidences(d) == {2: "suspect", 3: "certain"}
     assert "send in world[0-3]" in {c.rank: c.because for c in d.culprits}[2]
+
+
+def test_a_run_of_one_op_is_lined_up_by_record_ids(tmp_path: Path) -> None:
+    """TorchComms on CUDA, 16-entry buffers: ranks 0 and 1 lost record 5 (a world
+    all_reduce) that rank 3 kept. The world comm holds nothing but all_reduces, so shifts 0
+    and 1 both fit its ops; the three processes hold the same comm and op at every record_id
+    they share, so record 8 (a world all_reduce on each) decides: +1. Before: no shift, and
+    rank 3, stalled before its dp all_to_all, read as waiting on ranks 0 and 1 in the world
+    all_reduce they had all entered (a chain 1 -> 3 -> 0 -> 2, rank 3 left out)."""
+    truth, folder = corpus_case(
+        "two_faults_tp1cp2pp1dp2_torchcomms_cuda_periodic_t215_s02621", tmp_path
+    )
+    assert truth["culprits"] == [2, 3]
+    result = analyzer.analyze(folder, jobs=1)
+    assert result.loaded is not None
+    notes = result.loaded.torchcomms.notes
+    assert any(n.startswith("rank 0:") and "world[0-3] +1" in n for n in notes), notes
+    assert any(n.startswith("rank 1:") and "world[0-3] +1" in n for n in notes), notes
+    d = result.diagnosis
+    assert d.verdict == "inconclusive"
+    assert {2, 3} <= set(confidences(d))
+    assert not [f for f in d.findings if f.kind == "deadlock"], d.headline
