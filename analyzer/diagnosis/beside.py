@@ -135,10 +135,13 @@ def unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int])
 
 
 def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
-    """Ranks others wait on, whose own wait on a culprit with no dump (``dead``) rests on
-    their newest entry, retired by a backend that retires an op that timed out as one that
-    completed (gloo), or every op when issued (no completion reports): each may have
-    finished that op and stopped after it, a second fault beside the crash. A suspect."""
+    """Ranks whose own wait on a culprit with no dump (``dead``) rests on their newest entry,
+    retired by a backend that retires an op that timed out as one that completed (gloo), or
+    every op when issued (no completion reports): each may have finished that op and stopped
+    after it, a second fault beside the crash. A suspect where others wait on it, or where
+    every culprit named (``named``) is doubted in its own dump (its only dump an older
+    round's, say) and it waits on one of them: no file then sets such waiters apart from a
+    rank that stopped (at most :data:`_MAX_SILENT` of them)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
     )
@@ -147,12 +150,19 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     w = facts.waits
     w = w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved - named))]
     g = facts.graph
+    doubted = set(facts.unsure) if named and named <= set(facts.unsure) else set()
+    beside_doubted = {int(r) for r in w.loc[w["holder"].isin(sorted(doubted)), "waiter"]}
+    if len(beside_doubted) > _MAX_SILENT:
+        beside_doubted = set()
     out: dict[int, Culprit] = {}
     for waiter, holder, group, seq, op in w[
         ["waiter", "holder", "pg_name", "seq", "op"]
     ].itertuples(index=False):
         r = int(waiter)
-        if r in out or r not in g or not any(int(p) != int(holder) for p in g.predecessors(r)):
+        if r in out or r not in g:
+            continue
+        waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
+        if not waiters and not (r in beside_doubted and int(holder) in doubted):
             continue
         last = facts.last_entry(r)
         if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
@@ -162,11 +172,20 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         waiters = sorted(int(p) for p in g.predecessors(r))
         desc = str(last.get("pg_desc") or "") or str(group)
         own = facts.matching.dialects.dumps_on_own_timeout(r)
+        held = (
+            f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits"
+            if waiters
+            else "it waits"
+        )
+        them = (
+            f"rank {int(holder)} (no dump)"
+            if int(holder) not in facts.unsure
+            else f"rank {int(holder)} (no dump of this round, so a suspect itself)"
+        )
         out[r] = Culprit(
             r,
             Confidence.SUSPECT,
-            f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits on rank "
-            f"{int(holder)} (no dump) only in its last op, {op} in {desc} seq {int(seq)}, which "
+            f"{held} on {them} only in its last op, {op} in {desc} seq {int(seq)}, which "
             "its backend retired: it retires an op that timed out as one that completed (or "
             "every op when issued), so it may have finished that op and stopped after it, a "
             "second fault beside the first"

@@ -134,7 +134,10 @@ def world_of(
 def beyond_readable(world: int, loaded: Loaded) -> int:
     """Where no readable evidence declares the world: unreadable files named like the next
     ranks extend it, one contiguous rank at a time (a lone high number with no file between
-    does not); those ranks are unknown. Where it is declared, a name beyond it is no rank."""
+    does not); those ranks are unknown. A rank whose only dump is an older round's (set aside,
+    ``loaded.stale``) is one of the job's ranks: its file was read, only its time is past.
+    Where the world is declared, a name beyond it is no rank."""
+    world = max([world, *(r + 1 for r, _ in loaded.stale)])
     unreadable = {s.rank for s in loaded.skipped if s.rank >= 0}
     while world in unreadable:
         world += 1

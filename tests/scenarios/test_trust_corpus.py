@@ -215,3 +215,23 @@ def test_a_rank_alone_in_the_first_op_of_a_group_beside_a_stalled_rank(tmp_path:
     assert truth["culprits"] == [3]
     assert confidences(d) == {2: "suspect", 3: "certain"}
     assert "the first of a group no other dump holds" in {c.rank: c.because for c in d.culprits}[2]
+
+
+def test_ranks_waiting_on_older_rounds_only_dumps_are_suspects_too(tmp_path: Path) -> None:
+    """Ranks 1 and 3 stalled before a monitored_barrier (gloo 2.13); the newer round holds
+    only ranks 1 and 2, both past a barrier that gloo retired (ended, or timed out). Ranks 0
+    and 3 have only an older round's dump: they are ranks of the job (a world of 4, not 3),
+    and suspects. Ranks 1 and 2 wait on them only in that retired barrier; nothing in the
+    files sets the stalled rank 1 apart from rank 2: both are suspects. Before: rank 0 alone
+    (rank 3 left out of a world of 3, rank 1 read as a waiter)."""
+    truth, folder = corpus_case("two_faults_tp1cp2pp1dp2_gloo_mb_periodic_t213_s02659", tmp_path)
+    assert truth["culprits"] == [1, 3] and truth["dumped_ranks"] == [1, 2]
+    result = analyzer.analyze(folder, jobs=1)
+    d = result.diagnosis
+    assert result.tables.world_size == 4
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "an older round" in because[3]
+    assert "no dump of this round, so a suspect itself" in because[1]
+    assert "barrier in default_pg seq 6" in because[1]
