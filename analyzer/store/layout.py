@@ -12,7 +12,8 @@ tables, and its marker read back. Layout::
     DIR/dumps.parquet          DUMPS: one row per parsed dump (its own vocabularies, pg_config...)
     DIR/parsed.parquet         PARSED: the parsed dumps' columns, as the reader returned them
     DIR/members.json           the distinct member lists of the dumps' pg_config, once each
-    DIR/inputs.json            the loader's notes: skipped, ignored and duplicate files
+    DIR/inputs.json            the loader's notes: skipped, ignored and duplicate files,
+                               ranks whose only dump was an older round's
     DIR/contexts.json          captured context files (analyzer.capture), by rank
 
 The first six are the normalized tables, for other tools (:mod:`~analyzer.store.parquet`). The

@@ -10,41 +10,35 @@ import os
 import shutil
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from analyzer.config import DEFAULT_CONFIG
-from analyzer.context_file import RankContext, ThreadStack
 from analyzer.errors import InputError, OutputError
 from analyzer.load import (
-    MAX_BESIDE,
     Contexts,
     Duplicate,
     Ignored,
     Loaded,
     ParsedDump,
     Progress,
-    RankFile,
-    Skipped,
     resolve_across_shards,
     resolve_ranks,
     set_aside_stale,
 )
 from analyzer.normalize import Tables
 from analyzer.store.layout import (
-    CONTEXTS,
-    INPUTS,
     PARSED_VERSIONS,
     STAGING,
     TABLES_ONLY_VERSION,
     read_meta,
     require_pyarrow,
-    store_rank,
     stray_dumps,
 )
+from analyzer.store.notes import read_notes
 from analyzer.store.parquet import store_inputs
 from analyzer.store.parsed_dumps import read_dumps, write_parsed
 
@@ -61,30 +55,6 @@ class Opened:
     world_option: int | None
     #: Per store: its folder and the ranks it holds.
     stores: tuple[tuple[str, str], ...]
-
-
-def _read_json(folder: Path, name: str) -> dict[str, Any]:
-    try:
-        doc = json.loads((folder / name).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{folder / name}: cannot read ({exc})") from None
-    if not isinstance(doc, dict):
-        raise InputError(f"{folder / name}: not a JSON object")
-    return doc
-
-
-def _contexts_of(doc: dict[str, Any]) -> Contexts:
-    by_rank: dict[int, RankContext] = {}
-    for c in doc.get("by_rank", []):
-        c = dict(c)
-        c["versions"] = dict(c.get("versions") or {})
-        c["dumps"] = tuple(c.get("dumps") or ())
-        c["threads"] = tuple(
-            ThreadStack(t["name"], bool(t["main"]), tuple(t["frames"]))
-            for t in c.get("threads") or ()
-        )
-        by_rank[int(c["rank"])] = RankContext(**c)
-    return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))
 
 
 def _content_digest(d: ParsedDump) -> str:
@@ -181,7 +151,7 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     dumps, new_duplicates = _union(per_store)
     if len(folders) > 1:  # a comm its shard could not name, named from the others' configs
         resolve_across_shards(dumps)
-    notes = _notes(folders)
+    notes = read_notes(folders)
     duplicates = notes.duplicates
     if len(folders) > 1:  # the orders the loader gives one set of files
         notes.skipped.sort(key=lambda s: s.path)
@@ -189,6 +159,8 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
         notes.files.sort(key=lambda f: str(f.path))
         duplicates = sorted(duplicates + new_duplicates, key=lambda d: d.rank)
     dumps, stale, aside = set_aside_stale(dumps, duplicates)  # as the loader does
+    held = {d.rank for d in dumps}  # a rank an older round's only: as each store found it
+    stale = tuple(sorted(({r: w for r, w in notes.stale if r not in held} | dict(stale)).items()))
     if not dumps:
         raise InputError(f"{', '.join(map(str, folders))}: the store(s) hold no readable dump")
     loaded = Loaded(
@@ -258,63 +230,6 @@ def _union(per_store: list[list[ParsedDump]]) -> tuple[list[ParsedDump], list[Du
     return resolve_ranks(all_dumps)
 
 
-@dataclass
-class _Notes:
-    """The loader's notes kept by the stores, together."""
-
-    skipped: list[Skipped] = field(default_factory=list)
-    ignored: list[Ignored] = field(default_factory=list)
-    duplicates: list[Duplicate] = field(default_factory=list)
-    unreadable: list[tuple[str, str]] = field(default_factory=list)
-    files: list[RankFile] = field(default_factory=list)
-    beside: list[RankFile] = field(default_factory=list)
-    contexts: dict[int, RankContext] = field(default_factory=dict)
-    ctx_skipped: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _notes(folders: list[Path]) -> _Notes:
-    """Skipped, ignored and duplicate files, unreadable folders, files and the newest context
-    of each rank, from every store."""
-    notes = _Notes()
-    skipped, ignored, duplicates = notes.skipped, notes.ignored, notes.duplicates
-    unreadable, files, by_rank, ctx_skipped = (
-        notes.unreadable,
-        notes.files,
-        notes.contexts,
-        notes.ctx_skipped,
-    )
-    for folder in folders:
-        doc = _read_json(folder, INPUTS)
-        try:
-            skipped += [
-                Skipped(str(p), store_rank(r, -1), str(w)) for p, r, w in doc.get("skipped", [])
-            ]
-            ignored += [Ignored(str(p), str(w)) for p, w in doc.get("ignored", [])]
-            duplicates += [
-                Duplicate(store_rank(r), str(k), str(dr), bool(i))
-                for r, k, dr, i in doc.get("duplicates", [])
-            ]
-            unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
-            files += [RankFile(store_rank(r), Path(p)) for r, p in doc.get("files", [])]
-            notes.beside += [
-                RankFile(int(r), Path(p))
-                for r, p in doc.get("beside", [])[:MAX_BESIDE]
-                if 0 <= int(r) < DEFAULT_CONFIG.max_rank
-            ]
-            contexts = _contexts_of(_read_json(folder, CONTEXTS))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise InputError(
-                f"{folder}: {INPUTS} or {CONTEXTS} is malformed ({type(exc).__name__}: "
-                f"{str(exc)[:80]})"
-            ) from None
-        for rank, c in contexts.by_rank.items():
-            old = by_rank.get(rank)
-            if old is None or (c.time_ns or 0) > (old.time_ns or 0):
-                by_rank[rank] = c
-        ctx_skipped += contexts.skipped
-    return notes
-
-
 @dataclass(frozen=True)
 class Exported:
     """What ``hangscope export`` writes: the normalized tables and what they were built from."""
@@ -357,7 +272,6 @@ def prepare_export(
     what was loaded before anything is written (``--strict``)."""
     import gc
 
-    from analyzer.config import DEFAULT_CONFIG
     from analyzer.load import find_contexts, load_dumps
     from analyzer.normalize import check_world_option, normalize
 

@@ -23,7 +23,7 @@ from analyzer.render.json_doc import to_json
 from analyzer.store.layout import MARKER
 from analyzer.store.merge import open_stores, prepare_export
 from analyzer.store.parquet import write_store
-from tests.conftest import FIXTURES, SAMPLES, entry
+from tests.conftest import FIXTURES, SAMPLES, corpus_case, entry
 from tools.simulate import simulate_job
 
 TABLES = ("entries", "groups", "ranks", "status", "stacks", "skipped")
@@ -457,3 +457,19 @@ def test_released_dumps_are_not_written_to_a_store(tmp_path: Path) -> None:
     normalize(loaded, release=True)
     with pytest.raises(InputError, match="handed their entries over"):
         write_parsed(loaded, tmp_path / "s")
+
+
+def test_one_store_keeps_the_ranks_whose_only_dump_was_an_older_rounds(tmp_path: Path) -> None:
+    """A periodic dump's two rounds, exported into one store: the store holds the newer
+    round's dumps only, and says which ranks had only an older round's (``inputs.json``).
+    Reopened alone, it is analyzed as the files were: ranks 0 and 3 still count in the
+    world and are still doubted. Before: a world of 2 ranks with one fewer suspect."""
+    _, folder = corpus_case("two_faults_tp1cp2pp1dp2_gloo_mb_periodic_t213_s02659", tmp_path)
+    raw = analyze(folder, jobs=1)
+    assert raw.loaded is not None and [r for r, _ in raw.loaded.stale] == [0, 3]
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    store = export(files, tmp_path / "store")
+    assert [r for r, _ in json.loads((store / "inputs.json").read_text())["stale"]] == [0, 3]
+    merged = analyze(store)
+    assert merged.loaded is not None and merged.loaded.stale == raw.loaded.stale
+    assert_same(merged, raw)
