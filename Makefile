@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   ?= sample_dumps/chain_tp_dp_w8
+# make test runs the test files on this many processes (pytest-xdist), a file's tests
+# together (its module fixtures, a live job or a browser, are made once): the cores, up to 4.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 OUT    ?= out
 
 .PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
@@ -48,7 +51,7 @@ demo: $(DEMO_VENV)/.installed
 test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The edit loop: tests/unit mirrors analyzer/ (tests/unit/match/ for analyzer/match/), plus
 # the repository's own checks. Scenarios (samples, goldens, adversarial input) and
