@@ -17,12 +17,15 @@ many), the one the ``record_id`` s give decides, if they give one: where a membe
 this dump's hold the same comm and op at every ``record_id`` both hold, the two processes
 issued the same entries (the same number before the first one kept here too), and an entry of
 the comm sits at the position the member's entry of the same ``record_id`` has. No shift is
-made where no such member is there, or where nothing decides among the shifts that fit.
+made where no such member is there, or where nothing decides among the shifts that fit. Up
+to :data:`_MAX_REFERENCES` of those members are read per comm (each is read against every
+dump that lost more), and the ``record_id`` s only where several shifts fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -32,6 +35,9 @@ from analyzer.load.parsed_dump import ParsedDump
 __all__ = ["align_wrapped"]
 
 Ops = dict[str, list[str]]
+#: Members of a comm that kept its earliest entries a dump's shift is checked against, at
+#: most (each check reads both dumps' entries: a comm of thousands would cost their square).
+_MAX_REFERENCES = 8
 #: Per comm key: its collectives' ``record_id`` s in position order.
 Records = dict[str, list[int]]
 
@@ -86,10 +92,12 @@ def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
     return n
 
 
-def _shift(mine: list[str], refs: list[list[str]], lost: int, hint: int | None) -> int:
+def _shift(
+    mine: list[str], refs: list[list[str]], lost: int, hint: Callable[[], int | None]
+) -> int:
     """The one shift in 0..``lost`` under which ``mine`` agrees with every reference (and
-    meets one of them at least); where several do, ``hint`` (the shift the ``record_id`` s
-    give) if it is one of them; else 0."""
+    meets one of them at least); where several do, ``hint()`` (the shift the ``record_id`` s
+    give, read only then) if it is one of them; else 0."""
 
     def agrees(s: int) -> bool:
         counts = [_fits(mine, r, s) for r in refs]
@@ -98,7 +106,10 @@ def _shift(mine: list[str], refs: list[list[str]], lost: int, hint: int | None) 
     fit = [s for s in range(lost + 1) if agrees(s)]
     if len(fit) == 1:
         return fit[0]
-    return hint if hint is not None and hint in fit else 0
+    if len(fit) < 2:
+        return 0
+    given = hint()
+    return given if given is not None and given in fit else 0
 
 
 def _hint(
@@ -145,6 +156,11 @@ def align_wrapped(
     for d in dumps:
         for name in ops.get(id(d), {}):
             start[name] = min(start.get(name, first[id(d)]), first[id(d)])
+    earliest: dict[str, list[ParsedDump]] = {}
+    for d in dumps:
+        for name in ops.get(id(d), {}):
+            if first[id(d)] == start[name]:
+                earliest.setdefault(name, []).append(d)
     notes: list[str] = []
     for d in dumps:
         lost = first.get(id(d), 0)
@@ -154,14 +170,18 @@ def align_wrapped(
         seq = np.asarray(d.ints["seq"], dtype=np.int64).copy()
         moved: list[str] = []
         for name, mine in ops[id(d)].items():
-            members = [
-                w
-                for w in dumps
-                if name in ops.get(id(w), {}) and first[id(w)] == start[name] < lost
-            ]
+            members = earliest[name][:_MAX_REFERENCES] if start[name] < lost else []
             refs = [ops[id(w)][name] for w in members]
-            hint = _hint(d, members, name, by_comm, read, streams)
-            s = _shift(mine, refs, lost - start[name], hint) if refs else 0
+            s = (
+                _shift(
+                    mine,
+                    refs,
+                    lost - start[name],
+                    partial(_hint, d, members, name, by_comm, read, streams),
+                )
+                if refs
+                else 0
+            )
             if s:
                 at = names == name
                 seq[at] = np.where(seq[at] >= 0, seq[at] + s, s - 1)

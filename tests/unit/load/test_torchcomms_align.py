@@ -8,17 +8,21 @@ AR = "all_reduce"
 
 
 def test_one_shift_that_fits_is_taken() -> None:
-    assert _shift(["b", "c"], [["a", "b", "c"]], 1, None) == 1
-    assert _shift(["a", "b"], [["a", "b", "c"]], 1, None) == 0
+    def unread() -> int | None:
+        raise AssertionError("the record_ids are read only where several shifts fit")
+
+    assert _shift(["b", "c"], [["a", "b", "c"]], 1, unread) == 1
+    assert _shift(["a", "b"], [["a", "b", "c"]], 1, unread) == 0
 
 
 def test_among_several_shifts_the_record_ids_decide() -> None:
     """A run of one op fits every shift: 0 without a hint (as before), the hint where it is
     one of those that fit, and never a hint that does not fit."""
     mine, theirs = [AR] * 7, [[AR] * 8]
-    assert _shift(mine, theirs, 1, None) == 0
-    assert _shift(mine, theirs, 1, 1) == 1
-    assert _shift(["x", AR], [["y", AR, "x", AR]], 2, 1) == 2  # only 2 fits
+    assert _shift(mine, theirs, 1, lambda: None) == 0
+    assert _shift(mine, theirs, 1, lambda: 1) == 1
+    assert _shift(mine, theirs, 1, lambda: 2) == 0  # 2 does not fit here
+    assert _shift(["x", AR], [["y", AR, "x", AR]], 2, lambda: 1) == 2  # only 2 fits
 
 
 def test_the_record_ids_decide_only_where_both_streams_agree() -> None:
