@@ -168,7 +168,12 @@ def _rewrite(d: ParsedDump, known: Mapping[str, set[tuple[int, ...]]]) -> list[s
     d.vocab["backend"] = [f"{LABEL_PREFIX}{b}" if b else b for b in d.vocab["backend"]]
     if not d.n_entries:
         return notes
-    codes, keys = col.vocab([comm_key(n, m) for n, m in found.entries])
+    # One key per comm, not per entry (a key spans the member list: thousands of ranks).
+    key_of: dict[tuple[str, int], str] = {}
+    for n, m in found.entries:
+        if (n, id(m)) not in key_of:
+            key_of[(n, id(m))] = comm_key(n, m)
+    codes, keys = col.vocab([key_of[(n, id(m))] for n, m in found.entries])
     d.strings["pg_name"], d.vocab["pg_name"] = col.narrow(codes), keys
     ops = _column(d, "op")
     names = _column(d, "pg_name")
