@@ -142,14 +142,17 @@ accuracy-real: $(STAMP)
 	$(BIN)/python bench/accuracy_real.py
 
 # Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
-# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores.
+# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores. CORPUS_TAG=_rounds
+# records only the seeds whose case draws that name tag (the others are skipped).
 CORPUS_213 ?= 10
 CORPUS_215 ?= 10
+CORPUS_TAG ?=
+CORPUS_ONLY = $(if $(CORPUS_TAG),--only-tag $(CORPUS_TAG))
 corpus: torch
-	.venv-torch/bin/python -m tools.corpus.generate --out corpus/cases --count $(CORPUS_213)
+	.venv-torch/bin/python -m tools.corpus.generate --out corpus/cases --count $(CORPUS_213) $(CORPUS_ONLY)
 	@if [ "$(CORPUS_215)" != 0 ]; then \
 	  test -x $(TORCH215) || { echo "no torch 2.15 at $(TORCH215) (set TORCH215=...)"; exit 2; }; \
-	  $(TORCH215) -m tools.corpus.generate --out corpus/cases --count $(CORPUS_215); fi
+	  $(TORCH215) -m tools.corpus.generate --out corpus/cases --count $(CORPUS_215) $(CORPUS_ONLY); fi
 
 samples: torch
 	.venv-torch/bin/python -m tools.record_gloo --out sample_dumps

@@ -15,6 +15,7 @@ from tools.corpus.axes import (
     NOT_TORCHCOMMS,
     PERIODIC_FIRST_SEED,
     RESTART_FIRST_SEED,
+    ROUNDS_FIRST_SEED,
     V2_FIRST_SEED,
 )
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
@@ -352,3 +353,45 @@ def test_periodic_dumps_from_their_first_seed() -> None:
     assert any(set(s.periodic_missing) & set(s.fault.ranks) for s in missing)
     assert any(s.fault.ranks and not set(s.periodic_missing) & set(s.fault.ranks) for s in missing)
     assert not any("_periodic" in s.name for s in specs if s.periodic_after < 0)
+
+
+def test_interval_rounds_from_their_first_seed() -> None:
+    """Several interval rounds taken in the middle of a step: drawn from their own seed on,
+    for every recorder, never with a restart, a periodic dump or repeated snapshots, in
+    steps before the fault's; each rank at a point of its own."""
+    seeds = range(ROUNDS_FIRST_SEED, ROUNDS_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    before = [
+        draw(seed, t) for seed in range(PERIODIC_FIRST_SEED, ROUNDS_FIRST_SEED) for t in TORCH
+    ]
+    assert not any(s.rounds_at or s.round_points or s.rounds_missing for s in before)
+    rounds = [s for s in specs if s.rounds_at]
+    assert 0.4 < len(rounds) / len(specs) < 0.8
+    assert {s.recorder for s in rounds} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    assert {s.torch for s in rounds if s.recorder == "gloo"} == {"2.13", "2.15"}
+    assert {len(s.rounds_at) for s in rounds} == {2, 3}
+    for s in rounds:
+        assert s.restart_fault is None and not s.snapshots and s.periodic_after < 0
+        assert "_rounds" in s.name and "_periodic" not in s.name
+        assert list(s.rounds_at) == sorted(set(s.rounds_at))
+        if s.fault.kind in ("healthy", "slow_rank"):
+            assert s.rounds_at[-1] < s.steps - 1
+        else:
+            assert s.rounds_at[-1] < s.fault.step < s.steps  # every round before the hang
+        if s.fault.index >= len(s.step_ops) and s.fault.kind not in ("healthy", "slow_rank"):
+            assert s.fault.step in s.eval_at
+        assert len(s.round_points) == len(s.round_compute) == len(s.rounds_at)
+        for points, compute in zip(s.round_points, s.round_compute):
+            assert len(points) == len(compute) == s.world
+            assert all(0 <= i <= len(s.step_ops) for i in points)
+            assert all(0 <= c < s.timeout_s / 2 for c in compute)
+        assert len(s.rounds_missing) <= s.world // 2
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+    # ranks caught at different points of one round, some computing while others go on
+    assert any(len(set(p)) > 1 for s in rounds for p in s.round_points)
+    assert any(len(set(c)) > 1 for s in rounds for c in s.round_compute)
+    missing = [s for s in rounds if s.rounds_missing]
+    assert 0.3 < len(missing) / len(rounds) < 0.7
+    crashes = [s for s in rounds if s.fault.kind in ("crash_exit", "crash_sigkill")]
+    assert len(crashes) > sum(s.fault.kind == "stall_compute" for s in rounds) / 2
+    assert not any("_rounds" in s.name for s in specs if not s.rounds_at)

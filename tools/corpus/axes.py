@@ -45,6 +45,16 @@ Both are drawn from streams of their own.
   as a debug server's ``dump_interval`` or a cron'd signal would) into ``dumps_<ts1>/``;
   the dumps after the hang go to ``dumps_<ts2>/`` (newer), where in half the cases the
   newer file of 1 to W/2 ranks is missing (the process died, the file was lost).
+* **several interval rounds** (seeds from :data:`ROUNDS_FIRST_SEED`, every recorder,
+  without a restart, name tag ``_rounds``; a stream of its own, drawn in place of a
+  periodic dump): 2 or 3 rounds before the hang, each after a different step and in its
+  own ``dumps_<ts>/``, taken in the middle of the step: each rank's own dump thread writes
+  its buffer just after the rank reached a point of its own in the step (before one of
+  the step's ops, or after the last), where the rank computes 0 to 0.5 s (uneven) and
+  goes on into its ops, so that the ranks are caught at different ops, some inside an op
+  in flight (no barrier lines them up); the round of
+  the hang lacks the files of the ranks that crashed before it (a stall is turned into a
+  crash some of the time) and, in some cases, of 1 to W/2 ranks whose file was lost.
 """
 
 from __future__ import annotations
@@ -69,6 +79,7 @@ __all__ = [
     "CUDA_FIRST_SEED",
     "PERIODIC_FIRST_SEED",
     "RESTART_FIRST_SEED",
+    "ROUNDS_FIRST_SEED",
     "V2_FIRST_SEED",
     "draw_v2",
 ]
@@ -98,6 +109,16 @@ SNAPSHOT_MISSING_SHARE = 0.5
 PERIODIC_FIRST_SEED = 2600
 PERIODIC_SHARE = 0.6
 PERIODIC_MISSING_SHARE = 0.5
+#: The first seed that may draw several interval rounds taken in the middle of a step, the
+#: share of the cases without a restart that draw them, the share with some ranks' file of
+#: the hang's round lost, and the share of stalls turned into a crash before that round.
+ROUNDS_FIRST_SEED = 3000
+ROUNDS_SHARE = 0.8
+ROUNDS_MISSING_SHARE = 0.5
+ROUNDS_CRASH_SHARE = 0.3
+#: The compute (s) a rank spends at its point of a round before going on: uneven, so that
+#: the ranks that went on are inside an op (in flight) when their own dump thread writes.
+ROUND_COMPUTE_S = (0.0, 0.0, 0.2, 0.5)
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -317,6 +338,55 @@ def _periodic(seed: int, spec: CaseSpec) -> CaseSpec:
     )
 
 
+def _rounds(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`ROUNDS_FIRST_SEED` on (a stream of its own): 2 or 3 interval rounds
+    before the hang, each in a step of its own and taken in the middle of it (a point per
+    rank: before one of the step's ops, or after its last), in place of a periodic dump or
+    repeated snapshots; a stall turned into a crash some of the time (the rank's newest file
+    is then an interval round's); the file of the hang's round of 1 to W/2 ranks lost in
+    some cases. The fault moves to a later step when the rounds do not fit before it."""
+    if seed < ROUNDS_FIRST_SEED or spec.restart_fault is not None:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-rounds-{spec.torch}-{seed}")
+    if rng.random() >= ROUNDS_SHARE:
+        return spec
+    f = spec.fault
+    hang = f.kind not in ("healthy", "slow_rank")
+    n = rng.choice([2, 3])
+    if hang:
+        if f.kind in STALLS and rng.random() < ROUNDS_CRASH_SHARE:
+            f = replace(f, kind=rng.choice(["crash_exit", "crash_sigkill"]))
+        n_step = len(spec.step_ops)
+        steps = [s for s in range(2, spec.steps) if f.index < n_step or s in spec.eval_at]
+        if not steps:
+            return spec
+        if f.step < n:  # the rounds come before the fault's step
+            f = replace(f, step=rng.choice([s for s in steps if s >= n] or steps))
+        n = min(n, f.step)
+    else:
+        n = min(n, spec.steps - 1)
+    at = tuple(sorted(rng.sample(range(f.step if hang else spec.steps - 1), n)))
+    points = tuple(
+        tuple(rng.randrange(len(spec.step_ops) + 1) for _ in range(spec.world)) for _ in at
+    )
+    compute = tuple(tuple(rng.choice(ROUND_COMPUTE_S) for _ in range(spec.world)) for _ in at)
+    missing: tuple[int, ...] = ()
+    if rng.random() < ROUNDS_MISSING_SHARE:
+        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    return replace(
+        spec,
+        fault=f,
+        round_compute=compute,
+        snapshots=False,
+        snapshot_missing=(),
+        periodic_after=-1,
+        periodic_missing=(),
+        rounds_at=at,
+        round_points=points,
+        rounds_missing=missing,
+    )
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -377,4 +447,5 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         cuda=cuda,
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
-    return _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
+    spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
+    return _rounds(seed, spec)

@@ -34,7 +34,7 @@ from tools import record_gloo as rg
 from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
-from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR
+from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR, ROUND_DIR
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
@@ -150,8 +150,17 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
         early = set(_files(out_dir / PERIODIC_DIR)) if (out_dir / PERIODIC_DIR).is_dir() else set()
         if early != set(range(spec.world)):
             why = f"the periodic round holds ranks {sorted(early)} only"
+    if not why and spec.rounds_at:
+        why = _rounds_complete(spec, out_dir)
     if why:
         return None, why
+    rounds: dict[str, Any] = {}
+    if spec.rounds_at:  # the files of the hang's round of these ranks are taken out (lost)
+        lost = sorted(dumped & set(spec.rounds_missing))
+        rounds = {"at": list(spec.rounds_at), "caught": _caught(log_dir, spec)}
+        rounds |= {"newer": sorted(dumped - set(lost)), "lost": lost}
+        rounds["no_newer_file"] = _why_no_file(spec, dumped, died, set(lost))
+        dumped = dumped - set(lost)
     periodic: dict[str, Any] = {}
     if spec.periodic_after >= 0:  # the newer files of these ranks are taken out (keep)
         lost = sorted(dumped & set(spec.periodic_missing))
@@ -163,6 +172,8 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     truth = expected(spec, dumped, died)
     if periodic:
         truth["periodic"] = periodic
+    if rounds:
+        truth["rounds"] = rounds
     if spec.snapshots:  # which ranks wrote which snapshot
         newer = out_dir / NEWER_DIR
         truth["snapshots"] = {
@@ -182,6 +193,60 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
         }
     )
     return truth, ""
+
+
+_ROUND_LINE = re.compile(r"^\[rank (\d+) [0-9.]+\] ROUND (\d+) written during (.*)$")
+
+
+def _rounds_complete(spec: CaseSpec, out_dir: Path) -> str:
+    """Why a run with interval rounds is discarded ("" when every round holds every rank's
+    file and the rounds, then the dumps after the hang, are named by later and later
+    seconds, as an interval dump's folders are)."""
+    names = []
+    for k in range(len(spec.rounds_at)):
+        folder = out_dir / f"{ROUND_DIR}{k}"
+        got = set(_files(folder)) if folder.is_dir() else set()
+        if got != set(range(spec.world)):
+            return f"interval round {k} holds ranks {sorted(got)} only"
+        names.append(_dumps_folder([p for p in folder.iterdir() if p.is_file()]))
+    late = [p for ps in _files(out_dir).values() for p in ps]
+    if late:
+        names.append(_dumps_folder(late))
+    if names != sorted(set(names)):
+        return f"the rounds are not named by later and later seconds: {names}"
+    return ""
+
+
+def _caught(log_dir: Path, spec: CaseSpec) -> list[dict[str, str]]:
+    """Per interval round, where each rank's main thread was as its dump thread wrote the
+    round (``step.index op``, from the rank's own log)."""
+    caught: list[dict[str, str]] = [{} for _ in spec.rounds_at]
+    for r in range(spec.world):
+        path = log_dir / f"rank_{r}.log"
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            m = _ROUND_LINE.match(line)
+            if m and int(m.group(1)) == r:
+                caught[int(m.group(2))][str(r)] = m.group(3)
+    return caught
+
+
+def _why_no_file(spec: CaseSpec, dumped: set[int], died: set[int], lost: set[int]) -> dict:
+    """Every rank without a file in the hang's round, and why: ``lost`` (it wrote one, taken
+    out), ``crashed`` (the injected crash, before the round), ``aborted`` (gloo killed it),
+    ``frozen``, or ``wrote none`` (under ``timed_out``, no op of its own failed)."""
+    why: dict[str, str] = {}
+    for r in range(spec.world):
+        if r in lost:
+            why[str(r)] = "lost"
+        elif r in dumped:
+            continue
+        elif r in died and r in spec.fault.ranks:
+            why[str(r)] = "crashed"
+        elif r in died:
+            why[str(r)] = "aborted"
+        else:
+            why[str(r)] = "wrote none"
+    return why
 
 
 def _dumps_folder(files: list[Path]) -> str:
@@ -212,6 +277,32 @@ def _periodic_rounds(spec: CaseSpec, truth: dict[str, Any], out_dir: Path) -> li
                 p.rename(newer / p.name)
     truth["periodic"]["folders"] = [older.name, newer.name]
     return [older, newer]
+
+
+def _interval_round_dirs(truth: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Lay the interval rounds out as an interval dump's folders: round ``k`` in
+    ``dumps_<ts_k>/``, the dumps after the hang in a newer ``dumps_<ts>/`` without the files
+    of the ranks whose file is lost; ``truth["rounds"]["folders"]`` names them in order."""
+    rounds = sorted(
+        (p for p in out_dir.iterdir() if p.is_dir() and p.name.startswith(ROUND_DIR)),
+        key=lambda p: int(p.name[len(ROUND_DIR) :]),
+    )
+    dirs = [
+        p.rename(out_dir / _dumps_folder([f for f in p.iterdir() if f.is_file()])) for p in rounds
+    ]
+    newer = out_dir / _dumps_folder([p for ps in _files(out_dir).values() for p in ps])
+    if newer.name <= dirs[-1].name:
+        raise RuntimeError(f"the hang's round {newer.name} is not newer than {dirs[-1].name}")
+    newer.mkdir()
+    lost = set(truth["rounds"]["lost"])
+    for r, files in _files(out_dir).items():
+        for p in files:
+            if r in lost:
+                p.unlink()
+            else:
+                p.rename(newer / p.name)
+    truth["rounds"]["folders"] = [d.name for d in dirs] + [newer.name]
+    return [*dirs, newer]
 
 
 def _junk(folder: Path, seed: int) -> list[str]:
@@ -300,6 +391,27 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
             "older_after_step": p["after_step"],
             "newer_missing": p["newer_missing"],
         }
+    if "rounds" in doc:  # several interval rounds, then the hang's: in `recorded`
+        p = doc.pop("rounds")
+        doc["recorded"]["rounds"] = {
+            "rounds": [
+                {
+                    "folder": folder,
+                    "ranks": list(range(spec.world)),
+                    "taken": "while running, in the middle of a step",
+                    "in_step": step,
+                    "points": {str(r): _point(spec, pts[r]) for r in range(spec.world)},
+                    "compute_s": {str(r): c[r] for r in range(spec.world)},
+                    "caught_in": caught,
+                }
+                for folder, step, pts, c, caught in zip(
+                    p["folders"], p["at"], spec.round_points, spec.round_compute, p["caught"]
+                )
+            ]
+            + [{"folder": p["folders"][-1], "ranks": p["newer"], "taken": "after the hang"}],
+            "newer_missing": p["lost"],
+            "no_newer_file": p["no_newer_file"],
+        }
     if spec.cpu_groups:
         doc["recorded"]["cpu_groups"] = {
             "backend": "gloo",
@@ -313,6 +425,13 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
         doc["eval_ops"] = [o.kind for o in spec.eval_ops]
         doc["eval_at"] = list(spec.eval_at)
     return doc
+
+
+def _point(spec: CaseSpec, index: int) -> str:
+    """A rank's point in an interval round's step: before op ``index``, or after the last."""
+    if index >= len(spec.step_ops):
+        return "after the step's last op"
+    return f"before op {index} {spec.step_ops[index].kind}"
 
 
 def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[Path]:
@@ -342,6 +461,9 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     if spec.periodic_after >= 0:
         dirs = _periodic_rounds(spec, truth, out_dir)
         noted = {dirs[0]: f"{PERIODIC_DIR}_", dirs[1]: ""}
+    if spec.rounds_at:
+        dirs = _interval_round_dirs(truth, out_dir)
+        noted = {d: f"{ROUND_DIR}{k}_" for k, d in enumerate(dirs[:-1])} | {dirs[-1]: ""}
     for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)
@@ -402,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempts", type=int, default=2, help="runs per seed before discarding")
     ap.add_argument("--work", type=Path, help="run here and keep the last run's logs")
     ap.add_argument("--discards", type=Path, help="keep the logs of discarded runs here")
+    ap.add_argument(
+        "--only-tag", default="", help="skip the seeds whose case name lacks this tag (_rounds)"
+    )
     args = ap.parse_args(argv)
     short = ".".join(torch.__version__.split(".")[:2])
     args.out.mkdir(parents=True, exist_ok=True)
@@ -414,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             if seed is None:
                 break
             spec = draw(seed, short)
+            if args.only_tag and f"{args.only_tag}_" not in spec.name:
+                continue
             for attempt in range(1, args.attempts + 1):
                 t0 = time.monotonic()
                 truth, why = run(spec, work)

@@ -160,6 +160,18 @@ class CaseSpec:
     # those of the ranks in ``periodic_missing`` (lost: the older round's file only).
     periodic_after: int = -1
     periodic_missing: tuple[int, ...] = ()
+    # Several interval rounds (tools.corpus.axes draws them from ROUNDS_FIRST_SEED on): in
+    # step ``rounds_at[k]`` each rank's own dump thread writes its buffer just after the
+    # rank's main thread reached op ``round_points[k][rank]`` of that step (the step's
+    # length: after its last op), the main thread going on into its ops after computing
+    # ``round_compute[k][rank]`` s (no barrier lines the ranks up),
+    # into a folder of the round's own; the dumps after the hang go to a newer one, but those
+    # of the ranks in ``rounds_missing`` (lost: their newest file is an interval round's).
+    rounds_at: tuple[int, ...] = ()
+    round_points: tuple[tuple[int, ...], ...] = ()
+    # ... where the rank computes this long (s) before going on (the others wait in an op)
+    round_compute: tuple[tuple[float, ...], ...] = ()
+    rounds_missing: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -177,6 +189,7 @@ class CaseSpec:
                 ("_cuda", self.cuda),
                 ("_snap", self.snapshots),
                 ("_periodic", self.periodic_after >= 0),
+                ("_rounds", bool(self.rounds_at)),
             )
             if on
         )
@@ -214,6 +227,10 @@ class CaseSpec:
         doc["cpu_groups"] = tuple(doc.get("cpu_groups", ()))
         doc["snapshot_missing"] = tuple(doc.get("snapshot_missing", ()))
         doc["periodic_missing"] = tuple(doc.get("periodic_missing", ()))
+        doc["rounds_at"] = tuple(doc.get("rounds_at", ()))
+        doc["round_points"] = tuple(tuple(p) for p in doc.get("round_points", ()))
+        doc["round_compute"] = tuple(tuple(c) for c in doc.get("round_compute", ()))
+        doc["rounds_missing"] = tuple(doc.get("rounds_missing", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

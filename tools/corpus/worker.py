@@ -46,6 +46,15 @@ PERIODIC_WAIT_S = 60.0
 #: ... and the ranks go on this long after the round is in (no op in flight), so that the
 #: dumps after the hang are named by a later second even when the job fails at once.
 PERIODIC_GAP_S = 1.2
+#: Several interval rounds: round ``k`` goes to ``ROUND_DIR + str(k)`` (renamed ``dumps_<ts>``
+#: by the generator); after the step of a round each rank waits for its own file to be
+#: written, then computes :data:`ROUNDS_GAP_S` (every rank alike, no op in flight), so that
+#: the next round and the dumps after the hang are named by a later second.
+ROUND_DIR = "round_"
+ROUNDS_GAP_S = 1.2
+#: ... and the dump thread writes this long after the rank reached its point (an interval
+#: timer does not wait for an op to end: the rank is inside its op by then, or past it).
+ROUND_LAG_S = 0.1
 
 
 def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
@@ -154,6 +163,66 @@ def _periodic_round(spec: CaseSpec, rank: int, out_dir: Path, write: Any, side: 
     return after
 
 
+def _interval_rounds(spec: CaseSpec, rank: int, out_dir: Path, write: Any, job: Any) -> Any:
+    """(before, after_step): the rank's own dump thread (a debug server's interval dump)
+    writes round ``k`` :data:`ROUND_LAG_S` after the main thread reached op
+    ``spec.round_points[k][rank]`` of step ``spec.rounds_at[k]`` (the step's length: after
+    its last op); the main thread computes there ``spec.round_compute[k][rank]`` s (uneven
+    compute: the ranks that went on wait inside their next op for it) and goes on into its
+    ops. So each rank is caught wherever it is then: computing, inside an op in flight or
+    past it; no barrier. It logs ``ROUND k written during <step.index op> (<state>)``.
+    After the round's step the rank waits for its own file only."""
+    log = launcher.logger(rank)
+    todo: queue.Queue[int] = queue.Queue()
+    n_step = len(spec.step_ops)
+    computing: list[bool] = [False]
+
+    def dumper() -> None:
+        while True:
+            k = todo.get()
+            time.sleep(ROUND_LAG_S)  # an interval timer does not wait for an op to end
+            folder = out_dir / f"{ROUND_DIR}{k}"
+            folder.mkdir(exist_ok=True)
+            where = job().where + (" (computing before it)" if computing[0] else "")
+            write.into(folder, noted=f"{ROUND_DIR}{k}_")
+            log(f"ROUND {k} written during {where}")
+            todo.task_done()
+
+    threading.Thread(target=dumper, name="fr-interval-dump", daemon=True).start()
+
+    def at(step: int, index: int, kind: str) -> None:
+        for k, (s, points) in enumerate(zip(spec.rounds_at, spec.round_points)):
+            if step == s and index == points[rank]:
+                log(f"ROUND {k} due at {step}.{index} {kind}")
+                todo.put(k)
+                computing[0] = True
+                time.sleep(spec.round_compute[k][rank])
+                computing[0] = False
+
+    def before(step: int, index: int, kind: str) -> None:
+        if index < n_step:  # (the eval pass's ops follow the step's: no points there)
+            at(step, index, kind)
+
+    def after(step: int) -> None:
+        job().where = f"{step}.{n_step} between steps"
+        at(step, n_step, "end of step")
+        if step in spec.rounds_at:
+            todo.join()
+            time.sleep(ROUNDS_GAP_S)
+
+    return before, after
+
+
+def _chain(first: Any, then: Any) -> Any:
+    """A before-op hook calling ``first``, then ``then``."""
+
+    def both(step: int, index: int, kind: str) -> None:
+        first(step, index, kind)
+        then(step, index, kind)
+
+    return both
+
+
 def _stall(kind: str, log: Any) -> None:
     """Stop making progress, in the way ``kind`` names (the main thread blocks for good)."""
     if kind == "stall_lock":
@@ -253,14 +322,21 @@ def _worker(cfg: dict[str, Any]) -> None:
 
         threading.Thread(target=poller, name="fr-dump-poller", daemon=True).start()
     before, freeze = _make_fault_hook(spec, rank, side, write)
+    job_ref: list[Any] = []
+    if spec.rounds_at:
+        round_before, round_after = _interval_rounds(spec, rank, out_dir, write, lambda: job_ref[0])
+        before = _chain(round_before, before)
     api: Any = dist
     if comms is not None:
         from tools.corpus.comms import CommsDist
 
         api = CommsDist(dist, rank, world, comms, backend="nccl" if spec.cuda else "gloo")
     job = Job(spec, rank, torch, api, timeout, side, before, freeze, log)
+    job_ref.append(job)
     if spec.periodic_after >= 0:
         job.after_step = _periodic_round(spec, rank, out_dir, write, side)
+    if spec.rounds_at:
+        job.after_step = round_after
     try:
         run_steps(job)
         log("BODY DONE")
