@@ -108,26 +108,44 @@ def resolve_ranks(all_dumps: Sequence[ParsedDump]) -> tuple[list[ParsedDump], li
     return dumps, duplicates
 
 
+def _later_than(newer: dict[str, set[str]], folders: set[str]) -> set[str]:
+    """Every folder newer than one of ``folders``, through rounds between (a round superseded
+    by one that was superseded in turn)."""
+    out: set[str] = set()
+    todo = [g for f in folders for g in newer.get(f, ())]
+    while todo:
+        g = todo.pop()
+        if g not in out:
+            out.add(g)
+            todo.extend(newer.get(g, ()))
+    return out
+
+
 def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]) -> dict[int, str]:
     """Ranks whose only dump sits in an older round of dumps: a folder where a file of
     another rank was superseded by a different, newer file of the same name in another
-    folder (its buffer moved on between the rounds), while this rank has no file in that
-    newer folder (an identical copy counts as one). Where it is now is not in the files:
-    rank -> why. Rounds whose copies are identical say nothing moved, and flag nobody."""
+    folder (its buffer moved on between the rounds), or by one superseded in turn, while this
+    rank has no file in that newer folder (an identical copy counts as one, wherever it
+    lies). Where it is now is not in the files: rank -> why. Rounds whose copies are
+    identical say nothing moved, and flag nobody."""
     newer: dict[str, set[str]] = defaultdict(set)
     held: dict[int, set[str]] = defaultdict(set)
+    copies: dict[str, set[str]] = defaultdict(set)  # kept path -> its copies' folders
     for d in dumps:
         held[d.rank].add(str(Path(d.path).parent))
     for dup in duplicates:
         kept, dropped = Path(dup.kept), Path(dup.dropped)
         held[dup.rank] |= {str(kept.parent), str(dropped.parent)}
+        if dup.identical:
+            copies[dup.kept].add(str(dropped.parent))
         if not dup.identical and kept.name == dropped.name and kept.parent != dropped.parent:
             newer[str(dropped.parent)].add(str(kept.parent))
     out: dict[int, str] = {}
     for d in dumps:
         folder = str(Path(d.path).parent)
-        mine = held[d.rank] | {folder}
-        later = sorted(g for g in newer.get(folder, ()) if g not in mine)
+        later = sorted(_later_than(newer, copies[d.path] | {folder}) - held[d.rank] - {folder})
+        # The newest of them to name: one no other of them is older than.
+        later = [g for g in later if not newer.get(g, set()) & set(later)] or later
         if later:
             out[d.rank] = (
                 f"its only dump is in {clean(folder)}, an older round: other ranks' dumps "

@@ -169,3 +169,34 @@ def test_a_rank_whose_only_dump_is_an_older_snapshot_is_not_blamed(tmp_path: Pat
     assert result.loaded is not None
     assert [r for r, _ in result.loaded.stale] == [5]
     assert any("rank 5: its only dump is in" in i.reason for i in result.loaded.ignored)
+
+
+def test_a_rank_whose_newest_dump_is_copied_through_older_rounds_is_not_blamed(
+    tmp_path: Path,
+) -> None:
+    """Three rounds of an interval dump: rank 5's buffer did not move between the first two
+    (byte-identical files), and its file of the newest round is missing. The second round was
+    superseded by the newest, the first by the second: rank 5's copy in the second round does
+    not make its dump current. It is set aside, and the stalled rank 3 is the culprit.
+    Before: only the round right after the kept copy was looked at, and rank 5 was blamed
+    from its old position."""
+    src = SAMPLES / "chain_tp_dp_w8"
+    job = tmp_path / "job"
+    first, second, newest = (job / f"dumps_20261206_1015{m}0" for m in (0, 3, 5))
+    for folder in (first, second, newest):
+        folder.mkdir(parents=True)
+    for r in range(8):
+        name = f"nccl_trace_rank_{r}"
+        _older_snapshot(src / name, first / name, keep=2)
+        if r == 5:
+            shutil.copy(first / name, second / name)
+        else:
+            _older_snapshot(src / name, second / name, keep=3)
+            shutil.copy(src / name, newest / name)
+    result = analyzer.analyze(job, jobs=1)
+    d = result.diagnosis
+    assert d.culprit_ranks == (3,) and d.kind == "not_joined", d.headline
+    assert result.loaded is not None
+    assert [r for r, _ in result.loaded.stale] == [5]
+    why = dict(result.loaded.stale)[5]
+    assert f"superseded by newer ones in {newest}" in why
