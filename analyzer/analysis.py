@@ -304,6 +304,7 @@ def analyze(
                 wait_rows,
                 graph,
                 unsure=_unsure(loaded),
+                stale=[r for r, _ in loaded.stale] if loaded is not None else (),
                 alive=contexts.by_rank,
                 not_given=loaded.not_given if loaded is not None else {},
                 config=config,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -145,6 +145,7 @@ def diagnose(
     g: nx.DiGraph,
     *,
     unsure: Mapping[int, str] | None = None,
+    stale: Collection[int] = (),
     alive: Mapping[int, RankContext] | None = None,
     not_given: Mapping[int, str] | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
@@ -153,7 +154,9 @@ def diagnose(
     """Name the culprits and explain them. Deterministic for a given input.
 
     ``unsure``: ranks whose evidence cannot be trusted (an unreadable file, a dump with
-    dropped entries) and why (see :func:`analyzer.diagnosis.roots.unsure_roots`); ``alive``:
+    dropped entries, only an older round's dump) and why (see
+    :func:`analyzer.diagnosis.roots.unsure_roots`); ``stale``: of those, the ranks whose only
+    dump was an older round's (set aside, so they have none here); ``alive``:
     ranks a capture's context file shows alive (see :mod:`analyzer.diagnosis.alive`);
     ``not_given``: ranks whose dump sits beside the files given, by path (never blamed);
     ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
@@ -165,6 +168,7 @@ def diagnose(
         waits=wait_rows,
         graph=g,
         unsure=unsure or {},
+        stale=frozenset(stale),
         alive=alive or {},
         not_given=not_given or {},
         config=config,

@@ -29,11 +29,13 @@ class Facts:
     graph: nx.DiGraph
     unsure: Mapping[int, str] = field(default_factory=dict)
     """Ranks whose evidence cannot be trusted (an unreadable file, dropped entries), and why."""
+    stale: frozenset[int] = frozenset()
+    """Of those, ranks whose only dump was an older round's (set aside: no dump of this one)."""
     config: AnalysisConfig = DEFAULT_CONFIG
     alive: Mapping[int, RankContext] = field(default_factory=dict)
+    """Ranks a capture's context file shows alive when the dumps were taken."""
     not_given: Mapping[int, str] = field(default_factory=dict)
     """Ranks whose dump file sits beside the files given but was not given: rank -> path."""
-    """Ranks a capture's context file shows alive when the dumps were taken."""
 
     @cached_property
     def roots(self) -> Roots:

@@ -166,11 +166,14 @@ def plain_roots(facts: Facts) -> list[Finding]:
 def unsure_roots(facts: Facts, found: list[Finding]) -> list[Finding]:
     """Roots whose own dump is unreadable or suspect are not blamed ahead of roots whose
     readable dump shows them stalled: they stay as findings, marked as not blamed. When no
-    root is sure, they stay culprits, and the summary says why they are unsure."""
+    root is sure, they stay culprits, and the summary says why they are unsure. A rank whose
+    only dump was an older round's has no dump of this one: it stays a culprit as a rank
+    with no file would (its older file must not clear it), and the summary says why."""
     unsure = facts.unsure
     if not unsure:
         return found
     is_unsure = [bool(set(f.ranks) & unsure.keys()) for f in found]
+    kept = [f.kind == FindingKind.MISSING_DUMP and set(f.ranks) <= facts.stale for f in found]
     # Sure: a root whose own readable dump shows where it stopped (not one without a dump).
     sure = [
         f
@@ -178,12 +181,12 @@ def unsure_roots(facts: Facts, found: list[Finding]) -> list[Finding]:
         if f.culprit and not u and f.kind != FindingKind.MISSING_DUMP
     ]
     out = []
-    for f, u in zip(found, is_unsure, strict=True):
+    for f, u, keep in zip(found, is_unsure, kept, strict=True):
         if not u:
             out.append(f)
             continue
         why = "; ".join(f"rank {r}: {unsure[r]}" for r in f.ranks if r in unsure)
-        if sure:
+        if sure and not keep:
             blamed = rank_list(sorted({r for s in sure for r in s.ranks}))
             out.append(
                 dataclasses.replace(

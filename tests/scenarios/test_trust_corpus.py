@@ -235,3 +235,18 @@ def test_ranks_waiting_on_older_rounds_only_dumps_are_suspects_too(tmp_path: Pat
     assert "an older round" in because[3]
     assert "no dump of this round, so a suspect itself" in because[1]
     assert "barrier in default_pg seq 6" in because[1]
+
+
+def test_a_rank_with_only_an_older_rounds_dump_is_blamed_as_one_with_no_dump(
+    tmp_path: Path,
+) -> None:
+    """Ranks 0 and 1 deadlocked in recvs gloo does not record (interval rounds); rank 1's
+    file of the hang's round was lost, so its only dump is round 3's and is set aside. Rank
+    0's own dump shows it never joined the next DP all_reduce. Without rank 1's older file
+    both would be named (rank 1 as a rank with no dump); the older file must not clear it.
+    Before: `HANG: culprit rank 0`, certain, rank 1 'not blamed'."""
+    truth, folder = corpus_case("p2p_deadlock_tp1pp2dp2_gloo_eval_rounds_t213_s03009", tmp_path)
+    assert truth["culprits"] == [0, 1]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {0: "certain", 1: "suspect"}
+    assert "an older round" in {c.rank: c.because for c in d.culprits}[1]
