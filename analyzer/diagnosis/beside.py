@@ -1,8 +1,10 @@
 """Ranks beside the culprits that the dumps cannot rule out, each a suspect with the fact
 that is missing: members with no dump beside a rank that never joined (did they join?),
 ranks with no dump beside a stuck collective whose members no dump lists, waiters whose wait
-on a crashed rank only a retired entry shows (they may have stopped after it), ranks with no
-dump where nobody else can be blamed, and a rank no file gives the number of.
+on a crashed rank only a retired entry shows (they may have stopped after it), waiters in a
+collective still in flight on ranks with only an older round's dump (they may be inside it
+together), ranks with no dump where nobody else can be blamed, and a rank no file gives the
+number of.
 
 Each reading is in docs/diagnosis.md ("How sure"); :mod:`analyzer.diagnosis.confidence`
 weighs the culprits themselves and adds these beside them.
@@ -18,6 +20,7 @@ from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
+    "inside_with_stale",
     "members_unknown",
     "missing_suspects",
     "place_of",
@@ -197,6 +200,39 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
             ),
         )
     return [out[r] for r in sorted(out)]
+
+
+def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
+    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
+    the ranks whose wait on one of them (``dead``) is their newest entry, a collective still
+    in flight (not retired). That rank may have joined it since its older dump: every member
+    would then be inside, held by one of them, and which one is in no file. Each a suspect
+    (at most :data:`_MAX_SILENT`)."""
+    stale = dead & set(facts.stale)
+    if not stale or not named or not named <= set(facts.stale):
+        return []
+    w = facts.waits
+    w = w[w["holder"].isin(sorted(stale)) & ~w["waiter"].isin(sorted(named))]
+    out: dict[int, Culprit] = {}
+    for waiter, holder, group, seq, op in w[
+        ["waiter", "holder", "pg_name", "seq", "op"]
+    ].itertuples(index=False):
+        r = int(waiter)
+        last = facts.last_entry(r)
+        if r in out or last is None or bool(last["is_p2p"]) or bool(last["retired"]):
+            continue
+        if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(seq):
+            continue
+        desc = str(last.get("pg_desc") or "") or str(group)
+        out[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"it waits on rank {int(holder)} (only an older round's dump) in its last op, {op} "
+            f"in {desc} seq {int(seq)}, still in flight: if rank {int(holder)} joined it "
+            "after that dump, every member is inside it and this rank may be the one holding "
+            "it (network, GPU, host)",
+        )
+    return [out[r] for r in sorted(out)] if len(out) <= _MAX_SILENT else []
 
 
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
 from analyzer.diagnosis.beside import (
+    inside_with_stale,
     members_unknown,
     place_of,
     silent_partners,
@@ -260,6 +261,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)
     for p in unproven_waits(facts, dead, set(out)):
+        out.setdefault(p.rank, p)
+    for p in inside_with_stale(facts, dead, set(out)):
         out.setdefault(p.rank, p)
     held, where = stuck_alike(facts, findings)
     for r in held:

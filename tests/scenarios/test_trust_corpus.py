@@ -250,3 +250,20 @@ def test_a_rank_with_only_an_older_rounds_dump_is_blamed_as_one_with_no_dump(
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {0: "certain", 1: "suspect"}
     assert "an older round" in {c.rank: c.because for c in d.culprits}[1]
+
+
+def test_ranks_inside_a_collective_with_older_rounds_ranks_are_suspects(tmp_path: Path) -> None:
+    """Rank 3 froze inside a world all_reduce (nccl-lazy, states laid over); ranks 0 and 1
+    lost their files of the hang's round, so their only dumps are an older round's. Ranks 2
+    and 3 hold the all_reduce in flight: if ranks 0 and 1 joined it after their older dumps,
+    every member is inside and one of 2, 3 holds it. Before: suspects 0, 1 only (the rank
+    stuck inside left out)."""
+    truth, folder = corpus_case(
+        "stuck_in_collective_tp2pp1dp2_nccllazy_cpu_rounds_t215_s03006_states", tmp_path
+    )
+    assert truth["culprits"] == [3]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "still in flight" in because[3] and "only an older round's dump" in because[3]
