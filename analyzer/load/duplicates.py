@@ -143,12 +143,15 @@ def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
     out: dict[int, str] = {}
     for d in dumps:
         folder = str(Path(d.path).parent)
-        later = sorted(_later_than(newer, copies[d.path] | {folder}) - held[d.rank] - {folder})
-        # The newest of them to name: one no other of them is older than.
+        mine = copies[d.path] | {folder}
+        later = sorted(_later_than(newer, mine) - held[d.rank] - {folder})
+        # The newest of them to name: one no other of them is older than; and the newest of
+        # the rank's identical copies (the one kept is the first by path).
         later = [g for g in later if not newer.get(g, set()) & set(later)] or later
+        last = [f for f in sorted(mine) if not _later_than(newer, {f}) & mine] or [folder]
         if later:
             out[d.rank] = (
-                f"its only dump is in {clean(folder)}, an older round: other ranks' dumps "
+                f"its only dump is in {clean(last[0])}, an older round: other ranks' dumps "
                 f"there were superseded by newer ones in {clean(later[0])}, which holds none "
                 "of its own (where it is now is not in these files)"
             )
