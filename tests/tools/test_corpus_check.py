@@ -13,6 +13,7 @@ from tools.corpus.axes import (
     CPU_FIRST_SEED,
     CUDA_FIRST_SEED,
     LATE_FIRST_SEED,
+    LATE_RESTART_FIRST_SEED,
     NOT_TORCHCOMMS,
     PERIODIC_FIRST_SEED,
     RESTART_FIRST_SEED,
@@ -372,7 +373,10 @@ def test_interval_rounds_from_their_first_seed() -> None:
     assert {s.torch for s in rounds if s.recorder == "gloo"} == {"2.13", "2.15"}
     assert {len(s.rounds_at) for s in rounds} == {2, 3}
     for s in rounds:
-        assert s.restart_fault is None and not s.snapshots and s.periodic_after < 0
+        # (a restart beside late rounds: tools.corpus.axes' late axis, from its own seed)
+        late_restart = s.seed >= LATE_RESTART_FIRST_SEED and "_late" in s.name
+        assert s.restart_fault is None or late_restart
+        assert not s.snapshots and s.periodic_after < 0
         assert "_rounds" in s.name and "_periodic" not in s.name
         assert list(s.rounds_at) == sorted(set(s.rounds_at))
         if s.fault.kind in ("healthy", "slow_rank"):
@@ -410,6 +414,8 @@ def test_late_rounds_from_their_first_seed() -> None:
     assert {s.recorder for s in late} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
     assert any(any(s.round_skip) for s in late) and any(any(s.round_late) for s in late)
     assert {s.timer_rounds for s in late} == {0, 1, 2, 3}
+    restarts = [s for s in late if s.restart_fault is not None]
+    assert restarts and not any(s.restart_fault for s in late if s.seed < LATE_RESTART_FIRST_SEED)
     for s in late:
         assert s.rounds_at and "_rounds" in s.name
         n = len(s.rounds_at)
@@ -422,6 +428,10 @@ def test_late_rounds_from_their_first_seed() -> None:
             assert not set(s.round_late[k]) & (set(s.round_skip[k]) | set(nxt))
         if s.timer_rounds:
             assert s.fault.kind not in ("healthy", "slow_rank", "stuck_in_collective")
+        if s.restart_fault is not None:  # beside the rounds: an older attempt without them
+            assert s.seed >= LATE_RESTART_FIRST_SEED and s.recorder in ("gloo", "torchcomms")
+            older = s.older_attempt()
+            assert not older.rounds_at and not older.timer_rounds and not any(older.round_late)
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
     assert not any(
         s.round_skip or s.round_late or s.timer_rounds for s in specs if "_late" not in s.name

@@ -63,7 +63,10 @@ Both are drawn from streams of their own.
   hang's round written by an interval timer rather than by a watchdog or the rank's own
   failure: every rank's dump thread writes at every tick after the last round, so that
   rounds are taken while the ranks are hung (ops in flight), after their ops failed, and
-  a rank that made no progress writes the same bytes again.
+  a rank that made no progress writes the same bytes again; from
+  :data:`LATE_RESTART_FIRST_SEED` on, for gloo's recorder and TorchComms', a restart's
+  older folder (``attempt_0/``, an attempt without rounds) beside this run's rounds in
+  ``attempt_1/``.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ __all__ = [
     "CPU_FIRST_SEED",
     "CUDA_FIRST_SEED",
     "LATE_FIRST_SEED",
+    "LATE_RESTART_FIRST_SEED",
     "PERIODIC_FIRST_SEED",
     "RESTART_FIRST_SEED",
     "ROUNDS_FIRST_SEED",
@@ -136,6 +140,11 @@ LATE_FIRST_SEED = 3200
 LATE_SKIP_SHARE = 0.5
 LATE_LATE_SHARE = 0.5
 LATE_TIMER_SHARE = 0.6
+#: From this seed on, a share of those cases (gloo's recorder and TorchComms') also have a
+#: restart's older folder beside the rounds (a stream of its own: the seeds before draw
+#: what they drew).
+LATE_RESTART_FIRST_SEED = 3240
+LATE_RESTART_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -428,7 +437,19 @@ def _late(seed: int, spec: CaseSpec) -> CaseSpec:
         timer = rng.randint(1, 3)
     if not (any(skip) or any(late) or timer):
         return spec
-    return replace(spec, round_skip=tuple(skip), round_late=tuple(late), timer_rounds=timer)
+    spec = replace(spec, round_skip=tuple(skip), round_late=tuple(late), timer_rounds=timer)
+    if seed < LATE_RESTART_FIRST_SEED or spec.recorder not in ("gloo", "torchcomms"):
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-late-restart-{spec.torch}-{seed}")
+    if rng.random() >= LATE_RESTART_SHARE:
+        return spec
+    older = Fault(
+        rng.choice(["stall_compute", "crash_exit"]),
+        (rng.randrange(w),),
+        step=rng.randint(1, spec.steps - 1),
+        index=rng.randrange(len(spec.step_ops)),
+    )
+    return replace(spec, restart_fault=older)
 
 
 def draw_v2(seed: int, torch: str) -> CaseSpec:

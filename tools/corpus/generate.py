@@ -576,9 +576,13 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     if spec.periodic_after >= 0:
         dirs = _periodic_rounds(spec, truth, out_dir)
         noted = {dirs[0]: f"{PERIODIC_DIR}_", dirs[1]: ""}
-    if spec.rounds_at:
-        dirs = _interval_round_dirs(truth, out_dir)
+    if spec.rounds_at:  # (with a restart: this run's rounds in attempt_1/)
+        older_dirs = dirs[:-1] if spec.restart_fault is not None else []
+        dirs = _interval_round_dirs(truth, dirs[-1])
         noted = {d: f"{ROUND_DIR}{k}_" for k, d in enumerate(dirs[:-1])} | {dirs[-1]: ""}
+        if older_dirs and spec.recorder in ("nccl2", "nccl-lazy"):
+            raise RuntimeError("interval rounds with a restart: the hook's states not laid over")
+        dirs = older_dirs + dirs
     for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)

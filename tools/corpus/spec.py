@@ -214,7 +214,18 @@ class CaseSpec:
         for that size)."""
         assert self.restart_fault is not None
         older = replace(
-            self, fault=self.restart_fault, restart_fault=None, restart_world=0, policy="all"
+            self,
+            fault=self.restart_fault,
+            restart_fault=None,
+            restart_world=0,
+            policy="all",
+            rounds_at=(),  # (interval rounds: this run's only)
+            round_points=(),
+            round_compute=(),
+            rounds_missing=(),
+            round_skip=(),
+            round_late=(),
+            timer_rounds=0,
         )
         if self.restart_world and self.restart_world != self.world:
             dp = self.dp * self.restart_world // self.world
