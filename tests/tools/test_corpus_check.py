@@ -173,6 +173,7 @@ def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
         for name in (
             "case/attempt_0/nccl_trace_rank_0",
             "case/attempt_1/nccl_trace_rank_0",
+            "case/attempt_1/dumps_20261207_013008/nccl_trace_rank_1",
             "case/a/../../b/escape",
             "case/train.log",
         ):
@@ -186,6 +187,7 @@ def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
     got = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert got == [
         "attempt_0/nccl_trace_rank_0",
+        "attempt_1/dumps_20261207_013008/nccl_trace_rank_1",
         "attempt_1/nccl_trace_rank_0",
         "escape",
         "train.log",
