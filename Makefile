@@ -143,7 +143,7 @@ accuracy-real: $(STAMP)
 
 # Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
 # recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores. CORPUS_TAG=_rounds
-# records only the seeds whose case draws that name tag (the others are skipped).
+# (or _late) records only the seeds whose case draws that name tag (the others are skipped).
 CORPUS_213 ?= 10
 CORPUS_215 ?= 10
 CORPUS_TAG ?=

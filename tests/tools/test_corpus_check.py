@@ -12,6 +12,8 @@ import pytest
 from tools.corpus.axes import (
     CPU_FIRST_SEED,
     CUDA_FIRST_SEED,
+    LATE_FIRST_SEED,
+    LATE_RESTART_FIRST_SEED,
     NOT_TORCHCOMMS,
     PERIODIC_FIRST_SEED,
     RESTART_FIRST_SEED,
@@ -171,6 +173,7 @@ def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
         for name in (
             "case/attempt_0/nccl_trace_rank_0",
             "case/attempt_1/nccl_trace_rank_0",
+            "case/attempt_1/dumps_20261207_013008/nccl_trace_rank_1",
             "case/a/../../b/escape",
             "case/train.log",
         ):
@@ -184,6 +187,7 @@ def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
     got = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert got == [
         "attempt_0/nccl_trace_rank_0",
+        "attempt_1/dumps_20261207_013008/nccl_trace_rank_1",
         "attempt_1/nccl_trace_rank_0",
         "escape",
         "train.log",
@@ -371,7 +375,10 @@ def test_interval_rounds_from_their_first_seed() -> None:
     assert {s.torch for s in rounds if s.recorder == "gloo"} == {"2.13", "2.15"}
     assert {len(s.rounds_at) for s in rounds} == {2, 3}
     for s in rounds:
-        assert s.restart_fault is None and not s.snapshots and s.periodic_after < 0
+        # (a restart beside late rounds: tools.corpus.axes' late axis, from its own seed)
+        late_restart = s.seed >= LATE_RESTART_FIRST_SEED and "_late" in s.name
+        assert s.restart_fault is None or late_restart
+        assert not s.snapshots and s.periodic_after < 0
         assert "_rounds" in s.name and "_periodic" not in s.name
         assert list(s.rounds_at) == sorted(set(s.rounds_at))
         if s.fault.kind in ("healthy", "slow_rank"):
@@ -395,3 +402,39 @@ def test_interval_rounds_from_their_first_seed() -> None:
     crashes = [s for s in rounds if s.fault.kind in ("crash_exit", "crash_sigkill")]
     assert len(crashes) > sum(s.fault.kind == "stall_compute" for s in rounds) / 2
     assert not any("_rounds" in s.name for s in specs if not s.rounds_at)
+
+
+def test_late_rounds_from_their_first_seed() -> None:
+    """Skipped rounds, files landing in the next round's folder, and the hang's round by an
+    interval timer: drawn from their own seed on, only with interval rounds, never before."""
+    seeds = range(LATE_FIRST_SEED, LATE_FIRST_SEED + 300)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    before = [draw(seed, t) for seed in range(ROUNDS_FIRST_SEED, LATE_FIRST_SEED) for t in TORCH]
+    assert not any(s.round_skip or s.round_late or s.timer_rounds for s in before)
+    late = [s for s in specs if "_late" in s.name]
+    assert 0.2 < len(late) / len(specs) < 0.5  # most of the cases with interval rounds
+    assert {s.recorder for s in late} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    assert any(any(s.round_skip) for s in late) and any(any(s.round_late) for s in late)
+    assert {s.timer_rounds for s in late} == {0, 1, 2, 3}
+    restarts = [s for s in late if s.restart_fault is not None]
+    assert restarts and not any(s.restart_fault for s in late if s.seed < LATE_RESTART_FIRST_SEED)
+    for s in late:
+        assert s.rounds_at and "_rounds" in s.name
+        n = len(s.rounds_at)
+        assert len(s.round_skip) == len(s.round_late) == n
+        assert not s.round_late[-1]  # a late file lands in an interval round's folder
+        for k in range(n):
+            assert len(s.round_skip[k]) + len(s.round_late[k]) <= s.world // 2 * 2
+            assert len(s.round_skip[k]) <= s.world // 2 and len(s.round_late[k]) <= s.world // 2
+            nxt = s.round_skip[k + 1] if k + 1 < n else ()
+            assert not set(s.round_late[k]) & (set(s.round_skip[k]) | set(nxt))
+        if s.timer_rounds:
+            assert s.fault.kind not in ("healthy", "slow_rank", "stuck_in_collective")
+        if s.restart_fault is not None:  # beside the rounds: an older attempt without them
+            assert s.seed >= LATE_RESTART_FIRST_SEED and s.recorder in ("gloo", "torchcomms")
+            older = s.older_attempt()
+            assert not older.rounds_at and not older.timer_rounds and not any(older.round_late)
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+    assert not any(
+        s.round_skip or s.round_late or s.timer_rounds for s in specs if "_late" not in s.name
+    )

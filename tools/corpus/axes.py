@@ -55,6 +55,18 @@ Both are drawn from streams of their own.
   in flight (no barrier lines them up); the round of
   the hang lacks the files of the ranks that crashed before it (a stall is turned into a
   crash some of the time) and, in some cases, of 1 to W/2 ranks whose file was lost.
+* **late and skipped rounds, and the hang's round by the timer** (seeds from
+  :data:`LATE_FIRST_SEED`, in most of the cases that draw interval rounds, name tag
+  ``_late``; a stream of its own): 1 to W/2 ranks skip an interval round (their dump thread
+  wrote none), 1 to W/2 ranks' file of a round lands in the next round's folder (taken at
+  the round, written an interval late: none of their own there), and, for hangs, the
+  hang's round written by an interval timer rather than by a watchdog or the rank's own
+  failure: every rank's dump thread writes at every tick after the last round, so that
+  rounds are taken while the ranks are hung (ops in flight), after their ops failed, and
+  a rank that made no progress writes the same bytes again; from
+  :data:`LATE_RESTART_FIRST_SEED` on, for gloo's recorder and TorchComms', a restart's
+  older folder (``attempt_0/``, an attempt without rounds) beside this run's rounds in
+  ``attempt_1/``.
 """
 
 from __future__ import annotations
@@ -77,6 +89,8 @@ from tools.corpus.spec import (
 __all__ = [
     "CPU_FIRST_SEED",
     "CUDA_FIRST_SEED",
+    "LATE_FIRST_SEED",
+    "LATE_RESTART_FIRST_SEED",
     "PERIODIC_FIRST_SEED",
     "RESTART_FIRST_SEED",
     "ROUNDS_FIRST_SEED",
@@ -119,6 +133,18 @@ ROUNDS_CRASH_SHARE = 0.3
 #: The compute (s) a rank spends at its point of a round before going on: uneven, so that
 #: the ranks that went on are inside an op (in flight) when their own dump thread writes.
 ROUND_COMPUTE_S = (0.0, 0.0, 0.2, 0.5)
+#: The first seed that may draw late and skipped interval rounds and the hang's round by an
+#: interval timer (in the cases that draw interval rounds); the share of those cases with
+#: a skipped round, with a late file, and (hangs) with the timer's rounds after the hang.
+LATE_FIRST_SEED = 3200
+LATE_SKIP_SHARE = 0.5
+LATE_LATE_SHARE = 0.5
+LATE_TIMER_SHARE = 0.6
+#: From this seed on, a share of those cases (gloo's recorder and TorchComms') also have a
+#: restart's older folder beside the rounds (a stream of its own: the seeds before draw
+#: what they drew).
+LATE_RESTART_FIRST_SEED = 3240
+LATE_RESTART_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -387,6 +413,45 @@ def _rounds(seed: int, spec: CaseSpec) -> CaseSpec:
     )
 
 
+def _late(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`LATE_FIRST_SEED` on (a stream of its own), in the cases with interval
+    rounds: ranks that skip a round, ranks whose file of a round lands in the next round's
+    folder, and (hangs but a frozen rank) the hang's round written by an interval timer,
+    collected 1 to 3 ticks after the first op failed."""
+    if seed < LATE_FIRST_SEED or not spec.rounds_at:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-late-{spec.torch}-{seed}")
+    n, w = len(spec.rounds_at), spec.world
+    skip: list[tuple[int, ...]] = [() for _ in range(n)]
+    late: list[tuple[int, ...]] = [() for _ in range(n)]
+    if rng.random() < LATE_SKIP_SHARE:
+        k = rng.randrange(n)
+        skip[k] = tuple(sorted(rng.sample(range(w), rng.randint(1, w // 2))))
+    if n > 1 and rng.random() < LATE_LATE_SHARE:
+        k = rng.randrange(n - 1)  # lands in round k + 1's folder (an interval round's)
+        free = [r for r in range(w) if r not in skip[k] + skip[k + 1]]
+        late[k] = tuple(sorted(rng.sample(free, rng.randint(1, min(w // 2, len(free))))))
+    timer = 0
+    hang = spec.fault.kind not in ("healthy", "slow_rank", "stuck_in_collective")
+    if hang and rng.random() < LATE_TIMER_SHARE:
+        timer = rng.randint(1, 3)
+    if not (any(skip) or any(late) or timer):
+        return spec
+    spec = replace(spec, round_skip=tuple(skip), round_late=tuple(late), timer_rounds=timer)
+    if seed < LATE_RESTART_FIRST_SEED or spec.recorder not in ("gloo", "torchcomms"):
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-late-restart-{spec.torch}-{seed}")
+    if rng.random() >= LATE_RESTART_SHARE:
+        return spec
+    older = Fault(
+        rng.choice(["stall_compute", "crash_exit"]),
+        (rng.randrange(w),),
+        step=rng.randint(1, spec.steps - 1),
+        index=rng.randrange(len(spec.step_ops)),
+    )
+    return replace(spec, restart_fault=older)
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -448,4 +513,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
     spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
-    return _rounds(seed, spec)
+    return _late(seed, _rounds(seed, spec))

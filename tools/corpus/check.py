@@ -201,12 +201,13 @@ def case_paths(root: Path) -> list[Path]:
 
 
 def _inside(name: str) -> str:
-    """Where a member ``<case>/[<folder>/]<file>`` goes in the case's folder: its one
-    subfolder kept (a restart's ``attempt_0/``, ``attempt_1/``) when it is a plain name,
-    else the base name alone."""
+    """Where a member ``<case>/[<folder>/[<folder>/]]<file>`` goes in the case's folder: its
+    subfolders kept (a restart's ``attempt_0/``, ``attempt_1/``; an interval round's
+    ``dumps_<ts>/``, inside an attempt's folder when both) when they are plain names, else
+    the base name alone."""
     parts = name.split("/")[1:] or [Path(name).name]
     plain = all(p not in ("", ".", "..") and "\\" not in p for p in parts)
-    return "/".join(parts) if plain and 1 <= len(parts) <= 2 else parts[-1]
+    return "/".join(parts) if plain and 1 <= len(parts) <= 3 else parts[-1]
 
 
 def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Path | None]:

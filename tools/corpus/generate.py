@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import pickle
 import random
 import re
@@ -34,7 +35,7 @@ from tools import record_gloo as rg
 from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
-from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR, ROUND_DIR
+from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR, ROUND_DIR, TICK_DIR, TICK_S
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
@@ -76,6 +77,11 @@ def _wait(spec: CaseSpec, workers: list[launcher.Worker], side: Any, out_dir: Pa
                 break
             continue
         since = time.monotonic() - t_err
+        if spec.timer_rounds:  # the timer's rounds: collected that many ticks after
+            if since > spec.timer_rounds * TICK_S + 0.8:
+                time.sleep(0.3)
+                break
+            continue
         # A rank's first dump takes seconds (the stack symbolizer starts): wait for them.
         if spec.policy == "all" and (alive <= dumped or since > 25.0):
             time.sleep(0.3)
@@ -144,6 +150,12 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     died = _wait(spec, workers, side_store, out_dir)
     elapsed = time.monotonic() - started
     logs = read_logs(log_dir, spec.world)
+    ticks: list[dict[str, Any]] = []
+    why = ""
+    if spec.timer_rounds:
+        ticks, why = _timer_rounds(spec, out_dir, work / "side", log_dir, logs, died)
+        if why:
+            return None, why
     dumped = set(_files(out_dir))
     why = judge(spec, logs, died, dumped)
     if not why and spec.periodic_after >= 0:
@@ -157,7 +169,10 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     rounds: dict[str, Any] = {}
     if spec.rounds_at:  # the files of the hang's round of these ranks are taken out (lost)
         lost = sorted(dumped & set(spec.rounds_missing))
-        rounds = {"at": list(spec.rounds_at), "caught": _caught(log_dir, spec)}
+        rounds = {"at": list(spec.rounds_at), "caught": _caught(log_dir, spec), "ticks": ticks}
+        rounds["ranks_in"] = [
+            sorted(_files(out_dir / f"{ROUND_DIR}{k}")) for k in range(len(spec.rounds_at))
+        ]
         rounds |= {"newer": sorted(dumped - set(lost)), "lost": lost}
         rounds["no_newer_file"] = _why_no_file(spec, dumped, died, set(lost))
         dumped = dumped - set(lost)
@@ -195,7 +210,65 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     return truth, ""
 
 
-_ROUND_LINE = re.compile(r"^\[rank (\d+) [0-9.]+\] ROUND (\d+) written during (.*)$")
+_ROUND_LINE = re.compile(
+    r"^\[rank (\d+) [0-9.]+\] ROUND (\d+) (written during .*|skipped during .*|holds .*)$"
+)
+_TICK_LINE = re.compile(r"^\[rank (\d+) [0-9.]+\] TICK (\d+) written during (.*)$")
+
+
+def _timer_rounds(
+    spec: CaseSpec, out_dir: Path, side_dir: Path, log_dir: Path, logs: Any, died: set[int]
+) -> tuple[list[dict[str, Any]], str]:
+    """Lay the interval timer's rounds out: the newest tick whose files are all in (every
+    rank that did not die) becomes the hang's round (its files moved into ``out_dir``, its
+    hook ops renamed as the dumps after the hang's), the ticks before it interval rounds
+    after the drawn ones (``round_<n + i>``), the ticks after it (cut off as the run was
+    ended) dropped. ([per tick: its tick, ranks, when taken, where each rank was], why the
+    run is discarded or "")."""
+    found = sorted(
+        (int(p.name[len(TICK_DIR) :]), p)
+        for p in out_dir.iterdir()
+        if p.is_dir() and p.name.startswith(TICK_DIR)
+    )
+    live = set(range(spec.world)) - died
+    while found and not live <= set(_files(found[-1][1])):
+        shutil.rmtree(found.pop()[1])
+    if not found:
+        return [], "no tick of the interval timer holds every live rank's file"
+    t_fire = min(t for log in logs.values() for t, _ in log.faults)
+    t_err = min((t for log in logs.values() for t, _ in log.errors), default=None)
+    if found[-1][0] * TICK_S < t_fire:
+        return [], "the interval timer's newest round was taken before the fault fired"
+    caught: dict[int, dict[str, str]] = {}
+    for r in range(spec.world):
+        path = log_dir / f"rank_{r}.log"
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            m = _TICK_LINE.match(line)
+            if m and int(m.group(1)) == r:
+                caught.setdefault(int(m.group(2)), {})[str(r)] = m.group(3)
+    ticks = []
+    n = len(spec.rounds_at)
+    for i, (j, folder) in enumerate(found):
+        at = j * TICK_S
+        taken = "by the interval timer while running"
+        if at >= t_fire:
+            taken = "by the interval timer while hung (ops in flight)"
+        if t_err is not None and at >= t_err:
+            taken = "by the interval timer after the first op failed"
+        ranks = sorted(_files(folder))
+        ticks.append({"tick": i, "ranks": ranks, "taken": taken, "caught_in": caught.get(j, {})})
+        last = i == len(found) - 1
+        into = out_dir if last else out_dir / f"{ROUND_DIR}{n + i}"
+        into.mkdir(exist_ok=True)
+        for p in [p for p in folder.iterdir() if p.is_file()]:
+            os.replace(p, into / p.name)
+        folder.rmdir()
+        for ops in side_dir.glob(f"{TICK_DIR}{j}_*.ops.json"):
+            rest = ops.name[len(f"{TICK_DIR}{j}_") :]
+            ops.rename(side_dir / (rest if last else f"{ROUND_DIR}{n + i}_{rest}"))
+    for extra in side_dir.glob(f"{TICK_DIR}*.ops.json"):
+        extra.unlink()
+    return ticks, ""
 
 
 def _rounds_complete(spec: CaseSpec, out_dir: Path) -> str:
@@ -203,11 +276,18 @@ def _rounds_complete(spec: CaseSpec, out_dir: Path) -> str:
     file and the rounds, then the dumps after the hang, are named by later and later
     seconds, as an interval dump's folders are)."""
     names = []
-    for k in range(len(spec.rounds_at)):
+    n = len(spec.rounds_at)
+    extra = sum(1 for p in out_dir.iterdir() if p.is_dir() and p.name.startswith(ROUND_DIR)) - n
+    for k in range(n + max(extra, 0)):
         folder = out_dir / f"{ROUND_DIR}{k}"
         got = set(_files(folder)) if folder.is_dir() else set()
-        if got != set(range(spec.world)):
-            return f"interval round {k} holds ranks {sorted(got)} only"
+        want = set(range(spec.world))
+        if k < len(spec.round_skip):  # skipped, or landing in the next round's folder
+            want -= set(spec.round_skip[k]) | set(spec.round_late[k])
+        if k >= n:  # the interval timer's: whoever wrote at that tick
+            want = got
+        if got != want or not got:
+            return f"interval round {k} holds ranks {sorted(got)}, not {sorted(want)}"
         names.append(_dumps_folder([p for p in folder.iterdir() if p.is_file()]))
     late = [p for ps in _files(out_dir).values() for p in ps]
     if late:
@@ -226,7 +306,11 @@ def _caught(log_dir: Path, spec: CaseSpec) -> list[dict[str, str]]:
         for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
             m = _ROUND_LINE.match(line)
             if m and int(m.group(1)) == r:
-                caught[int(m.group(2))][str(r)] = m.group(3)
+                text = m.group(3)
+                text = (
+                    text[len("written during ") :] if text.startswith("written during ") else text
+                )
+                caught[int(m.group(2))][str(r)] = text
     return caught
 
 
@@ -397,21 +481,52 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
             "rounds": [
                 {
                     "folder": folder,
-                    "ranks": list(range(spec.world)),
+                    "ranks": ranks,
                     "taken": "while running, in the middle of a step",
                     "in_step": step,
                     "points": {str(r): _point(spec, pts[r]) for r in range(spec.world)},
                     "compute_s": {str(r): c[r] for r in range(spec.world)},
                     "caught_in": caught,
                 }
-                for folder, step, pts, c, caught in zip(
-                    p["folders"], p["at"], spec.round_points, spec.round_compute, p["caught"]
+                for folder, step, pts, c, caught, ranks in zip(
+                    p["folders"],
+                    p["at"],
+                    spec.round_points,
+                    spec.round_compute,
+                    p["caught"],
+                    p.get("ranks_in") or [list(range(spec.world))] * len(p["at"]),
                 )
             ]
-            + [{"folder": p["folders"][-1], "ranks": p["newer"], "taken": "after the hang"}],
+            + [
+                {"folder": folder, "ranks": t["ranks"], "taken": t["taken"]}
+                | {"caught_in": t["caught_in"]}
+                for folder, t in zip(p["folders"][len(p["at"]) : -1], p.get("ticks", [])[:-1])
+            ]
+            + [
+                {
+                    "folder": p["folders"][-1],
+                    "ranks": p["newer"],
+                    "taken": p["ticks"][-1]["taken"] if p.get("ticks") else "after the hang",
+                }
+                | ({"caught_in": p["ticks"][-1]["caught_in"]} if p.get("ticks") else {})
+            ],
             "newer_missing": p["lost"],
             "no_newer_file": p["no_newer_file"],
         }
+        if spec.round_skip or spec.timer_rounds:  # the late axis: what each round lacks
+            late = doc["recorded"]["rounds"]
+            late["skipped"] = {str(k): list(r) for k, r in enumerate(spec.round_skip) if r}
+            late["landed_late"] = {
+                str(k): {"ranks": list(r), "in_folder": p["folders"][k + 1]}
+                for k, r in enumerate(spec.round_late)
+                if r
+            }
+            late["hang_round_by"] = (
+                f"the interval timer ({TICK_S} s), {spec.timer_rounds} tick(s) after the "
+                "first op failed; no watchdog or failure dump"
+                if spec.timer_rounds
+                else "the watchdog-like poller or the rank's own failure"
+            )
     if spec.cpu_groups:
         doc["recorded"]["cpu_groups"] = {
             "backend": "gloo",
@@ -461,9 +576,13 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     if spec.periodic_after >= 0:
         dirs = _periodic_rounds(spec, truth, out_dir)
         noted = {dirs[0]: f"{PERIODIC_DIR}_", dirs[1]: ""}
-    if spec.rounds_at:
-        dirs = _interval_round_dirs(truth, out_dir)
+    if spec.rounds_at:  # (with a restart: this run's rounds in attempt_1/)
+        older_dirs = dirs[:-1] if spec.restart_fault is not None else []
+        dirs = _interval_round_dirs(truth, dirs[-1])
         noted = {d: f"{ROUND_DIR}{k}_" for k, d in enumerate(dirs[:-1])} | {dirs[-1]: ""}
+        if older_dirs and spec.recorder in ("nccl2", "nccl-lazy"):
+            raise RuntimeError("interval rounds with a restart: the hook's states not laid over")
+        dirs = older_dirs + dirs
     for files in (f for d in dirs for f in _files(d).values()):
         for p in files:
             rg.scrub_dump(p)

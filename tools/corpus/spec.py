@@ -172,6 +172,17 @@ class CaseSpec:
     # ... where the rank computes this long (s) before going on (the others wait in an op)
     round_compute: tuple[tuple[float, ...], ...] = ()
     rounds_missing: tuple[int, ...] = ()
+    # Late and skipped interval rounds (tools.corpus.axes draws them from LATE_FIRST_SEED
+    # on): per interval round, the ranks whose dump thread skips it (``round_skip``), and
+    # those whose file of that round is written so late that it lands in the next round's
+    # folder (``round_late``; taken at the round's point, no file of their own in the next).
+    round_skip: tuple[tuple[int, ...], ...] = ()
+    round_late: tuple[tuple[int, ...], ...] = ()
+    # The hang's round written by an interval timer (``timer_rounds`` > 0): after the last
+    # interval round every rank's dump thread writes its buffer at every tick of a timer
+    # shared by the machine's ranks (no watchdog-like poller, no dump on the rank's own
+    # failure); the files are collected ``timer_rounds`` ticks after the first op failed.
+    timer_rounds: int = 0
 
     @property
     def name(self) -> str:
@@ -190,6 +201,7 @@ class CaseSpec:
                 ("_snap", self.snapshots),
                 ("_periodic", self.periodic_after >= 0),
                 ("_rounds", bool(self.rounds_at)),
+                ("_late", any(self.round_skip) or any(self.round_late) or self.timer_rounds > 0),
             )
             if on
         )
@@ -202,7 +214,18 @@ class CaseSpec:
         for that size)."""
         assert self.restart_fault is not None
         older = replace(
-            self, fault=self.restart_fault, restart_fault=None, restart_world=0, policy="all"
+            self,
+            fault=self.restart_fault,
+            restart_fault=None,
+            restart_world=0,
+            policy="all",
+            rounds_at=(),  # (interval rounds: this run's only)
+            round_points=(),
+            round_compute=(),
+            rounds_missing=(),
+            round_skip=(),
+            round_late=(),
+            timer_rounds=0,
         )
         if self.restart_world and self.restart_world != self.world:
             dp = self.dp * self.restart_world // self.world
@@ -231,6 +254,8 @@ class CaseSpec:
         doc["round_points"] = tuple(tuple(p) for p in doc.get("round_points", ()))
         doc["round_compute"] = tuple(tuple(c) for c in doc.get("round_compute", ()))
         doc["rounds_missing"] = tuple(doc.get("rounds_missing", ()))
+        doc["round_skip"] = tuple(tuple(r) for r in doc.get("round_skip", ()))
+        doc["round_late"] = tuple(tuple(r) for r in doc.get("round_late", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

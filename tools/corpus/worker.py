@@ -55,6 +55,11 @@ ROUNDS_GAP_S = 1.2
 #: ... and the dump thread writes this long after the rank reached its point (an interval
 #: timer does not wait for an op to end: the rank is inside its op by then, or past it).
 ROUND_LAG_S = 0.1
+#: The hang's round by an interval timer: after the last interval round each rank's dump
+#: thread writes its buffer into ``TICK_DIR + str(j)`` at every tick ``j`` of a timer of
+#: :data:`TICK_S` on the machine's monotonic clock (the same ticks for every rank).
+TICK_DIR = "tick_"
+TICK_S = 1.5
 
 
 def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
@@ -163,7 +168,9 @@ def _periodic_round(spec: CaseSpec, rank: int, out_dir: Path, write: Any, side: 
     return after
 
 
-def _interval_rounds(spec: CaseSpec, rank: int, out_dir: Path, write: Any, job: Any) -> Any:
+def _interval_rounds(
+    spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, write: Any, job: Any
+) -> Any:
     """(before, after_step): the rank's own dump thread (a debug server's interval dump)
     writes round ``k`` :data:`ROUND_LAG_S` after the main thread reached op
     ``spec.round_points[k][rank]`` of step ``spec.rounds_at[k]`` (the step's length: after
@@ -171,11 +178,19 @@ def _interval_rounds(spec: CaseSpec, rank: int, out_dir: Path, write: Any, job: 
     compute: the ranks that went on wait inside their next op for it) and goes on into its
     ops. So each rank is caught wherever it is then: computing, inside an op in flight or
     past it; no barrier. It logs ``ROUND k written during <step.index op> (<state>)``.
-    After the round's step the rank waits for its own file only."""
+    After the round's step the rank waits for its own file only. A rank in
+    ``spec.round_skip[k]`` writes no file of round ``k``; one in ``spec.round_late[k]``
+    takes it at its point but its file lands in round ``k + 1``'s folder as that round is
+    due (and it writes none of its own there). With ``spec.timer_rounds`` the dump thread
+    then writes at every tick of :data:`TICK_S` (``TICK j written during ...``)."""
     log = launcher.logger(rank)
     todo: queue.Queue[int] = queue.Queue()
     n_step = len(spec.step_ops)
     computing: list[bool] = [False]
+    staged: dict[int, list[Path]] = {}  # round k: this rank's late file of round k - 1
+
+    def mine(table: tuple[tuple[int, ...], ...], k: int) -> bool:
+        return 0 <= k < len(table) and rank in table[k]
 
     def dumper() -> None:
         while True:
@@ -184,9 +199,32 @@ def _interval_rounds(spec: CaseSpec, rank: int, out_dir: Path, write: Any, job: 
             folder = out_dir / f"{ROUND_DIR}{k}"
             folder.mkdir(exist_ok=True)
             where = job().where + (" (computing before it)" if computing[0] else "")
-            write.into(folder, noted=f"{ROUND_DIR}{k}_")
-            log(f"ROUND {k} written during {where}")
+            if k in staged:  # the file of round k - 1, an interval late
+                for p in staged.pop(k):
+                    os.replace(p, folder / p.name)
+                log(f"ROUND {k} holds round {k - 1}'s file, landed late during {where}")
+            elif mine(spec.round_skip, k):
+                log(f"ROUND {k} skipped during {where}")
+            elif mine(spec.round_late, k):
+                stage = side_dir / f"late_{rank}_{k}"
+                stage.mkdir(parents=True, exist_ok=True)
+                staged[k + 1] = write.into(stage, noted=f"{ROUND_DIR}{k + 1}_")
+                log(f"ROUND {k} written during {where}, landing late in round {k + 1}")
+            else:
+                write.into(folder, noted=f"{ROUND_DIR}{k}_")
+                log(f"ROUND {k} written during {where}")
             todo.task_done()
+
+    def ticker() -> None:
+        j = int(time.monotonic() / TICK_S) + 1
+        while True:
+            time.sleep(max(0.0, j * TICK_S - time.monotonic()))
+            folder = out_dir / f"{TICK_DIR}{j}"
+            folder.mkdir(exist_ok=True)
+            where = job().where
+            write.into(folder, noted=f"{TICK_DIR}{j}_")
+            log(f"TICK {j} written during {where}")
+            j = max(j + 1, int(time.monotonic() / TICK_S) + 1)
 
     threading.Thread(target=dumper, name="fr-interval-dump", daemon=True).start()
 
@@ -209,6 +247,8 @@ def _interval_rounds(spec: CaseSpec, rank: int, out_dir: Path, write: Any, job: 
         if step in spec.rounds_at:
             todo.join()
             time.sleep(ROUNDS_GAP_S)
+            if spec.timer_rounds and step == spec.rounds_at[-1]:
+                threading.Thread(target=ticker, name="fr-interval-timer", daemon=True).start()
 
     return before, after
 
@@ -311,7 +351,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     side = launcher.store_client(cfg["side_port"], world)
     log(f"STARTED torch {torch.__version__}")
 
-    if spec.policy == "all":
+    if spec.policy == "all" and not spec.timer_rounds:  # (else the timer writes them)
 
         def poller() -> None:
             poll_side = launcher.store_client(cfg["side_port"], world)
@@ -324,7 +364,9 @@ def _worker(cfg: dict[str, Any]) -> None:
     before, freeze = _make_fault_hook(spec, rank, side, write)
     job_ref: list[Any] = []
     if spec.rounds_at:
-        round_before, round_after = _interval_rounds(spec, rank, out_dir, write, lambda: job_ref[0])
+        round_before, round_after = _interval_rounds(
+            spec, rank, out_dir, side_dir, write, lambda: job_ref[0]
+        )
         before = _chain(round_before, before)
     api: Any = dist
     if comms is not None:
@@ -347,7 +389,7 @@ def _worker(cfg: dict[str, Any]) -> None:
         log(f"ERROR at {job.where}: {msg}")
         side.add("errors", 1)
         side.set(launcher.TRIGGER_KEY, str(rank))
-        if spec.policy == "timed_out":
+        if spec.policy == "timed_out" and not spec.timer_rounds:
             write()
     time.sleep(STALL_S)  # the generator ends every process once the dumps are in
 
