@@ -61,11 +61,26 @@ def backends_of(d: ParsedDump) -> frozenset[str]:
     )
 
 
-def newest(d: ParsedDump) -> tuple[int, int]:
+#: Entry states in the order an op passes them (a later snapshot of one buffer holds each
+#: entry at this state or a later one).
+_STATE_ORDER = {"scheduled": 1, "started": 2, "completed": 3}
+
+
+def newest(d: ParsedDump) -> tuple[int, int, int, int]:
     """What makes one dump of a rank newer than another: its newest entry's enqueue time,
-    then its number of entries."""
-    times = d.ints["time_created_ns"]
-    return (int(np.asarray(times).max()) if d.n_entries else -1, d.n_entries)
+    then its number of entries, then how far its entries went (how many were retired, then
+    their states summed): a later snapshot of the same buffer holds the same entries with
+    ops that ended since (a file written while an op was in flight, and again after it timed
+    out)."""
+    if not d.n_entries:
+        return (-1, 0, 0, 0)
+    times = np.asarray(d.ints["time_created_ns"])
+    retired = int(np.count_nonzero(np.asarray(d.bools["retired"], dtype=bool)))
+    rank_of = np.array([_STATE_ORDER.get(v, 0) for v in d.vocab["state"]], dtype=np.int64)
+    states = (
+        int(rank_of[np.asarray(d.strings["state"], dtype=np.int64)].sum()) if len(rank_of) else 0
+    )
+    return (int(times.max()), d.n_entries, retired, states)
 
 
 def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
