@@ -75,8 +75,10 @@ class Facts:
     @cached_property
     def unblamed_missing(self) -> frozenset[int]:
         """Ranks with no dump that are neither not given (their files sit beside) nor unsure
-        (an unreadable file): whether they joined an op is in no file."""
-        return frozenset(set(self.tables.missing_ranks) - set(self.not_given) - set(self.unsure))
+        (an unreadable file): whether they joined an op is in no file. A rank whose only dump
+        was an older round's is one of them (that file is set aside)."""
+        doubted = set(self.unsure) - self.stale
+        return frozenset(set(self.tables.missing_ranks) - set(self.not_given) - doubted)
 
     @cached_property
     def inferred(self) -> dict[int, str]:
