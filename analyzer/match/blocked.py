@@ -63,7 +63,9 @@ def stuck_collectives(
         return retired_held(tables, matching)
     if c.empty:
         return []
-    cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 0)]
+    # A group of one member never holds a collective: where one is in flight there, the group
+    # has members no file shows (its members come from the entries alone).
+    cand = c[(c["n_joined"] >= c["n_members"]) & (c["n_completed"] == 0) & (c["n_members"] > 1)]
     if cand.empty:
         return []
     if heads is None:
@@ -93,7 +95,8 @@ def retired_held(tables: Tables, matching: Matching) -> list[tuple[str, int]]:
     rank is blocked in not retired. A collective is held when some member still holds it
     not retired as its earliest unfinished collective and every other member holds it too
     (not retired) or retired it (it timed out) without ever passing it in that group: the
-    members are stuck inside it, not stalled before their next op."""
+    members are stuck inside it, not stalled before their next op. A group of one member (the
+    only one its entries show) holds none: the others are in no file."""
     gloo = set(matching.dialects.retire_on_end_ranks)
     if not gloo:
         return []
@@ -111,7 +114,7 @@ def retired_held(tables: Tables, matching: Matching) -> list[tuple[str, int]]:
     groups = list(heads.groupby(["pg_name", "seq"], observed=True))
     for (g, q), grp in groups[:_MAX_HELD_CHECKS]:
         m = set(members.get(str(g), ()))
-        if not m or not m <= dumped or not m <= gloo:
+        if len(m) < 2 or not m <= dumped or not m <= gloo:  # one member never holds one
             continue
         holders = {int(r) for r in grp["rank"]}
         at = coll[(coll["pg_name"] == g) & (coll["seq"] == q)]

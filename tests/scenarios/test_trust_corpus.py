@@ -267,3 +267,21 @@ def test_ranks_inside_a_collective_with_older_rounds_ranks_are_suspects(tmp_path
     assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert "still in flight" in because[3] and "only an older round's dump" in because[3]
+
+
+def test_a_collective_in_flight_in_a_group_of_one_known_member_holds_nobody(
+    tmp_path: Path,
+) -> None:
+    """A group-order deadlock (gloo 2.13): rank 1 ran GROUP_B's all_reduce first, the others
+    the default group's. In a round taken while the ranks hung, rank 1's all_reduce is in
+    flight in a group no dump lists and no other dump holds: its only known member is rank 1.
+    A group of one never holds a collective (the others are in no file), so it is no
+    collective 'every member joined': rank 1 never joined the default group's op. Before:
+    'ops are pending but no rank can be blamed'."""
+    truth, folder = corpus_case(
+        "group_order_deadlock_tp2cp2pp1dp1_gloo_mb_restart_rounds_late_t213_s03242", tmp_path
+    )
+    assert truth["culprits"] == [1]
+    d = analyzer.analyze(folder / "attempt_1" / "dumps_20261207_012851", jobs=1).diagnosis
+    assert d.culprit_ranks == (1,) and d.kind == "not_joined", d.headline
+    assert "deadlock" in dict(d.also_possible)
