@@ -11,6 +11,11 @@ them, and two folders are one incident unless the dumps say otherwise:
   not two nodes of one job writing at the same time), or whose group configurations declare
   worlds of different sizes (an elastic restart with more or fewer nodes, however soon).
 
+Each incident after the newest says what sets it apart (``Incident.why``). Two dumps of one
+rank that share no entry time are two processes when their record ids start again; where the
+ids run on, they may also be rounds of one process between which a small ring buffer wrapped,
+and the note says so (they are still set apart: nothing in the files tells the two).
+
 Folders are taken newest first (their newest entry) and each joins the first incident it
 agrees with entirely. The newest incident is analyzed unless one is named
 (``--incident NAME``); the others are listed, never merged.
@@ -46,6 +51,8 @@ class Incident:
     newest_ns: int
     """The newest entry's enqueue time (ns since the epoch), -1 without entries."""
     analyzed: bool = False
+    why: str = ""
+    """What sets it apart from the newest incident ("" for that one)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -54,6 +61,7 @@ class Incident:
             "ranks": list(self.ranks),
             "newest_ns": self.newest_ns,
             "analyzed": self.analyzed,
+            "why": self.why,
         }
 
 
@@ -91,23 +99,42 @@ def _one_process(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return min(a0, b0) < 0 or (a0 <= b1 and b0 <= a1)
 
 
-def _agree(a: _Folder, b: _Folder) -> bool:
-    """Whether the dumps of two folders can be one incident."""
+def _ids(d: ParsedDump) -> tuple[int, int]:
+    ids = np.asarray(d.ints["record_id"]) if d.n_entries else np.zeros(0)
+    return (int(ids.min()), int(ids.max())) if len(ids) else (-1, -1)
+
+
+def _two_processes(rank: int, older: ParsedDump, newer: ParsedDump) -> str:
+    """Why two dumps of ``rank`` whose entry times do not overlap are read as two processes;
+    their record ids tell a restart (they start again) from a ring buffer that may have
+    wrapped between two rounds of one process (they run on)."""
+    if _ids(newer)[0] > _ids(older)[1] >= 0:
+        return (
+            f"rank {rank}'s dumps share no entry time, though their record ids run on: a "
+            "restart, or rounds between which its ring buffer wrapped"
+        )
+    return f"rank {rank}'s dumps share no entry time and their record ids start again: a restart"
+
+
+def _apart(a: _Folder, b: _Folder) -> str:
+    """What sets the dumps of two folders apart as two incidents, or "" (one incident)."""
     mine = {d.rank: d for d in a.dumps}
     common = [d for d in b.dumps if d.rank in mine]
-    if not all(
-        _same_dump(d, mine[d.rank]) or _one_process(b.spans[id(d)], a.spans[id(mine[d.rank])])
-        for d in common
-    ):
-        return False  # one rank, two processes: two attempts
+    for d in common:  # one rank, two processes: two attempts
+        o = mine[d.rank]
+        if not _same_dump(d, o) and not _one_process(b.spans[id(d)], a.spans[id(o)]):
+            older, newer = (d, o) if b.spans[id(d)][1] < a.spans[id(o)][0] else (o, d)
+            return _two_processes(d.rank, older, newer)
     if not common:
-        worlds = {a.world, b.world} - {None}
-        if len(worlds) > 1:
-            return False  # one job declares one world: an elastic restart
+        worlds = {w for w in (a.world, b.world) if w is not None}
+        if len(worlds) > 1:  # one job declares one world: an elastic restart
+            sizes = " and ".join(str(w) for w in sorted(worlds))
+            return f"no rank in both, and they declare worlds of {sizes} ranks: a restart"
     if not common and min(a.first, b.first) >= 0:
         gap = max(a.first, b.first) - min(a.last, b.last)
-        return gap <= GAP_NS
-    return True
+        if gap > GAP_NS:
+            return f"no rank in both, and their entries lie {gap // 10**9} s apart: a restart"
+    return ""
 
 
 def _declared_world(f: _Folder) -> int | None:
@@ -154,9 +181,11 @@ def split_incidents(
     for f in by_folder.values():
         f.world = _declared_world(f)
     groups: list[list[_Folder]] = []
+    whys: list[str] = []  # per group: what sets it apart from the newest
     for f in sorted(by_folder.values(), key=lambda f: (-f.last, f.path)):
-        home = next((g for g in groups if all(_agree(f, o) for o in g)), None)
+        home = next((g for g in groups if not any(_apart(f, o) for o in g)), None)
         if home is None:
+            whys.append(next((w for o in groups[0] if (w := _apart(f, o))), "") if groups else "")
             groups.append([f])
         else:
             home.append(f)
@@ -185,6 +214,7 @@ def split_incidents(
             ranks=tuple(sorted({r for f in g for r in f.ranks})),
             newest_ns=max(f.last for f in g),
             analyzed=i == pick,
+            why=whys[i],
         )
         for i, (n, g) in enumerate(incidents)
     )

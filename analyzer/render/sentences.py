@@ -303,7 +303,9 @@ def incidents_note(incidents: Sequence[Incident]) -> str:
     done = next(i for i in incidents if i.analyzed)
     newest = " (the newest)" if done is incidents[0] else ""
     rest = ", ".join(clean(i.name) for i in incidents if not i.analyzed)
+    why = next((i.why for i in incidents if i.why), "")
     return (
-        f"; these folders held {len(incidents)} incidents: analyzed {clean(done.name)}{newest}, "
-        f"not {rest} (--incident NAME)"
+        f"; these folders held {len(incidents)} incidents"
+        + (f" ({clean(why)})" if why else "")
+        + f": analyzed {clean(done.name)}{newest}, not {rest} (--incident NAME)"
     )

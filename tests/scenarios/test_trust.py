@@ -73,7 +73,7 @@ def test_a_truncated_dump_of_a_real_rank_is_never_a_confident_answer(tmp_path: P
 )
 def test_every_culprit_says_how_sure_in_json(sample: str, confidence: str) -> None:
     doc = json.loads(json.dumps(to_json(analyzer.analyze(SAMPLES / sample, jobs=1))))
-    assert doc["schema"].endswith("/1.3")
+    assert doc["schema"].endswith("/1.4")
     assert [c["rank"] for c in doc["culprits"]] == doc["culprit_ranks"]
     assert {c["confidence"] for c in doc["culprits"]} == {confidence}
     assert all(c["because"] for c in doc["culprits"])
@@ -108,6 +108,9 @@ def test_restarts_under_one_folder_are_never_merged(tmp_path: Path) -> None:
         assert (d.culprit_ranks, d.kind) == expected, name
     doc = to_json(result)
     assert [i["analyzed"] for i in doc["incidents"]] == [True, False]
+    why = doc["incidents"][1]["why"]
+    assert "share no entry time and their record ids start again: a restart" in why, why
+    assert doc["incidents"][0]["why"] == ""
     assert "these folders held 2 incidents" in render_text(result).splitlines()[0]
     assert "**Incidents:** these folders held 2 incidents" in render_markdown(result)
     with pytest.raises(analyzer.InputError, match="no such incident"):

@@ -285,3 +285,19 @@ def test_a_collective_in_flight_in_a_group_of_one_known_member_holds_nobody(
     d = analyzer.analyze(folder / "attempt_1" / "dumps_20261207_012851", jobs=1).diagnosis
     assert d.culprit_ranks == (1,) and d.kind == "not_joined", d.headline
     assert "deadlock" in dict(d.also_possible)
+
+
+def test_rounds_a_small_buffer_wrapped_between_are_not_called_a_restart_alone(
+    tmp_path: Path,
+) -> None:
+    """Interval rounds of one job with a 12-entry gloo buffer: between the first round and the
+    next, rank 2's buffer wrapped, so its two dumps share no entry time and read as two
+    processes. Their record ids run on (a restart starts them again): the note says both
+    readings. Before: 'these folders held 2 incidents', a restart told as a fact."""
+    _, folder = corpus_case("dtype_desync_tp2pp1dp2_gloo_eval_rounds_t213_s03022", tmp_path)
+    result = analyzer.analyze(folder, jobs=1)
+    assert result.loaded is not None
+    [newest, other] = result.loaded.incidents
+    assert newest.why == "" and "record ids run on" in other.why
+    first = render_text(result).splitlines()[0]
+    assert "a restart, or rounds between which its ring buffer wrapped" in first
