@@ -277,7 +277,7 @@ def note_c10d_gloo() -> None:
     GLOO_MADE.append(False)
 
 
-def c10d_gloo_dump(*, stacks: bool = True) -> bytes:
+def c10d_gloo_dump(*, stacks: bool = True, keep: int = 0) -> bytes:
     """c10d's own recorder's buffer (``_dump_fr_trace``, what gloo groups write) as a job
     whose other groups run on nccl2 would have it.
 
@@ -287,7 +287,9 @@ def c10d_gloo_dump(*, stacks: bool = True) -> bytes:
     recorder would have numbered them without the forwarders' groups: ``record_id`` from 0
     in order (the buffer must not have wrapped), ``pg_id`` and the ``pg_status`` keys by the
     order the job's own gloo groups were made (:data:`GLOO_MADE`). Raises ``ValueError``
-    when an entry does not sit where that order says.
+    when an entry does not sit where that order says. ``keep`` > 0: only the last ``keep``
+    of the job's entries, as a buffer of that size that held no forwarder's op would (the
+    numbering goes on: the first kept one is not 0).
     """
     import pickle
 
@@ -315,7 +317,7 @@ def c10d_gloo_dump(*, stacks: bool = True) -> bytes:
             raise ValueError(f"pg_status of gloo group {key}, only {len(made)} made")
         if not made[int(key)]:
             status[str(new_id[int(key)])] = value
-    doc["entries"], doc["pg_status"] = entries, status
+    doc["entries"], doc["pg_status"] = entries[-keep:] if keep > 0 else entries, status
     return pickle.dumps(doc, protocol=raw[1] if raw[:1] == b"\x80" else 2)
 
 

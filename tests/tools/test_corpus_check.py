@@ -12,6 +12,7 @@ import pytest
 from tools.corpus.axes import (
     CPU_FIRST_SEED,
     CUDA_FIRST_SEED,
+    HOOKWRAP_FIRST_SEED,
     LATE_FIRST_SEED,
     LATE_RESTART_FIRST_SEED,
     NOT_TORCHCOMMS,
@@ -438,3 +439,28 @@ def test_late_rounds_from_their_first_seed() -> None:
     assert not any(
         s.round_skip or s.round_late or s.timer_rounds for s in specs if "_late" not in s.name
     )
+
+
+def test_hook_small_buffers_and_snapshots_from_their_first_seed() -> None:
+    """The recorder hook's small buffers beside gloo groups and its repeated snapshots (in a
+    dated folder or in one folder under suffixed names): from their own seed on, the hook's
+    cases without a restart only, in place of interval rounds and periodic dumps."""
+    seeds = range(HOOKWRAP_FIRST_SEED, HOOKWRAP_FIRST_SEED + 300)
+    before = [draw(seed, "2.15") for seed in range(LATE_FIRST_SEED, HOOKWRAP_FIRST_SEED)]
+    assert not any(s.hook_ring or s.snapshot_layout for s in before)
+    specs = [draw(seed, t) for seed in seeds for t in TORCH]
+    wrap = [s for s in specs if "_hookwrap" in s.name]
+    assert wrap and {s.recorder for s in wrap} == {"nccl2", "nccl-lazy"}
+    assert all(s.torch == "2.15" for s in wrap)
+    hook = [s for s in specs if s.recorder in ("nccl2", "nccl-lazy") and not s.restart_fault]
+    assert len(hook) == len(wrap)
+    assert {s.snapshot_layout for s in wrap} == {"", "dated", "numbered", "stamped"}
+    for s in wrap:
+        assert s.cpu_groups and s.restart_fault is None
+        assert s.hook_ring or s.snapshots
+        assert not s.rounds_at and s.periodic_after < 0 and not s.timer_rounds
+        assert bool(s.snapshot_layout) == s.snapshots
+        if s.hook_ring:
+            assert s.buffer_size in (8, 12, 16) and s.steps >= 7
+        assert len(s.snapshot_missing) <= s.world // 2
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

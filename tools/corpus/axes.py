@@ -145,6 +145,15 @@ LATE_TIMER_SHARE = 0.6
 #: what they drew).
 LATE_RESTART_FIRST_SEED = 3240
 LATE_RESTART_SHARE = 0.5
+#: The first seed that may draw the recorder hook's wrapped buffers and repeated snapshots
+#: (name tag ``_hookwrap``, a stream of its own): in the hook's cases without a restart, gloo
+#: groups beside the hook's always, a small buffer (kept as a ring of its last entries) in
+#: most, repeated snapshots in most, laid out in a dated folder or in one folder under
+#: suffixed names; in place of interval rounds, periodic dumps and late rounds.
+HOOKWRAP_FIRST_SEED = 3400
+HOOKWRAP_RING_SHARE = 0.7
+HOOKWRAP_SNAP_SHARE = 0.6
+HOOKWRAP_LAYOUTS = ("dated", "numbered", "stamped")
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -452,6 +461,67 @@ def _late(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, restart_fault=older)
 
 
+def _hookwrap(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`HOOKWRAP_FIRST_SEED` on (a stream of its own), the recorder hook's cases
+    without a restart: gloo groups beside the hook's (drawn here when the mixed-recorder
+    stream drew none), and a small buffer that wraps (every buffer, c10d's included, kept
+    as a ring of its last ``buffer_size`` entries, c10d's counting the job's gloo entries
+    only, as on a GPU where the hook's backends leave nothing there), repeated snapshots
+    (every dumping rank writes its buffers again the job's timeout plus 1 s later: in a
+    ``dumps_<ts>`` folder, or in the same folder with the older renamed ``<name>.1`` or the
+    newer named ``<name>.<YYYYmmdd-HHMMSS>``), or both; in place of interval rounds,
+    periodic dumps and late rounds."""
+    if seed < HOOKWRAP_FIRST_SEED or spec.recorder not in ("nccl2", "nccl-lazy"):
+        return spec
+    if spec.restart_fault is not None:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-hookwrap-{spec.torch}-{seed}")
+    ring = rng.random() < HOOKWRAP_RING_SHARE
+    snap = rng.random() < HOOKWRAP_SNAP_SHARE or not ring
+    layout = rng.choice(HOOKWRAP_LAYOUTS)
+    missing: tuple[int, ...] = ()
+    if rng.random() < SNAPSHOT_MISSING_SHARE:
+        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    size = rng.choice([8, 12, 16])
+    if not spec.cpu_groups:
+        choices = [("ckpt",)] + ([("dp",), ("ckpt", "dp")] if spec.dp > 1 else [])
+        groups = rng.choice(choices)
+        ops, fault = list(spec.step_ops), spec.fault
+        if "ckpt" in groups:
+            at = [i for i, o in enumerate(ops) if o.kind == "ckpt_broadcast_object"]
+            if not at:
+                at = [rng.randrange(len(ops))]
+                ops.insert(at[0], Op("ckpt_broadcast_object", "world"))
+                if fault.index >= at[0] and fault.kind not in ("healthy", "slow_rank"):
+                    fault = replace(fault, index=fault.index + 1)
+            ops = [Op(o.kind, "ckpt") if o.kind == "ckpt_broadcast_object" else o for o in ops]
+        spec = replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups)
+    spec = replace(
+        spec,
+        periodic_after=-1,
+        periodic_missing=(),
+        rounds_at=(),
+        round_points=(),
+        round_compute=(),
+        rounds_missing=(),
+        round_skip=(),
+        round_late=(),
+        timer_rounds=0,
+        snapshots=snap,
+        snapshot_missing=missing if snap else (),
+        snapshot_layout=layout if snap else "",
+        hook_ring=ring,
+    )
+    if ring:  # a later step for the fault, so that the job's gloo entries wrap too
+        steps, f = max(spec.steps, 7), spec.fault
+        if f.kind not in ("healthy", "slow_rank"):
+            later = [s for s in range(4, steps) if f.index < len(spec.step_ops)]
+            later = later or [s for s in spec.eval_at if s >= 4] or [f.step]
+            f = replace(f, step=rng.choice(later))
+        spec = replace(spec, buffer_size=size, steps=steps, fault=f)
+    return spec
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -513,4 +583,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
     spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
-    return _late(seed, _rounds(seed, spec))
+    return _hookwrap(seed, _late(seed, _rounds(seed, spec)))

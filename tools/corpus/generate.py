@@ -144,7 +144,7 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
         for r in range(spec.world)
     ]
     started = time.monotonic()
-    env = launcher.worker_env(spec.buffer_size)
+    env = launcher.worker_env(2000 if spec.hook_ring else spec.buffer_size)
     env["TORCH_DISABLE_ADDR2LINE"] = "1"  # C++ frames are not in the dumps; addr2line takes s
     workers = launcher.spawn("tools.corpus.worker", cfgs, log_dir, env)
     died = _wait(spec, workers, side_store, out_dir)
@@ -446,6 +446,7 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
             "format": spec.fmt,
             "policy": spec.policy,
             "buffer_size": spec.buffer_size,
+            **({"buffer_kept_as_ring": True} if spec.hook_ring else {}),
             "junk_beside": spec.junk,
         },
         "topology": {"tp": spec.tp, "pp": spec.pp, "dp": spec.dp, "hsdp": spec.hsdp},
@@ -464,6 +465,12 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
                 set(doc["snapshots"]["older"]) - set(doc["snapshots"]["newer"])
             ),
         }
+        if "layout" in doc["snapshots"]:  # the recorder hook's snapshots (_hookwrap)
+            doc["recorded"]["snapshots"]["layout"] = {
+                "dated": "the newer in dumps_<ts>/ under the same name",
+                "numbered": "one folder: the older renamed <name>.1, the newer <name>",
+                "stamped": "one folder: the older <name>, the newer <name>.<YYYYmmdd-HHMMSS>",
+            }[doc["snapshots"]["layout"]]
         del doc["snapshots"]
     if "periodic" in doc:  # a periodic dump: its rounds in `recorded`
         p = doc.pop("periodic")
@@ -573,6 +580,8 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         dirs.append(newer)
         truth["snapshots"]["folder"] = folder
     noted = {out_dir: ""}  # a folder of dumps: the prefix of its noted ops (the hook's)
+    if spec.snapshot_layout and spec.snapshots and newer.is_dir():
+        noted[newer] = f"{NEWER_DIR}_"
     if spec.periodic_after >= 0:
         dirs = _periodic_rounds(spec, truth, out_dir)
         noted = {dirs[0]: f"{PERIODIC_DIR}_", dirs[1]: ""}
@@ -613,6 +622,12 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
                     obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
                     (into / p.name).write_bytes(pickle.dumps(obj, protocol=2))
         variants.append(("_states", states, dialect + "+states"))
+    if spec.snapshot_layout in ("numbered", "stamped") and "folder" in truth.get("snapshots", {}):
+        for _, folder, _ in variants:
+            _one_folder(spec.snapshot_layout, folder, folder / truth["snapshots"]["folder"])
+        truth["snapshots"]["folder"] = "."
+    if spec.snapshot_layout and "snapshots" in truth:
+        truth["snapshots"]["layout"] = spec.snapshot_layout
     paths = []
     for suffix, folder, dialect in variants:
         name = spec.name + suffix
@@ -622,6 +637,22 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
             doc["recorded"]["junk_files"] = _junk(folder, spec.seed)
         paths.append(_pack(dest, name, folder, doc))
     return paths
+
+
+def _one_folder(layout: str, folder: Path, newer: Path) -> None:
+    """Repeated snapshots in one folder under suffixed names: ``numbered``, the older file
+    renamed ``<name>.1`` and the newer under the name (as a rotation leaves them);
+    ``stamped``, the newer named ``<name>.<YYYYmmdd-HHMMSS>`` (its time) beside the older."""
+    for p in sorted(newer.iterdir()):
+        if layout == "numbered":
+            old = folder / p.name
+            if old.exists():
+                old.rename(folder / f"{p.name}.1")
+            p.rename(folder / p.name)
+        else:
+            when = time.strftime("%Y%m%d-%H%M%S", time.gmtime(p.stat().st_mtime))
+            p.rename(folder / f"{p.name}.{when}")
+    newer.rmdir()
 
 
 def _next_seed(dest: Path, torch_short: str) -> int:

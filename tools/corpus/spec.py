@@ -183,6 +183,14 @@ class CaseSpec:
     # shared by the machine's ranks (no watchdog-like poller, no dump on the rank's own
     # failure); the files are collected ``timer_rounds`` ticks after the first op failed.
     timer_rounds: int = 0
+    # The recorder hook's wrapped buffers and snapshots (tools.corpus.axes draws them from
+    # HOOKWRAP_FIRST_SEED on): ``hook_ring``: every buffer written as a ring of its last
+    # ``buffer_size`` entries (c10d's counting the job's gloo entries only, the job run with
+    # a large one); ``snapshot_layout``: where the newer snapshot goes, "dated" (a
+    # ``dumps_<ts>`` folder), "numbered" (same folder, the older renamed ``<name>.1``) or
+    # "stamped" (same folder, the newer named ``<name>.<YYYYmmdd-HHMMSS>``).
+    hook_ring: bool = False
+    snapshot_layout: str = ""
 
     @property
     def name(self) -> str:
@@ -202,6 +210,7 @@ class CaseSpec:
                 ("_periodic", self.periodic_after >= 0),
                 ("_rounds", bool(self.rounds_at)),
                 ("_late", any(self.round_skip) or any(self.round_late) or self.timer_rounds > 0),
+                ("_hookwrap", self.hook_ring or bool(self.snapshot_layout)),
             )
             if on
         )

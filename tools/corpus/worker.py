@@ -62,6 +62,15 @@ TICK_DIR = "tick_"
 TICK_S = 1.5
 
 
+def _ring(data: bytes, size: int) -> bytes:
+    """A pickled dump as a buffer of ``size`` entries would hold it: its last ones."""
+    import pickle
+
+    doc = pickle.loads(data)
+    doc["entries"] = list(doc.get("entries", []))[-size:]
+    return pickle.dumps(doc, protocol=data[1] if data[:1] == b"\x80" else 2)
+
+
 def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any) -> Any:
     """The function that writes this rank's buffer(s) once (``comms``: TorchComms'
     recorder, for the ``torchcomms`` recorder). With repeated snapshots it writes them
@@ -88,7 +97,7 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
                 time.sleep(spec.timeout_s + SNAPSHOT_DELAY_S)
                 (out_dir / NEWER_DIR).mkdir(exist_ok=True)
                 log("SNAPSHOT newer")
-                write_into(out_dir / NEWER_DIR)
+                write_into(out_dir / NEWER_DIR, f"{NEWER_DIR}_" if spec.snapshot_layout else "")
             for p in older:
                 os.replace(p, out_dir / p.name)
 
@@ -125,6 +134,8 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
         backends = ["nccl2"] + (["nccl-lazy"] if spec.recorder == "nccl-lazy" else [])
         for backend in backends:
             data = dump(backend)
+            if spec.hook_ring:  # a ring of the buffer's last entries
+                data = _ring(data, spec.buffer_size)
             path = folder / f"{backend}_trace_rank_{rank}"
             launcher.write_atomically(path, data)
             ops = json.dumps(LOG.ops.get(backend, []))
@@ -134,7 +145,7 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
         if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
             from tools.hook_backend import c10d_gloo_dump
 
-            data = c10d_gloo_dump()
+            data = c10d_gloo_dump(keep=spec.buffer_size if spec.hook_ring else 0)
             path = folder / f"nccl_trace_rank_{rank}"
             launcher.write_atomically(path, data)
             log(f"DUMPED {path.name} {len(data)}")
