@@ -38,6 +38,15 @@ PACKED_SUFFIXES: tuple[str, ...] = (
 _TRAILING_INT = re.compile(r"(\d+)$")
 #: How dump files are named: ``..rank_N``, ``_dump_N``, ``trace_rankN``, ``..rank_node02_N``.
 _DUMP_NAME = re.compile(r"(?:rank|dump|trace)[_\-.]?(?:[A-Za-z]+\d*[_\-])?\d+$", re.IGNORECASE)
+#: A copy of a dump kept under a suffixed name: ``nccl_trace_rank_3.1`` (a rotation),
+#: ``nccl_trace_rank_3.20261207-015536`` (a time stamp), ``rank_3.json.2``: the rank is the
+#: number before the suffix, never the suffix's. A suffix starts with a digit (``.tmp`` or
+#: ``.part`` is a file being written, not a copy).
+_COPY_NAME = re.compile(
+    r"(?:rank|dump|trace)[_\-.]?(?:[A-Za-z]+\d*[_\-])?(\d+)"
+    r"(?:\.(?:json|pkl|pickle|bin|trace|fr))?(?:[.~]\d[\w\-]*)+$",
+    re.IGNORECASE,
+)
 
 
 #: The file that marks a folder as a store written by ``hangscope export`` (:mod:`analyzer.store.parquet`).
@@ -64,6 +73,8 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
     (12, 3)
     >>> rank_from_name("nccl_trace_rank_node02_5"), rank_from_name("trace_rank7")
     (5, 7)
+    >>> rank_from_name("nccl_trace_rank_0.1"), rank_from_name("rank_2.20261207-015536")
+    (0, 2)
     """
     stem = _stem(name)
     if prefix is not None:
@@ -72,6 +83,8 @@ def rank_from_name(name: str, prefix: str | None = None) -> int | None:
             return None
         rest = stem[len(base) :]
         return int(rest) if rest.isdigit() else None
+    if _DUMP_NAME.search(stem) is None and (copy := _COPY_NAME.search(stem)) is not None:
+        return int(copy.group(1))
     match = _TRAILING_INT.search(stem)
     return int(match.group(1)) if match else None
 
@@ -95,7 +108,8 @@ def _unpacked(name: str) -> str:
 
 def is_dump_name(name: str, prefix: str | None = None) -> bool:
     """Whether ``name`` is built like a dump file's (``nccl_trace_rank_3``, ``_dump_3``,
-    ``rank_3.json``, ``<prefix>3``), compressed or not. A core file or ``train_log_17`` is not.
+    ``rank_3.json``, ``<prefix>3``, a suffixed copy ``nccl_trace_rank_3.1``), compressed or
+    not. A core file or ``train_log_17`` is not.
 
     >>> is_dump_name("nccl_trace_rank_3.gz"), is_dump_name("core.12345")
     (True, False)
@@ -104,7 +118,7 @@ def is_dump_name(name: str, prefix: str | None = None) -> bool:
     if prefix is not None:
         base = os.path.basename(prefix)
         return stem.startswith(base) and stem[len(base) :].isdigit()
-    return _DUMP_NAME.search(stem) is not None
+    return _DUMP_NAME.search(stem) is not None or _COPY_NAME.search(stem) is not None
 
 
 @dataclass(frozen=True, slots=True)

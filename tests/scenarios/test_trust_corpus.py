@@ -301,3 +301,22 @@ def test_rounds_a_small_buffer_wrapped_between_are_not_called_a_restart_alone(
     assert newest.why == "" and "record ids run on" in other.why
     first = render_text(result).splitlines()[0]
     assert "a restart, or rounds between which its ring buffer wrapped" in first
+
+
+def test_a_rotated_or_stamped_copy_is_read_as_its_own_rank(tmp_path: Path) -> None:
+    """Repeated snapshots of the recorder hook in one folder: a rotation keeps the older file
+    as `<name>.1`, a time stamp as `<name>.<YYYYmmdd-HHMMSS>`. Read by their trailing number,
+    every `.1` file was rank 1 (a p2p deadlock of ranks 0 and 1 read as rank 1 alone) and a
+    stamped file a rank of 15,536 (a world of 15,537 ranks). Now the rank is the number before
+    the suffix: the deadlock names both ranks, the stamped job has 4 ranks."""
+    truth, folder = corpus_case(
+        "p2p_deadlock_tp1cp2pp2dp1_nccl2_cpu_snap_hookwrap_t215_s03474", tmp_path / "a"
+    )
+    assert truth["culprits"] == [0, 1]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.kind == "deadlock" and set(d.culprit_ranks) == {0, 1}, d.headline
+    _, folder = corpus_case(
+        "crash_exit_tp1pp2dp2_nccl2_eval_cpu_snap_hookwrap_t215_s03410", tmp_path / "b"
+    )
+    result = analyzer.analyze(folder, jobs=1)
+    assert result.tables.world_size == 4

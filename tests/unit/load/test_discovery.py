@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.errors import InputError
-from analyzer.load.discover import discover, rank_from_name
+from analyzer.load.discover import discover, is_dump_name, rank_from_name
 
 
 @pytest.mark.parametrize(
@@ -18,10 +18,20 @@ from analyzer.load.discover import discover, rank_from_name
         ("host-a17.cluster_rank_301.pkl", 301),
         ("README.md", None),
         ("EXPECTED.json", None),
+        # Copies kept under suffixed names: the rank is the number before the suffix.
+        ("nccl2_trace_rank_0.1", 0),
+        ("nccl2_trace_rank_2.20261207-015536", 2),
+        ("rank_3.json.2", 3),
+        ("nccl_trace_rank_3.tmp", None),
     ],
 )
 def test_rank_from_name(name: str, rank: int | None) -> None:
     assert rank_from_name(name) == rank
+
+
+def test_suffixed_copies_are_named_like_dumps() -> None:
+    assert is_dump_name("nccl2_trace_rank_0.1") and is_dump_name("nccl_trace_rank_7.20261207-0155")
+    assert not is_dump_name("nccl_trace_rank_3.part") and not is_dump_name("core.12345")
 
 
 def test_prefix_override() -> None:
