@@ -125,6 +125,9 @@ class FlightRecorder:
 
     max_entries: int = BUFFER_SIZE
     cuda_states: bool = False
+    #: with ``cuda_states``: the state read at issue is ``started`` (the GPU had begun the
+    #: kernel when the op retired), not ``scheduled``
+    cuda_started: bool = False
     entries: list[_Entry] = field(default_factory=list)
     pg_name_to_ranks: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     registrations: int = 0
@@ -183,6 +186,8 @@ class FlightRecorder:
             if e is None:
                 return
             e.duration = (time.time_ns() - e.time_created) / 1e6
+            if self.cuda_states and self.cuda_started:
+                e.started = time.time_ns()
             e.retired = True
 
     def _ordered(self) -> list[_Entry]:

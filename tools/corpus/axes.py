@@ -154,6 +154,16 @@ HOOKWRAP_FIRST_SEED = 3400
 HOOKWRAP_RING_SHARE = 0.7
 HOOKWRAP_SNAP_SHARE = 0.6
 HOOKWRAP_LAYOUTS = ("dated", "numbered", "stamped")
+#: The first seed that may draw suffixed copies for gloo's recorder and TorchComms' (name
+#: tag ``_copies``, a stream of its own): in their cases without a restart, in place of
+#: interval rounds, periodic dumps and late rounds, repeated snapshots laid out in a dated
+#: folder or in one folder under suffixed names (as the hook's from HOOKWRAP_FIRST_SEED on),
+#: some ranks' newer copy missing in half; and for TorchComms on CUDA, in half of those, every
+#: entry's state read at issue as ``started`` (a GPU that had begun the kernel).
+COPIES_FIRST_SEED = 3600
+COPIES_SHARE = 0.8
+COPIES_LAYOUTS = ("dated", "numbered", "numbered", "stamped", "stamped")
+COPIES_STARTED_SHARE = 0.5
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -522,6 +532,44 @@ def _hookwrap(seed: int, spec: CaseSpec) -> CaseSpec:
     return spec
 
 
+def _copies(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`COPIES_FIRST_SEED` on (a stream of its own), gloo's recorder and
+    TorchComms' cases without a restart: repeated snapshots of every dumping rank's buffer,
+    the newer one the job's timeout plus 1 s later, in a ``dumps_<ts>`` folder or in the
+    same folder with the older renamed ``<name>.1`` or the newer named
+    ``<name>.<YYYYmmdd-HHMMSS>``, some ranks' newer copy missing in half; TorchComms on CUDA
+    with its entries' state read at issue as ``started`` in half; in place of interval
+    rounds, periodic dumps and late rounds."""
+    if seed < COPIES_FIRST_SEED or spec.recorder not in ("gloo", "torchcomms"):
+        return spec
+    if spec.restart_fault is not None:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-copies-{spec.torch}-{seed}")
+    if rng.random() >= COPIES_SHARE:
+        return spec
+    layout = rng.choice(COPIES_LAYOUTS)
+    missing: tuple[int, ...] = ()
+    if rng.random() < SNAPSHOT_MISSING_SHARE:
+        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    started = spec.cuda and rng.random() < COPIES_STARTED_SHARE
+    return replace(
+        spec,
+        periodic_after=-1,
+        periodic_missing=(),
+        rounds_at=(),
+        round_points=(),
+        round_compute=(),
+        rounds_missing=(),
+        round_skip=(),
+        round_late=(),
+        timer_rounds=0,
+        snapshots=True,
+        snapshot_missing=missing,
+        snapshot_layout=layout,
+        cuda_started=started,
+    )
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -583,4 +631,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
     spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
-    return _hookwrap(seed, _late(seed, _rounds(seed, spec)))
+    return _copies(seed, _hookwrap(seed, _late(seed, _rounds(seed, spec))))

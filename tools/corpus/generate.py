@@ -465,7 +465,7 @@ def _describe(spec: CaseSpec, truth: dict[str, Any], dialect: str) -> dict[str, 
                 set(doc["snapshots"]["older"]) - set(doc["snapshots"]["newer"])
             ),
         }
-        if "layout" in doc["snapshots"]:  # the recorder hook's snapshots (_hookwrap)
+        if "layout" in doc["snapshots"]:  # suffixed copies (_hookwrap, _copies)
             doc["recorded"]["snapshots"]["layout"] = {
                 "dated": "the newer in dumps_<ts>/ under the same name",
                 "numbered": "one folder: the older renamed <name>.1, the newer <name>",
@@ -633,6 +633,8 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         name = spec.name + suffix
         doc = _describe(spec, truth, dialect)
         doc["case"] = name
+        if spec.cuda_started:  # TorchComms on CUDA: the state read at issue
+            doc["recorded"]["cuda_state_at_issue"] = "started"
         if spec.junk:
             doc["recorded"]["junk_files"] = _junk(folder, spec.seed)
         paths.append(_pack(dest, name, folder, doc))

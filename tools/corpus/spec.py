@@ -191,6 +191,15 @@ class CaseSpec:
     # "stamped" (same folder, the newer named ``<name>.<YYYYmmdd-HHMMSS>``).
     hook_ring: bool = False
     snapshot_layout: str = ""
+    # TorchComms on CUDA (tools.corpus.axes draws it from COPIES_FIRST_SEED on): every
+    # entry's state read at issue as ``started`` (a GPU that had begun the kernel) in place
+    # of ``scheduled``.
+    cuda_started: bool = False
+
+    @property
+    def hooked(self) -> bool:
+        """The recorder hook's case (``nccl2``, ``nccl-lazy``)."""
+        return self.recorder in ("nccl2", "nccl-lazy")
 
     @property
     def name(self) -> str:
@@ -210,7 +219,9 @@ class CaseSpec:
                 ("_periodic", self.periodic_after >= 0),
                 ("_rounds", bool(self.rounds_at)),
                 ("_late", any(self.round_skip) or any(self.round_late) or self.timer_rounds > 0),
-                ("_hookwrap", self.hook_ring or bool(self.snapshot_layout)),
+                ("_hookwrap", self.hook_ring or bool(self.snapshot_layout) and self.hooked),
+                ("_copies", bool(self.snapshot_layout) and not self.hooked),
+                ("_started", self.cuda_started),
             )
             if on
         )

@@ -354,7 +354,9 @@ def _worker(cfg: dict[str, Any]) -> None:
     if spec.recorder == "torchcomms":
         from tools.torchcomms_fr import FlightRecorder
 
-        comms = FlightRecorder(max_entries=spec.buffer_size, cuda_states=spec.cuda)
+        comms = FlightRecorder(
+            max_entries=spec.buffer_size, cuda_states=spec.cuda, cuda_started=spec.cuda_started
+        )
     write = _writer(spec, rank, out_dir, side_dir, comms)
     job_store = launcher.store_client(cfg["job_port"], world)
     timeout = timedelta(seconds=spec.timeout_s)
