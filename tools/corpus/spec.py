@@ -219,7 +219,7 @@ class CaseSpec:
                 ("_periodic", self.periodic_after >= 0),
                 ("_rounds", bool(self.rounds_at)),
                 ("_late", any(self.round_skip) or any(self.round_late) or self.timer_rounds > 0),
-                ("_hookwrap", self.hook_ring or bool(self.snapshot_layout) and self.hooked),
+                ("_hookwrap", self.hook_ring or (bool(self.snapshot_layout) and self.hooked)),
                 ("_copies", bool(self.snapshot_layout) and not self.hooked),
                 ("_started", self.cuda_started),
             )
