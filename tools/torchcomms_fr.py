@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -128,6 +129,10 @@ class FlightRecorder:
     #: with ``cuda_states``: the state read at issue is ``started`` (the GPU had begun the
     #: kernel when the op retired), not ``scheduled``
     cuda_started: bool = False
+    #: with ``cuda_states``: the chance that an entry's state read at issue is ``started``,
+    #: drawn per entry from ``mix_seed``'s stream (a dump holding both states); 0 is off
+    cuda_started_share: float = 0.0
+    mix_seed: str = ""
     entries: list[_Entry] = field(default_factory=list)
     pg_name_to_ranks: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     registrations: int = 0
@@ -137,6 +142,7 @@ class FlightRecorder:
     _latest_op_id: int = -1
     _by_op: dict[int, _Entry] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _mix: random.Random | None = None
 
     def register(self, name: str, backend: str, ranks: list[int]) -> int:
         """``registerWithComm``: the comm's pg_id; its ranks recorded under (name, backend)."""
@@ -186,9 +192,16 @@ class FlightRecorder:
             if e is None:
                 return
             e.duration = (time.time_ns() - e.time_created) / 1e6
-            if self.cuda_states and self.cuda_started:
+            if self.cuda_states and (self.cuda_started or self._mixed_started()):
                 e.started = time.time_ns()
             e.retired = True
+
+    def _mixed_started(self) -> bool:
+        if self.cuda_started_share <= 0:
+            return False
+        if self._mix is None:
+            self._mix = random.Random(self.mix_seed)
+        return self._mix.random() < self.cuda_started_share
 
     def _ordered(self) -> list[_Entry]:
         """``dump_entries``: oldest first from the slot after the newest op."""

@@ -91,6 +91,7 @@ __all__ = [
     "CUDA_FIRST_SEED",
     "LATE_FIRST_SEED",
     "LATE_RESTART_FIRST_SEED",
+    "MIXED_FIRST_SEED",
     "PERIODIC_FIRST_SEED",
     "RESTART_FIRST_SEED",
     "ROUNDS_FIRST_SEED",
@@ -164,6 +165,13 @@ COPIES_FIRST_SEED = 3600
 COPIES_SHARE = 0.8
 COPIES_LAYOUTS = ("dated", "numbered", "numbered", "stamped", "stamped")
 COPIES_STARTED_SHARE = 0.5
+#: The first seed that may draw a mix of TorchComms' CUDA states (name tag ``_mixed``, a
+#: stream of its own): in TorchComms' cases on CUDA, each entry's state read at issue is
+#: ``started`` with a chance drawn from MIXED_SHARES, else ``scheduled``, so that one dump
+#: holds both (the per-case ``started`` of COPIES_FIRST_SEED off in those).
+MIXED_FIRST_SEED = 3800
+MIXED_CASE_SHARE = 0.85
+MIXED_SHARES = (0.25, 0.5, 0.75)
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -570,6 +578,17 @@ def _copies(seed: int, spec: CaseSpec) -> CaseSpec:
     )
 
 
+def _mixed(seed: int, spec: CaseSpec) -> CaseSpec:
+    """From :data:`MIXED_FIRST_SEED` on (a stream of its own), TorchComms' cases on CUDA:
+    each entry's state read at issue ``started`` with a drawn chance, else ``scheduled``."""
+    if seed < MIXED_FIRST_SEED or not spec.cuda:
+        return spec
+    rng = random.Random(f"hangscope-corpus-2-mixed-{spec.torch}-{seed}")
+    if rng.random() >= MIXED_CASE_SHARE:
+        return spec
+    return replace(spec, cuda_started=False, cuda_mixed=rng.choice(MIXED_SHARES))
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
@@ -631,4 +650,4 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
     spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))
-    return _copies(seed, _hookwrap(seed, _late(seed, _rounds(seed, spec))))
+    return _mixed(seed, _copies(seed, _hookwrap(seed, _late(seed, _rounds(seed, spec)))))

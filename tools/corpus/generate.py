@@ -635,6 +635,8 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
         doc["case"] = name
         if spec.cuda_started:  # TorchComms on CUDA: the state read at issue
             doc["recorded"]["cuda_state_at_issue"] = "started"
+        if spec.cuda_mixed > 0:  # a mix of both states, each entry's drawn at issue
+            doc["recorded"]["cuda_state_at_issue"] = f"started or scheduled ({spec.cuda_mixed:g})"
         if spec.junk:
             doc["recorded"]["junk_files"] = _junk(folder, spec.seed)
         paths.append(_pack(dest, name, folder, doc))

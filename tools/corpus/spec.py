@@ -195,6 +195,10 @@ class CaseSpec:
     # entry's state read at issue as ``started`` (a GPU that had begun the kernel) in place
     # of ``scheduled``.
     cuda_started: bool = False
+    # TorchComms on CUDA (tools.corpus.axes draws it from MIXED_FIRST_SEED on): each entry's
+    # state read at issue as ``started`` with this chance, else ``scheduled`` (a mix of both
+    # states in one dump, drawn per entry on a stream of the seed and the rank); 0 is off.
+    cuda_mixed: float = 0.0
 
     @property
     def hooked(self) -> bool:
@@ -222,6 +226,7 @@ class CaseSpec:
                 ("_hookwrap", self.hook_ring or (bool(self.snapshot_layout) and self.hooked)),
                 ("_copies", bool(self.snapshot_layout) and not self.hooked),
                 ("_started", self.cuda_started),
+                ("_mixed", self.cuda_mixed > 0),
             )
             if on
         )

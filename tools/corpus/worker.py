@@ -355,7 +355,11 @@ def _worker(cfg: dict[str, Any]) -> None:
         from tools.torchcomms_fr import FlightRecorder
 
         comms = FlightRecorder(
-            max_entries=spec.buffer_size, cuda_states=spec.cuda, cuda_started=spec.cuda_started
+            max_entries=spec.buffer_size,
+            cuda_states=spec.cuda,
+            cuda_started=spec.cuda_started,
+            cuda_started_share=spec.cuda_mixed,
+            mix_seed=f"hangscope-corpus-2-mixed-states-{spec.torch}-{spec.seed}-{rank}",
         )
     write = _writer(spec, rank, out_dir, side_dir, comms)
     job_store = launcher.store_client(cfg["job_port"], world)
