@@ -84,7 +84,9 @@ def newest(d: ParsedDump) -> tuple[int, int, int, int]:
 
 
 def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
-    """One rank's dumps: identical copies merged, same-backend dumps -> the newest."""
+    """One rank's dumps: identical copies merged, same-backend dumps -> the newest. Files of
+    one name (in two folders: two rounds of one buffer) are one buffer whatever backends they
+    read as (a round taken before a recorder's signs showed reads as another)."""
     kept: list[ParsedDump] = []
     notes: list[Duplicate] = []
     for d in sorted(dumps, key=lambda d: d.path):
@@ -93,8 +95,17 @@ def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]
             notes.append(Duplicate(d.rank, same.path, d.path, True))
             continue
         mine = backends_of(d)
+        name = Path(d.path).name
         rival = next(
-            (k for k in kept if not mine or not backends_of(k) or backends_of(k) & mine), None
+            (
+                k
+                for k in kept
+                if not mine
+                or not backends_of(k)
+                or backends_of(k) & mine
+                or Path(k.path).name == name
+            ),
+            None,
         )
         if rival is None:
             kept.append(d)  # another backend's buffer of the same rank: both are evidence

@@ -320,3 +320,19 @@ def test_a_rotated_or_stamped_copy_is_read_as_its_own_rank(tmp_path: Path) -> No
     )
     result = analyzer.analyze(folder, jobs=1)
     assert result.tables.world_size == 4
+
+
+def test_two_rounds_of_one_buffer_read_as_two_backends_are_one_buffer(tmp_path: Path) -> None:
+    """TorchComms rounds: rank 0's first round was taken before its first step (a split and a
+    barrier only), too early for the recorder's signs, so it read as another backend than its
+    later files, and both were kept as two buffers. Its older one then made rank 0 'an older
+    round's only', and every dump of rank 0 was set aside: ranks 2 and 3 alone disagreed on a
+    size with no majority. Files of one name in two folders are one buffer's rounds: the
+    newer is kept. Before: culprits 2 and 3, certain."""
+    truth, folder = corpus_case(
+        "size_desync_tp1pp2dp2_torchcomms_restart_cuda_rounds_late_mixed_t213_s03861", tmp_path
+    )
+    assert truth["culprits"] == [2]
+    result = analyzer.analyze(folder, jobs=1)
+    assert confidences(result.diagnosis) == {2: "certain"}, result.diagnosis.headline
+    assert result.loaded is not None and 0 not in dict(result.loaded.stale)
