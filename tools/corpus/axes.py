@@ -78,6 +78,7 @@ from tools.corpus.spec import (
     ALL_REDUCES,
     COLLECTIVE_OPS,
     FAULTS,
+    NO_ROUNDS,
     P2P_OPS,
     STALLS,
     CaseSpec,
@@ -293,6 +294,13 @@ def _cpu_groups(seed: int, spec: CaseSpec) -> CaseSpec:
     rng = random.Random(f"hangscope-corpus-2-cpu-{spec.torch}-{seed}")
     if rng.random() >= CPU_SHARE:
         return spec
+    return replace(_with_cpu_groups(rng, spec), buffer_size=2000)
+
+
+def _with_cpu_groups(rng: random.Random, spec: CaseSpec) -> CaseSpec:
+    """``spec`` with gloo groups beside the hook's, drawn from ``rng``: the checkpoint's object
+    broadcast on a gloo copy of the world (one is put in a step that has none), the DP
+    group's gloo copy, or both."""
     choices = [("ckpt",)] + ([("dp",), ("ckpt", "dp")] if spec.dp > 1 else [])
     groups = rng.choice(choices)
     ops, fault = list(spec.step_ops), spec.fault
@@ -304,7 +312,7 @@ def _cpu_groups(seed: int, spec: CaseSpec) -> CaseSpec:
             if fault.index >= at[0] and fault.kind not in ("healthy", "slow_rank"):
                 fault = replace(fault, index=fault.index + 1)
         ops = [Op(o.kind, "ckpt") if o.kind == "ckpt_broadcast_object" else o for o in ops]
-    return replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups, buffer_size=2000)
+    return replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups)
 
 
 def _older_world(spec: CaseSpec, rng: random.Random) -> int:
@@ -502,29 +510,12 @@ def _hookwrap(seed: int, spec: CaseSpec) -> CaseSpec:
         missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
     size = rng.choice([8, 12, 16])
     if not spec.cpu_groups:
-        choices = [("ckpt",)] + ([("dp",), ("ckpt", "dp")] if spec.dp > 1 else [])
-        groups = rng.choice(choices)
-        ops, fault = list(spec.step_ops), spec.fault
-        if "ckpt" in groups:
-            at = [i for i, o in enumerate(ops) if o.kind == "ckpt_broadcast_object"]
-            if not at:
-                at = [rng.randrange(len(ops))]
-                ops.insert(at[0], Op("ckpt_broadcast_object", "world"))
-                if fault.index >= at[0] and fault.kind not in ("healthy", "slow_rank"):
-                    fault = replace(fault, index=fault.index + 1)
-            ops = [Op(o.kind, "ckpt") if o.kind == "ckpt_broadcast_object" else o for o in ops]
-        spec = replace(spec, step_ops=tuple(ops), fault=fault, cpu_groups=groups)
+        spec = _with_cpu_groups(rng, spec)
     spec = replace(
         spec,
         periodic_after=-1,
         periodic_missing=(),
-        rounds_at=(),
-        round_points=(),
-        round_compute=(),
-        rounds_missing=(),
-        round_skip=(),
-        round_late=(),
-        timer_rounds=0,
+        **NO_ROUNDS,
         snapshots=snap,
         snapshot_missing=missing if snap else (),
         snapshot_layout=layout if snap else "",
@@ -564,13 +555,7 @@ def _copies(seed: int, spec: CaseSpec) -> CaseSpec:
         spec,
         periodic_after=-1,
         periodic_missing=(),
-        rounds_at=(),
-        round_points=(),
-        round_compute=(),
-        rounds_missing=(),
-        round_skip=(),
-        round_late=(),
-        timer_rounds=0,
+        **NO_ROUNDS,
         snapshots=True,
         snapshot_missing=missing,
         snapshot_layout=layout,

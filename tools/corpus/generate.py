@@ -351,16 +351,21 @@ def _periodic_rounds(spec: CaseSpec, truth: dict[str, Any], out_dir: Path) -> li
     if name <= older.name:
         raise RuntimeError(f"the newer round {name} is not newer than {older.name}")
     newer = out_dir / name
+    _hang_round(out_dir, newer, set(truth["periodic"]["newer_missing"]))
+    truth["periodic"]["folders"] = [older.name, newer.name]
+    return [older, newer]
+
+
+def _hang_round(out_dir: Path, newer: Path, lost: set[int]) -> None:
+    """Move the dumps left in ``out_dir`` (those written after the hang) into the new folder
+    ``newer``, but the files of the ranks in ``lost``, which are deleted."""
     newer.mkdir()
-    lost = set(truth["periodic"]["newer_missing"])
     for r, files in _files(out_dir).items():
         for p in files:
             if r in lost:
                 p.unlink()
             else:
                 p.rename(newer / p.name)
-    truth["periodic"]["folders"] = [older.name, newer.name]
-    return [older, newer]
 
 
 def _interval_round_dirs(truth: dict[str, Any], out_dir: Path) -> list[Path]:
@@ -377,14 +382,7 @@ def _interval_round_dirs(truth: dict[str, Any], out_dir: Path) -> list[Path]:
     newer = out_dir / _dumps_folder([p for ps in _files(out_dir).values() for p in ps])
     if newer.name <= dirs[-1].name:
         raise RuntimeError(f"the hang's round {newer.name} is not newer than {dirs[-1].name}")
-    newer.mkdir()
-    lost = set(truth["rounds"]["lost"])
-    for r, files in _files(out_dir).items():
-        for p in files:
-            if r in lost:
-                p.unlink()
-            else:
-                p.rename(newer / p.name)
+    _hang_round(out_dir, newer, set(truth["rounds"]["lost"]))
     truth["rounds"]["folders"] = [d.name for d in dirs] + [newer.name]
     return [*dirs, newer]
 

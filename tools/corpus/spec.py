@@ -20,6 +20,7 @@ __all__ = [
     "DIALECTS",
     "FAULTS",
     "HANG_FAULTS",
+    "NO_ROUNDS",
     "P2P_OPS",
     "STALLS",
     "CaseSpec",
@@ -112,6 +113,19 @@ class Fault:
     index: int = 0
     variant: str = ""  # how: "smaller"/"larger" sizes, "int64" dtype, "broadcast" op, ...
     partner: int = -1  # the other end (p2p deadlock) or the swapped op's index (order)
+
+
+#: A case's fields of interval rounds, cleared (a restart's older attempt takes none; the
+#: axes that take a case's place of rounds clear them).
+NO_ROUNDS: dict[str, Any] = {
+    "rounds_at": (),
+    "round_points": (),
+    "round_compute": (),
+    "rounds_missing": (),
+    "round_skip": (),
+    "round_late": (),
+    "timer_rounds": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -244,13 +258,7 @@ class CaseSpec:
             restart_fault=None,
             restart_world=0,
             policy="all",
-            rounds_at=(),  # (interval rounds: this run's only)
-            round_points=(),
-            round_compute=(),
-            rounds_missing=(),
-            round_skip=(),
-            round_late=(),
-            timer_rounds=0,
+            **NO_ROUNDS,  # (interval rounds: this run's only)
         )
         if self.restart_world and self.restart_world != self.world:
             dp = self.dp * self.restart_world // self.world
