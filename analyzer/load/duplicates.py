@@ -19,6 +19,9 @@ import numpy as np
 from analyzer.escape import clean
 from analyzer.load.parsed_dump import ParsedDump
 
+#: The label TorchComms' reading puts before a backend's name (``analyzer.load.torchcomms``).
+TORCHCOMMS_LABEL = "torchcomms-"
+
 __all__ = [
     "Duplicate",
     "backends_of",
@@ -83,10 +86,17 @@ def newest(d: ParsedDump) -> tuple[int, int, int, int]:
     return (int(times.max()), d.n_entries, retired, states)
 
 
+def _unlabelled(d: ParsedDump) -> frozenset[str]:
+    """The backends of a dump without the label a writer's reading gives them
+    (``torchcomms-nccl`` is ``nccl``)."""
+    return frozenset(b.removeprefix(TORCHCOMMS_LABEL) for b in backends_of(d))
+
+
 def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]]:
     """One rank's dumps: identical copies merged, same-backend dumps -> the newest. Files of
-    one name (in two folders: two rounds of one buffer) are one buffer whatever backends they
-    read as (a round taken before a recorder's signs showed reads as another)."""
+    one name whose backends differ only by a writer's label (a TorchComms round taken before
+    its recorder's signs showed reads as plain ``nccl``) are one buffer too; files of one
+    name of two backends (the hook's buffers in a folder per backend) are not."""
     kept: list[ParsedDump] = []
     notes: list[Duplicate] = []
     for d in sorted(dumps, key=lambda d: d.path):
@@ -103,7 +113,7 @@ def _resolve(dumps: list[ParsedDump]) -> tuple[list[ParsedDump], list[Duplicate]
                 if not mine
                 or not backends_of(k)
                 or backends_of(k) & mine
-                or Path(k.path).name == name
+                or (Path(k.path).name == name and _unlabelled(k) == _unlabelled(d))
             ),
             None,
         )

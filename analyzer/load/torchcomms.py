@@ -41,6 +41,7 @@ import numpy as np
 
 from analyzer.load import entry_columns as col
 from analyzer.load.debug_server import TORCHCOMMS_MEMBER
+from analyzer.load.duplicates import TORCHCOMMS_LABEL
 from analyzer.load.parsed_dump import ParsedDump
 from analyzer.load.torchcomms_align import align_wrapped
 from analyzer.load.torchcomms_names import comm_keys, known_member_sets, other_member_sets
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 #: The backend label of a TorchComms dump: ``torchcomms-gloo``, ``torchcomms-nccl``...
-LABEL_PREFIX = "torchcomms-"
+LABEL_PREFIX = TORCHCOMMS_LABEL
 #: Backend names a TorchComms ``desc`` takes (``TorchComm::getBackend``), besides the
 #: prefixes of the dump's own entries.
 _BACKENDS = frozenset(
