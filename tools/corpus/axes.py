@@ -361,6 +361,14 @@ def _cuda(seed: int, torch: str, recorder: str) -> bool:
     return random.Random(f"hangscope-corpus-2-cuda-{torch}-{seed}").random() < CUDA_SHARE
 
 
+def _some_ranks(rng: random.Random, world: int, share: float) -> tuple[int, ...]:
+    """With chance ``share``, 1 to ``world // 2`` ranks drawn from ``rng`` (whose file is
+    lost, or who skip a round), sorted; else none."""
+    if rng.random() < share:
+        return tuple(sorted(rng.sample(range(world), rng.randint(1, world // 2))))
+    return ()
+
+
 def _snapshots(seed: int, spec: CaseSpec) -> CaseSpec:
     """From :data:`CUDA_FIRST_SEED` on (a stream of its own): a newer snapshot of every
     dumping rank's buffer beside its first file, some ranks' newer snapshot missing."""
@@ -371,9 +379,7 @@ def _snapshots(seed: int, spec: CaseSpec) -> CaseSpec:
     rng = random.Random(f"hangscope-corpus-2-snapshot-{spec.torch}-{seed}")
     if rng.random() >= SNAPSHOT_SHARE:
         return spec
-    missing: tuple[int, ...] = ()
-    if rng.random() < SNAPSHOT_MISSING_SHARE:
-        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    missing = _some_ranks(rng, spec.world, SNAPSHOT_MISSING_SHARE)
     return replace(spec, snapshots=True, snapshot_missing=missing)
 
 
@@ -391,9 +397,7 @@ def _periodic(seed: int, spec: CaseSpec) -> CaseSpec:
     # step but the last (the round is not the run's final dump)
     hang = spec.fault.kind not in ("healthy", "slow_rank")
     after = rng.randrange(spec.fault.step if hang else spec.steps - 1)
-    missing: tuple[int, ...] = ()
-    if rng.random() < PERIODIC_MISSING_SHARE:
-        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    missing = _some_ranks(rng, spec.world, PERIODIC_MISSING_SHARE)
     return replace(
         spec, snapshots=False, snapshot_missing=(), periodic_after=after, periodic_missing=missing
     )
@@ -431,9 +435,7 @@ def _rounds(seed: int, spec: CaseSpec) -> CaseSpec:
         tuple(rng.randrange(len(spec.step_ops) + 1) for _ in range(spec.world)) for _ in at
     )
     compute = tuple(tuple(rng.choice(ROUND_COMPUTE_S) for _ in range(spec.world)) for _ in at)
-    missing: tuple[int, ...] = ()
-    if rng.random() < ROUNDS_MISSING_SHARE:
-        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    missing = _some_ranks(rng, spec.world, ROUNDS_MISSING_SHARE)
     return replace(
         spec,
         fault=f,
@@ -505,9 +507,7 @@ def _hookwrap(seed: int, spec: CaseSpec) -> CaseSpec:
     ring = rng.random() < HOOKWRAP_RING_SHARE
     snap = rng.random() < HOOKWRAP_SNAP_SHARE or not ring
     layout = rng.choice(HOOKWRAP_LAYOUTS)
-    missing: tuple[int, ...] = ()
-    if rng.random() < SNAPSHOT_MISSING_SHARE:
-        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    missing = _some_ranks(rng, spec.world, SNAPSHOT_MISSING_SHARE)
     size = rng.choice([8, 12, 16])
     if not spec.cpu_groups:
         spec = _with_cpu_groups(rng, spec)
@@ -547,9 +547,7 @@ def _copies(seed: int, spec: CaseSpec) -> CaseSpec:
     if rng.random() >= COPIES_SHARE:
         return spec
     layout = rng.choice(COPIES_LAYOUTS)
-    missing: tuple[int, ...] = ()
-    if rng.random() < SNAPSHOT_MISSING_SHARE:
-        missing = tuple(sorted(rng.sample(range(spec.world), rng.randint(1, spec.world // 2))))
+    missing = _some_ranks(rng, spec.world, SNAPSHOT_MISSING_SHARE)
     started = spec.cuda and rng.random() < COPIES_STARTED_SHARE
     return replace(
         spec,
