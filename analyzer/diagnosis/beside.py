@@ -137,6 +137,19 @@ def unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int])
     return out
 
 
+def _newest_collective(
+    facts: Facts, rank: int, group: object, seq: object, *, retired: bool
+) -> str | None:
+    """The name of ``group`` to show, where ``rank``'s newest entry is its collective
+    ``seq``, retired or not as ``retired`` asks; None otherwise."""
+    last = facts.last_entry(rank)
+    if last is None or bool(last["is_p2p"]) or bool(last["retired"]) != retired:
+        return None
+    if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(str(seq)):
+        return None
+    return str(last.get("pg_desc") or "") or str(group)
+
+
 def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
     """Ranks whose own wait on a culprit with no dump (``dead``) rests on their newest entry,
     retired by a backend that retires an op that timed out as one that completed (gloo), or
@@ -167,13 +180,10 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
         if not waiters and not (r in beside_doubted and int(holder) in doubted):
             continue
-        last = facts.last_entry(r)
-        if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
-            continue
-        if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(seq):
+        desc = _newest_collective(facts, r, group, seq, retired=True)
+        if desc is None:
             continue
         waiters = sorted(int(p) for p in g.predecessors(r))
-        desc = str(last.get("pg_desc") or "") or str(group)
         own = facts.matching.dialects.dumps_on_own_timeout(r)
         held = (
             f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits"
@@ -218,12 +228,9 @@ def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Cul
         ["waiter", "holder", "pg_name", "seq", "op"]
     ].itertuples(index=False):
         r = int(waiter)
-        last = facts.last_entry(r)
-        if r in out or last is None or bool(last["is_p2p"]) or bool(last["retired"]):
+        desc = None if r in out else _newest_collective(facts, r, group, seq, retired=False)
+        if desc is None:
             continue
-        if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(seq):
-            continue
-        desc = str(last.get("pg_desc") or "") or str(group)
         out[r] = Culprit(
             r,
             Confidence.SUSPECT,
