@@ -99,7 +99,8 @@ def kinds_also_possible(
         )
     sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}
     stalled = [r for r in _not_joined(findings) if r in sure]
-    lone = _lone_last_ops(facts, stalled)
+    named = {c.rank for c in culprits}
+    lone = _lone_last_ops(facts, [r for r in _not_joined(findings) if r in named])
     if lone:
         r, at = lone[0]
         return (

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analyzer.diagnosis.awaited_together import awaited_together
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
+    "alone_in_a_group",
     "inside_with_stale",
     "members_unknown",
     "missing_suspects",
@@ -43,9 +45,15 @@ def wait_verb(waiters: Sequence[int]) -> str:
 
 
 def members_unknown(facts: Facts, group: str) -> bool:
-    """No dump lists ``group``'s members (they come from entries alone) and nothing declares
-    the world: a member may exist that no file names."""
-    return group in facts.unlisted_groups and facts.nothing_listed
+    """No dump lists ``group``'s members (they come from entries alone, or, for the default
+    group, from the highest rank a file gives) and nothing declares the world: a member may
+    exist that no file names."""
+    if not facts.nothing_listed:
+        return False
+    g = facts.tables.groups
+    return group in facts.unlisted_groups or bool(
+        ((g["pg_name"] == group) & (g["source"] == "world")).any()
+    )
 
 
 def with_silent_partners(
@@ -261,11 +269,50 @@ def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
     )
 
 
+def alone_in_a_group(facts: Facts, rank: int) -> str:
+    """``all_reduce in TP seq 4`` where ``rank``'s newest entry is a collective gloo retired
+    (finished or timed out) in a group whose members no dump lists and that no other dump
+    holds: no other member recorded it, so it may not have completed, and a member with no
+    file may be the one it waited on there. Else ""."""
+    last = facts.last_entry(rank)
+    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+        return ""
+    group = str(last["pg_name"])
+    if rank not in facts.matching.dialects.retire_on_end_ranks:
+        return ""
+    if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
+        return ""
+    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])}"
+
+
 def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
-    """Why a rank that wrote no file and that no dump names may be the culprit, or "": the
-    culprit is held in a collective whose members no dump lists, nor the job's ranks (gloo
-    2.13), and no rank is known to be missing. Such a member would be the one they all wait
-    on, and nothing in the files gives its number."""
+    """Why a rank that wrote no file and that no dump names may be the culprit, or "": no
+    dump lists the members of the group the culprit is held in, nor the job's ranks (gloo
+    2.13), and either the ranks with no dump blamed there are told apart by no wait
+    (:func:`awaited_together`: such a member is one more of them), or a rank blamed for not
+    joining has its last op in such a group that no other dump holds
+    (:func:`alone_in_a_group`: such a member may have held it there), or no rank is known to
+    be missing and the culprit is held inside a collective (such a member would be the one
+    they all wait on). Nothing in the files gives its number."""
+    missing = FindingKind.MISSING_DUMP.value
+    dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks}
+    together = awaited_together(facts, dead)
+    for f in findings:
+        together_here = f.culprit and f.kind == missing and set(f.ranks) & set(together)
+        if together_here and f.group and members_unknown(facts, f.group):
+            return (
+                f"the ranks with no dump awaited in {place_of(f)} are told apart by no "
+                "wait, and no dump lists that group's members: one that no file names "
+                "may be among them"
+            )
+    if facts.nothing_listed:
+        for f in findings:
+            for r in f.ranks if f.culprit and f.kind == FindingKind.NOT_JOINED.value else ():
+                if alone := alone_in_a_group(facts, r):
+                    return (
+                        f"rank {r}'s last op, {alone}, is in a group no dump lists the members "
+                        "of: a member that wrote no file may have held it there"
+                    )
     if facts.unblamed_missing:
         return ""
     for f in findings:

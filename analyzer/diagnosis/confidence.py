@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
+from analyzer.diagnosis.awaited_together import awaited_together
 from analyzer.diagnosis.beside import (
+    alone_in_a_group,
     inside_with_stale,
     members_unknown,
     place_of,
@@ -37,28 +39,6 @@ __all__ = ["culprits_of"]
 
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
-
-
-def _alone_in_a_new_group(facts: Facts, rank: int) -> str:
-    """``all_reduce in TP seq 1`` where ``rank``'s newest entry is the only entry it holds of
-    a group whose members no dump lists and that no other dump holds, a collective gloo
-    retired (finished or timed out), beside another rank others wait on: no other member
-    recorded it, so it did not complete, and that rank may be the member it waits on. Else
-    ""."""
-    last = facts.last_entry(rank)
-    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
-        return ""
-    group = str(last["pg_name"])
-    if rank not in facts.matching.dialects.retire_on_end_ranks:
-        return ""
-    if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
-        return ""
-    if not set(facts.roots.roots) - {rank}:
-        return ""  # alone, a group-order deadlock may hold it (said by the alternatives)
-    e = facts.tables.entries
-    if int(((e["rank"] == rank) & (e["pg_name"] == group)).sum()) != 1:
-        return ""
-    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])}"
 
 
 def _in_unpaired_p2p(facts: Facts, rank: int) -> str:
@@ -103,12 +83,11 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             if waiters
             else "it wrote no dump: a crash and a stall look alike from the others' files"
         )
-    if kind is FindingKind.NOT_JOINED and (alone := _alone_in_a_new_group(facts, rank)):
+    if kind is FindingKind.NOT_JOINED and (alone := alone_in_a_group(facts, rank)):
         return Confidence.SUSPECT, (
-            f"it never enqueued {place_of(f)}, but its last op, {alone}, is the first of a "
-            "group no other dump holds and no dump lists: a collective no other member "
-            "recorded did not complete, so it may have timed out there, waiting on a member "
-            "of that group"
+            f"it never enqueued {place_of(f)}, but its last op, {alone}, is in a group no "
+            "other dump holds and no dump lists: no other member recorded that collective, "
+            "so it may have timed out there, waiting on a member that wrote no file"
         )
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
@@ -218,6 +197,18 @@ def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int,
     return out
 
 
+def _awaited_with(rank: int, others: Sequence[int]) -> Culprit:
+    """``rank``, with no dump, awaited only together with ``others`` (no dump either)."""
+    return Culprit(
+        rank,
+        Confidence.SUSPECT,
+        f"ranks {rank_runs(sorted({rank, *others}))} wrote no dump and no rank waits on one "
+        "of them alone (each waits on two or more in the same op): the files do not say which "
+        "of them stopped (one, or all: a host down), nor whether some of their files were "
+        "only not collected",
+    )
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -258,6 +249,9 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
+    for r, others in awaited_together(facts, dead).items():
+        if out[r].confidence is Confidence.LIKELY:
+            out[r] = _awaited_with(r, others)
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)
     for p in unproven_waits(facts, dead, set(out)):
