@@ -142,8 +142,9 @@ accuracy-real: $(STAMP)
 	$(BIN)/python bench/accuracy_real.py
 
 # Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
-# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores. CORPUS_TAG=_rounds
-# (or _late) records only the seeds whose case draws that name tag (the others are skipped).
+# recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores (30-60 s at 12 and 16
+# ranks). CORPUS_TAG=_rounds (or _late, _wide...) records only the seeds whose case draws that
+# name tag (the others are skipped).
 CORPUS_213 ?= 10
 CORPUS_215 ?= 10
 CORPUS_TAG ?=

@@ -19,7 +19,10 @@ from tools.corpus.axes import (
     PERIODIC_FIRST_SEED,
     RESTART_FIRST_SEED,
     ROUNDS_FIRST_SEED,
+    TIMEOUTS,
     V2_FIRST_SEED,
+    WIDE_END_SEED,
+    WIDE_FIRST_SEED,
 )
 from tools.corpus.check import Said, case_paths, classify, read_case, read_said
 from tools.corpus.spec import FAULTS, CaseSpec, draw
@@ -463,4 +466,33 @@ def test_hook_small_buffers_and_snapshots_from_their_first_seed() -> None:
         if s.hook_ring:
             assert s.buffer_size in (8, 12, 16) and s.steps >= 7
         assert len(s.snapshot_missing) <= s.world // 2
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_wide_worlds_from_their_first_seed_to_their_end() -> None:
+    """Worlds of 8, 12 and 16 ranks: drawn for every seed of the axis's range, every recorder
+    and fault class, the job's timeout scaled with the world; never before or after it."""
+    specs = [draw(seed, t) for seed in range(WIDE_FIRST_SEED, WIDE_END_SEED) for t in TORCH]
+    others = [draw(seed, t) for seed in range(3900, WIDE_FIRST_SEED) for t in TORCH]
+    others += [draw(seed, t) for seed in range(WIDE_END_SEED, WIDE_END_SEED + 50) for t in TORCH]
+    assert not any(s.wide or "_wide" in s.name or s.world > 8 for s in others)
+    assert all(s.wide and "_wide_" in s.name for s in specs)
+    assert {s.world for s in specs} == {8, 12, 16}
+    assert {s.recorder for s in specs} == {"gloo", "nccl2", "nccl-lazy", "torchcomms"}
+    assert {s.cuda for s in specs if s.recorder == "torchcomms"} == {False, True}
+    assert {s.fault.kind for s in specs} == set(FAULTS)
+    assert any(s.cp > 1 for s in specs) and any(s.hsdp for s in specs)
+    assert any(s.pp == 4 for s in specs) and any(s.tp == 4 for s in specs)
+    assert any(s.dp == 3 for s in specs)
+    assert {(s.world, s.restart_world) for s in specs if s.restart_world} == {(8, 4), (16, 8)}
+    for s in specs:
+        assert s.world == s.tp * s.cp * s.pp * s.dp and s.timeout_s == TIMEOUTS[s.world]
+        if s.hsdp:
+            assert s.dp >= 4 and s.dp % 2 == 0
+        assert s.fault.step < s.steps and s.fault.index < len(s.all_ops)
+        assert all(r < s.world for r in s.fault.ranks)
+        if s.restart_fault is not None:
+            older = s.older_attempt()
+            assert older.world == older.tp * older.cp * older.pp * older.dp
+            assert older.timeout_s == TIMEOUTS[older.world]
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

@@ -67,6 +67,13 @@ Both are drawn from streams of their own.
   :data:`LATE_RESTART_FIRST_SEED` on, for gloo's recorder and TorchComms', a restart's
   older folder (``attempt_0/``, an attempt without rounds) beside this run's rounds in
   ``attempt_1/``.
+* **wide worlds** (seeds :data:`WIDE_FIRST_SEED` to :data:`WIDE_END_SEED` - 1, every recorder
+  and fault class, name tag ``_wide``; a stream of its own): the topology redrawn with a
+  world of 8, 12 or 16 ranks in shapes a real job uses (``tp2 cp2 pp2 dp2``, ``tp4 pp2
+  dp2``, ``tp2 pp4 dp2``, ``tp1 pp2 dp8`` with HSDP, ``tp2 cp2 dp3``...), HSDP drawn where
+  the DP degree is even and 4 or more, the job's timeout scaled with the world
+  (:data:`TIMEOUTS`); the other axes combine with it as they draw (a restart of 16 ranks
+  may be elastic, its older attempt of 8).
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ from tools.corpus.spec import (
     NO_ROUNDS,
     P2P_OPS,
     STALLS,
+    TIMEOUTS,
     CaseSpec,
     Fault,
     Op,
@@ -96,7 +104,10 @@ __all__ = [
     "PERIODIC_FIRST_SEED",
     "RESTART_FIRST_SEED",
     "ROUNDS_FIRST_SEED",
+    "TIMEOUTS",
     "V2_FIRST_SEED",
+    "WIDE_END_SEED",
+    "WIDE_FIRST_SEED",
     "draw_v2",
 ]
 
@@ -173,6 +184,30 @@ COPIES_STARTED_SHARE = 0.5
 MIXED_FIRST_SEED = 3800
 MIXED_CASE_SHARE = 0.85
 MIXED_SHARES = (0.25, 0.5, 0.75)
+#: Seeds from WIDE_FIRST_SEED to WIDE_END_SEED - 1 draw a wide world (name tag ``_wide``, a
+#: stream of its own that redraws the topology): 8, 12 or 16 ranks (WIDE_WORLDS, weighed by
+#: WIDE_WEIGHTS), a shape (tp, cp, pp, dp) of WIDE_SHAPES, HSDP in WIDE_HSDP_SHARE of the
+#: shapes whose DP degree is even and 4 or more.
+WIDE_FIRST_SEED = 4000
+WIDE_END_SEED = 4100
+WIDE_WORLDS = (8, 12, 16)
+WIDE_WEIGHTS = (40, 25, 35)
+WIDE_SHAPES: dict[int, tuple[tuple[int, int, int, int], ...]] = {
+    8: ((2, 1, 2, 2), (2, 2, 1, 2), (1, 1, 2, 4), (2, 1, 1, 4), (1, 2, 2, 2), (1, 1, 1, 8)),
+    12: ((2, 1, 2, 3), (2, 2, 1, 3), (1, 1, 2, 6), (4, 1, 1, 3), (2, 1, 1, 6), (1, 2, 2, 3)),
+    16: (
+        (2, 2, 2, 2),
+        (4, 1, 2, 2),
+        (2, 1, 4, 2),
+        (1, 1, 2, 8),
+        (2, 1, 2, 4),
+        (4, 2, 1, 2),
+        (2, 1, 1, 8),
+        (1, 2, 2, 4),
+        (1, 1, 4, 4),
+    ),
+}
+WIDE_HSDP_SHARE = 0.6
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -193,6 +228,14 @@ def _topology(rng: random.Random) -> tuple[int, int, int, int, bool]:
     ]
     tp, pp, dp = rng.choice(shapes)
     return tp, cp, pp, dp, dp >= 4 and rng.random() < 0.5
+
+
+def _wide_topology(rng: random.Random) -> tuple[int, int, int, int, bool]:
+    """(tp, cp, pp, dp, hsdp) of a wide world: 8, 12 or 16 ranks in a shape of
+    :data:`WIDE_SHAPES`, HSDP (shard pairs x replicas) some of the time where DP allows."""
+    world = rng.choices(WIDE_WORLDS, weights=WIDE_WEIGHTS)[0]
+    tp, cp, pp, dp = rng.choice(WIDE_SHAPES[world])
+    return tp, cp, pp, dp, dp >= 4 and dp % 2 == 0 and rng.random() < WIDE_HSDP_SHARE
 
 
 def _step_ops(
@@ -317,13 +360,14 @@ def _with_cpu_groups(rng: random.Random, spec: CaseSpec) -> CaseSpec:
 
 def _older_world(spec: CaseSpec, rng: random.Random) -> int:
     """Another world size for the older attempt (0: the same): twice the DP replicas (4
-    ranks then, 8 before) or half of them (8 then, 4 before: a node was lost), when the DP
+    ranks then, 8 before) or half of them (8 then, 4 before, or 16 then, 8 before, in a wide
+    world: a node was lost), when the DP
     groups (and HSDP's shard and replicate groups) still have two ranks or more."""
     if rng.random() >= ELASTIC_SHARE:
         return 0
     sizes = [2 * spec.world] if spec.world == 4 else []
     half = spec.dp // 2
-    if spec.world == 8 and spec.dp % 2 == 0 and half >= (4 if spec.hsdp else 2):
+    if spec.world in (8, 16) and spec.dp % 2 == 0 and half >= (4 if spec.hsdp else 2):
         sizes.append(spec.world // 2)
     return rng.choice(sizes) if sizes else 0
 
@@ -582,8 +626,13 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         for k in FAULTS
         if not (recorder == "torchcomms" and not cuda and k == "stuck_in_collective")
     ]
+    wide = None
+    if WIDE_FIRST_SEED <= seed < WIDE_END_SEED:
+        wide = random.Random(f"hangscope-corpus-2-wide-{torch}-{seed}")
     while True:
         tp, cp, pp, dp, hsdp = _topology(rng)
+        if wide is not None:  # redrawn from the wide stream (the main stream's draw unused)
+            tp, cp, pp, dp, hsdp = _wide_topology(wide)
         steps = rng.randint(3, 5)
         ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, seed >= CUDA_FIRST_SEED)
         evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
@@ -623,13 +672,14 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
         steps=steps + (3 if small else 0),
         step_ops=tuple(ops),
         fault=fault,
-        timeout_s={4: 3.0, 8: 5.0}[world],
+        timeout_s=TIMEOUTS[world],
         generator=2,
         cp=cp,
         eval_ops=tuple(evals),
         eval_at=tuple(range(1, steps + (3 if small else 0), 2)) if evals else (),
         restart_fault=restart,
         cuda=cuda,
+        wide=wide is not None,
     )
     spec = _cpu_groups(seed, replace(spec, fault=_place(rng, fault, len(ops), spec)))
     spec = _periodic(seed, _snapshots(seed, _restarts(seed, spec)))

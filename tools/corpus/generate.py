@@ -35,10 +35,18 @@ from tools import record_gloo as rg
 from tools.corpus.axes import V2_FIRST_SEED
 from tools.corpus.spec import CaseSpec, draw
 from tools.corpus.truth import expected, judge, read_logs
-from tools.corpus.worker import NEWER_DIR, PERIODIC_DIR, ROUND_DIR, TICK_DIR, TICK_S
+from tools.corpus.worker import (
+    NEWER_DIR,
+    PERIODIC_DIR,
+    ROUND_DIR,
+    SNAPSHOT_DELAY_S,
+    TICK_DIR,
+    TICK_S,
+)
 
 RUN_DEADLINE_S = 75.0
 NO_HANG_GIVE_UP_S = 45.0
+DUMP_WAIT_S = 25.0  # after the first op failed, for the ranks' files (8 ranks or fewer)
 GENERATOR = "tools/corpus {}"  # the spec's generator version
 ATTEMPTS = ("attempt_0", "attempt_1")  # a restart: the older attempt's dumps, then this run's
 
@@ -57,9 +65,14 @@ def _wait(spec: CaseSpec, workers: list[launcher.Worker], side: Any, out_dir: Pa
     whose process died on its own (crashed or aborted) before the end."""
     started = time.monotonic()
     slack = 3.0 * spec.world  # starting torch in every rank shares the machine's cores
+    # A rank's first dump takes seconds (the stack symbolizer starts), longer when 12 or 16
+    # ranks dump at once on the machine's cores; with repeated snapshots its file is in only
+    # after its newer one (the job's timeout plus SNAPSHOT_DELAY_S later).
+    dump_wait = DUMP_WAIT_S * max(1.0, spec.world / 8)
+    dump_wait += spec.timeout_s + SNAPSHOT_DELAY_S if spec.snapshots else 0.0
     t_err: float | None = None
     healthy = spec.fault.kind in ("healthy", "slow_rank")
-    while time.monotonic() - started < RUN_DEADLINE_S + slack:
+    while time.monotonic() - started < RUN_DEADLINE_S + slack + dump_wait - DUMP_WAIT_S:
         time.sleep(0.1)
         alive = {w.rank for w in workers if w.running()}
         dumped = set(_files(out_dir))
@@ -82,13 +95,12 @@ def _wait(spec: CaseSpec, workers: list[launcher.Worker], side: Any, out_dir: Pa
                 time.sleep(0.3)
                 break
             continue
-        # A rank's first dump takes seconds (the stack symbolizer starts): wait for them.
-        if spec.policy == "all" and (alive <= dumped or since > 25.0):
+        if spec.policy == "all" and (alive <= dumped or since > dump_wait):
             time.sleep(0.3)
             break
         failed = side.add("errors", 0)
         settled = since > spec.timeout_s + 1.5 and len(dumped) >= failed
-        if spec.policy == "timed_out" and (settled or since > spec.timeout_s + 25.0):
+        if spec.policy == "timed_out" and (settled or since > spec.timeout_s + dump_wait):
             break
     died = {w.rank for w in workers if not w.running()}
     launcher.end(workers)

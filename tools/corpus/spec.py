@@ -23,6 +23,7 @@ __all__ = [
     "NO_ROUNDS",
     "P2P_OPS",
     "STALLS",
+    "TIMEOUTS",
     "CaseSpec",
     "Fault",
     "Op",
@@ -49,6 +50,9 @@ FAULTS = (
 #: Faults after which the job hangs (the others finish).
 HANG_FAULTS = frozenset(FAULTS) - {"slow_rank", "healthy"}
 STALLS = ("stall_compute", "stall_lock", "stall_dataloader")
+#: Generator 2's job timeout (s) per world size: 12 and 16 ranks on two cores need more, or
+#: the load makes an op time out before the fault fires (measured: see docs/corpus.md).
+TIMEOUTS = {4: 3.0, 8: 5.0, 12: 8.0, 16: 10.0}
 #: How a rank's entries are read: gloo's own recorder (per torch version), or the recorder
 #: hook as written (nccl2, every entry retired at issue), with nccl2's completion states laid
 #: over (nccl2+states), or with the pipeline's pair groups on nccl-lazy (nccl-lazy).
@@ -213,6 +217,9 @@ class CaseSpec:
     # state read at issue as ``started`` with this chance, else ``scheduled`` (a mix of both
     # states in one dump, drawn per entry on a stream of the seed and the rank); 0 is off.
     cuda_mixed: float = 0.0
+    # A wide world (tools.corpus.axes draws it from WIDE_FIRST_SEED on): the topology
+    # redrawn with 8, 12 or 16 ranks, the job's timeout scaled with it.
+    wide: bool = False
 
     @property
     def hooked(self) -> bool:
@@ -227,6 +234,7 @@ class CaseSpec:
         tags = "".join(
             t
             for t, on in (
+                ("_wide", self.wide),
                 ("_eval", bool(self.eval_ops)),
                 ("_mb", any(o.kind == "monitored_barrier" for o in self.step_ops)),
                 ("_restart", self.restart_fault is not None),
@@ -262,7 +270,7 @@ class CaseSpec:
         )
         if self.restart_world and self.restart_world != self.world:
             dp = self.dp * self.restart_world // self.world
-            timeout = {4: 3.0, 8: 5.0}.get(self.restart_world, self.timeout_s)
+            timeout = TIMEOUTS.get(self.restart_world, self.timeout_s)
             older = replace(older, world=self.restart_world, dp=dp, timeout_s=timeout)
         return older
 
