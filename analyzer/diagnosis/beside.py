@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analyzer.diagnosis.awaited_together import awaited_together
+from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -48,12 +48,7 @@ def members_unknown(facts: Facts, group: str) -> bool:
     """No dump lists ``group``'s members (they come from entries alone, or, for the default
     group, from the highest rank a file gives) and nothing declares the world: a member may
     exist that no file names."""
-    if not facts.nothing_listed:
-        return False
-    g = facts.tables.groups
-    return group in facts.unlisted_groups or bool(
-        ((g["pg_name"] == group) & (g["source"] == "world")).any()
-    )
+    return group in unknown_member_groups(facts)
 
 
 def with_silent_partners(
@@ -298,12 +293,10 @@ def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks}
     together = awaited_together(facts, dead)
     for f in findings:
-        together_here = f.culprit and f.kind == missing and set(f.ranks) & set(together)
-        if together_here and f.group and members_unknown(facts, f.group):
+        if f.culprit and f.kind == missing and any(UNSEEN in together.get(r, ()) for r in f.ranks):
             return (
-                f"the ranks with no dump awaited in {place_of(f)} are told apart by no "
-                "wait, and no dump lists that group's members: one that no file names "
-                "may be among them"
+                f"no dump lists the members of the group of {place_of(f)} nor the job's "
+                "ranks: a rank that no file names may be one the others wait on there"
             )
     if facts.nothing_listed:
         for f in findings:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analyzer.diagnosis.absent import absent_doubts
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
-from analyzer.diagnosis.awaited_together import awaited_together
 from analyzer.diagnosis.beside import (
     alone_in_a_group,
     inside_with_stale,
@@ -29,7 +29,7 @@ from analyzer.diagnosis.beside import (
     wait_verb,
     with_silent_partners,
 )
-from analyzer.diagnosis.evidence import StuckEvidence
+from analyzer.diagnosis.evidence import MismatchEvidence, StuckEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -63,6 +63,29 @@ def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
     stopped = {r for r in facts.roots.roots if r != rank and not _in_unpaired_p2p(facts, r)}
     holders = (facts.unblamed_missing - {rank}) | stopped
     return held if set(facts.members.get(str(last["pg_name"]), ())) & holders else ""
+
+
+def _no_sure_majority(facts: Facts, f: Finding) -> str:
+    """Why the odd side of mismatch ``f`` is not known, or "": no value has a majority of the
+    members that recorded it, or the members with no dump are enough to make the odd value
+    the majority (their values would decide)."""
+    ev = f.evidence
+    assert isinstance(ev, MismatchEvidence)
+    if ev.ambiguous:
+        return (
+            f"the members that recorded {place_of(f)} split with no majority: any side may "
+            "have issued the odd one"
+        )
+    members = set(facts.members.get(f.group, ())) if f.group else set()
+    silent = sorted(members - set(facts.tables.dumped_ranks))
+    odd = ev.recorded_members - ev.agreeing_members
+    if silent and ev.agreeing_members < odd + len(silent):
+        return (
+            f"{ev.agreeing_members} of the {len(members)} members agree on {place_of(f)}, and "
+            f"{plural(silent)} {rank_runs(silent)} wrote no dump: their values could make the "
+            "other side the majority"
+        )
+    return ""
 
 
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
@@ -103,11 +126,13 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             else f"its own dump shows it never enqueued {place_of(f)}"
         )
     if kind in _DESYNC:
-        size = len(facts.members.get(f.group, ())) if f.group else 0
-        if size == 2:
+        members = facts.members.get(f.group, ()) if f.group else ()
+        if len(members) == 2:
             return Confidence.SUSPECT, (
                 f"a group of two disagrees on {place_of(f)}: either side may have issued the odd one"
             )
+        if isinstance(f.evidence, MismatchEvidence) and (odd := _no_sure_majority(facts, f)):
+            return Confidence.SUSPECT, odd
         return (
             Confidence.CERTAIN,
             f"its own entry for {place_of(f)} differs from every other member's",
@@ -197,18 +222,6 @@ def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int,
     return out
 
 
-def _awaited_with(rank: int, others: Sequence[int]) -> Culprit:
-    """``rank``, with no dump, awaited only together with ``others`` (no dump either)."""
-    return Culprit(
-        rank,
-        Confidence.SUSPECT,
-        f"ranks {rank_runs(sorted({rank, *others}))} wrote no dump and no rank waits on one "
-        "of them alone (each waits on two or more in the same op): the files do not say which "
-        "of them stopped (one, or all: a host down), nor whether some of their files were "
-        "only not collected",
-    )
-
-
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -249,9 +262,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
-    for r, others in awaited_together(facts, dead).items():
-        if out[r].confidence is Confidence.LIKELY:
-            out[r] = _awaited_with(r, others)
+    for c in absent_doubts(facts, dead, out):
+        out[c.rank] = c
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)
     for p in unproven_waits(facts, dead, set(out)):

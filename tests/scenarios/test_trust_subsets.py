@@ -36,10 +36,19 @@ def test_one_hosts_files_do_not_blame_each_rank_of_the_other(tmp_path: Path) -> 
     assert "no rank waits on one of them alone" in d.culprits[0].because
 
 
+def test_ranks_with_no_file_awaited_together_are_suspects(tmp_path: Path) -> None:
+    """The same case with ranks 2-7's files (fewer than half the ranks without one): ranks 0,
+    1 and 4 have none and every waiter waits on the three in one op."""
+    _truth, folder = corpus_case("stall_compute_tp2pp2dp2_nccl2_eval_t215_s01000", tmp_path)
+    d = analyzer.analyze(_keep(folder, range(2, 8)), jobs=1).diagnosis
+    assert confidences(d) == {0: "suspect", 1: "suspect", 4: "suspect"}
+    assert d.culprits[0].because.startswith("ranks 0, 1, 4 wrote no dump and no rank waits")
+
+
 def test_a_rank_awaited_alone_is_still_told_apart(tmp_path: Path) -> None:
     """The same case with every file: rank 4 is the only rank with no dump, and ranks 0-3 and
     5-7 wait on it: it stays the likely culprit."""
-    truth, folder = corpus_case("stall_compute_tp2pp2dp2_nccl2_eval_t215_s01000", tmp_path)
+    _truth, folder = corpus_case("stall_compute_tp2pp2dp2_nccl2_eval_t215_s01000", tmp_path)
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {4: "likely"}
     assert d.verdict == "hang"
@@ -59,10 +68,10 @@ def test_a_world_read_off_the_files_may_lack_a_rank(tmp_path: Path) -> None:
 def test_ranks_awaited_together_beside_a_rank_no_file_names(tmp_path: Path) -> None:
     """The same case with rank 2's file only: ranks 0 and 1 have none and rank 2 waits on
     both; rank 3 (the crash) is beyond the highest rank a file gives."""
-    truth, folder = corpus_case("crash_exit_tp2pp1dp2_gloo_t213_s00017", tmp_path)
+    _truth, folder = corpus_case("crash_exit_tp2pp1dp2_gloo_t213_s00017", tmp_path)
     d = analyzer.analyze(_keep(folder, (2,)), jobs=1).diagnosis
     assert confidences(d) == {0: "suspect", 1: "suspect"}
-    assert "no file names may be among them" in d.unseen_suspect
+    assert "a rank that no file names may be one the others wait on" in d.unseen_suspect
 
 
 def test_a_last_op_alone_in_a_group_may_wait_on_a_rank_no_file_names(tmp_path: Path) -> None:
@@ -76,3 +85,32 @@ def test_a_last_op_alone_in_a_group_may_wait_on_a_rank_no_file_names(tmp_path: P
     assert confidences(d) == {1: "suspect"}
     assert "is in a group no other dump holds" in d.culprits[0].because
     assert "a member that wrote no file may have held it there" in d.unseen_suspect
+
+
+def test_half_the_files_absent_blames_no_absent_rank_as_sure(tmp_path: Path) -> None:
+    """nccl2 hook, 4 ranks, rank 0 ran the DP all_reduce before the world's (a group-order
+    deadlock). With ranks 0 and 1's files only, rank 0 waits on rank 2 (no file) in DP while
+    rank 1 waits on rank 0 in the world: rank 2 is not shown to have stopped (half the files
+    are absent), and rank 0 may be held in a deadlock through it. Before: rank 2, likely."""
+    truth, folder = corpus_case("group_order_deadlock_tp2pp1dp2_nccl2_t215_s01008_states", tmp_path)
+    assert truth["culprits"] == [0]
+    d = analyzer.analyze(_keep(folder, (0, 1)), jobs=1).diagnosis
+    assert confidences(d) == {0: "suspect", 2: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "(2 of the job's 4) have no dump" in because[2]
+    assert "held in a deadlock" in because[0]
+
+
+def test_a_desync_split_with_no_majority_names_each_side_as_a_suspect(tmp_path: Path) -> None:
+    """nccl2 hook, 4 ranks, rank 3 issued all_gather where the others issued all_reduce. With
+    ranks 2 and 3's files only, the two split one to one: either may be the odd one. Before:
+    ranks 2 and 3, both certain."""
+    truth, folder = corpus_case("op_desync_tp1pp1dp4_nccl2_t215_s00012", tmp_path)
+    assert truth["culprits"] == [3]
+    d = analyzer.analyze(_keep(folder, (2, 3)), jobs=1).diagnosis
+    assert confidences(d) == {2: "suspect", 3: "suspect"}
+    assert "split with no majority" in d.culprits[0].because
+    whole = analyzer.analyze(
+        corpus_case("op_desync_tp1pp1dp4_nccl2_t215_s00012", tmp_path / "all")[1], jobs=1
+    )
+    assert confidences(whole.diagnosis) == {3: "certain"}
