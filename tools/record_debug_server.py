@@ -14,8 +14,9 @@ TorchComms registers three control-plane handlers on every worker
 (``FlightRecorder.cpp`` 68-184, ``HealthCheck.cpp``): ``torchcomms_fr_trace_json`` (its
 recorder's JSON), ``torchcomms_fr_dump_file`` (its per-rank file) and
 ``torchcomms_health_check`` (``{"healthy": false}`` once the rank's abort hook ran). They are
-registered here with torch's ``_register_handler`` over the writer, so the debug server's own
-handlers and dumper do the rest: ``stacks_<ts>.txt``, ``torchcomms_fr_trace_<ts>.txt``,
+registered with torch's ``_register_handler`` over the writer (:mod:`tools.debug_server`,
+shared with the corpus' ``_debugsrv`` cases), so the debug server's own handlers and dumper
+do the rest: ``stacks_<ts>.txt``, ``torchcomms_fr_trace_<ts>.txt``,
 ``torchcomms_health_check_<ts>.txt`` (which makes every rank dump into ``per_rank/`` when a
 rank is unhealthy), ``fr_trace_<ts>.txt`` and ``c10d_health_check_<ts>.txt`` when torch
 writes them. A rank that times out also writes its own file (the tutorial's handler) into
@@ -33,10 +34,8 @@ Usage (torch 2.15 with jinja2, tabulate and requests; run from the repository ro
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -44,7 +43,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tools import launcher
+from tools import debug_server, launcher
 from tools.record_torchcomms import STALL_RANK, STALL_STEP, STEPS, WORLD, _mesh
 from tools.torchcomms_fr import Comm, FlightRecorder, OpIds
 
@@ -55,55 +54,6 @@ DUMP_INTERVAL_S = 3.0
 LINGER_S = 8.0
 RUN_DEADLINE_S = 90.0
 PAGES = ("fr_trace_json", "torchcomms_fr_trace_json")
-#: The tutorial's dumps: the defaults and TorchComms' trace tables.
-DUMPS = {
-    "stacks",
-    "fr_trace",
-    "torchcomms_fr_trace",
-    "torchcomms_health_check",
-    "c10d_health_check",
-}
-
-
-def _control_plane(rec: FlightRecorder, rank: int, per_rank: Path, state: dict[str, bool]) -> None:
-    """TorchComms' handlers on this rank's worker server, over the writer."""
-    from torch._C._distributed_c10d import _register_handler
-
-    def param(req: Any, name: str) -> str:
-        try:
-            return str(req.get_param(name))
-        except Exception:  # noqa: BLE001 - absent
-            return ""
-
-    def trace_json(req: Any, res: Any) -> None:
-        only = param(req, "onlyactive") == "true"
-        res.set_content(rec.dump_json(only_active=only), "application/json")
-        res.set_status(200)
-
-    def dump_file(req: Any, res: Any) -> None:
-        rec.dump_file(rank, str(per_rank / "rank_"))
-        res.set_content(f"Flight Recorder dump initiated for rank {rank}", "text/plain")
-        res.set_status(200)
-
-    def health(req: Any, res: Any) -> None:
-        text = '{"healthy": false}' if state["timed_out"] else '{"healthy": true}'
-        res.set_content(text, "application/json")
-        res.set_status(200)
-
-    _register_handler("torchcomms_fr_trace_json", trace_json)
-    _register_handler("torchcomms_fr_dump_file", dump_file)
-    _register_handler("torchcomms_health_check", health)
-
-
-def _stop_frontend(rank: int) -> None:
-    """Stop rank 0's frontend process before ``os._exit``: it is a multiprocessing child that
-    only an interpreter's normal exit would end, and it would outlive the recording."""
-    if rank != 0:
-        return
-    from torch.distributed.debug import stop_debug_server
-
-    with contextlib.suppress(AssertionError):  # never started
-        stop_debug_server()
 
 
 def _worker(cfg: dict[str, Any]) -> None:
@@ -112,7 +62,6 @@ def _worker(cfg: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
 
-    socket.gethostname = lambda: "localhost"  # the worker URLs the frontend fetches
     rank = cfg["rank"]
     out = Path(cfg["out"])
     per_rank = out / "per_rank"
@@ -122,15 +71,8 @@ def _worker(cfg: dict[str, Any]) -> None:
     timeout = timedelta(seconds=cfg["timeout_s"])
     job = launcher.store_client(cfg["job_port"], WORLD)
     dist.init_process_group("gloo", store=job, rank=rank, world_size=WORLD, timeout=timeout)
-    _control_plane(rec, rank, per_rank, state)
-    from torch.distributed.debug import start_debug_server
-
-    start_debug_server(
-        port=cfg["frontend_port"],
-        dump_dir=str(out),
-        dump_interval=DUMP_INTERVAL_S,
-        enabled_dumps=DUMPS,
-    )
+    debug_server.control_plane(rec, rank, per_rank, state)
+    debug_server.start(rank, WORLD, cfg["job_port"], cfg["frontend_port"], out, DUMP_INTERVAL_S)
     tp_ranks, tp_group, dp_ranks, dp_group = _mesh(rank, dist, timeout)
     world = Comm("world", "gloo", list(range(WORLD)), rank, dist.group.WORLD, OpIds())
     world.register(rec)
@@ -157,7 +99,7 @@ def _worker(cfg: dict[str, Any]) -> None:
         time.sleep(LINGER_S + (2.5 * DUMP_INTERVAL_S if rank == 0 else 0))
         log("exiting")
         sys.stderr.flush()
-        _stop_frontend(rank)
+        debug_server.stop_frontend(rank)
         os._exit(0)
 
 
@@ -182,33 +124,13 @@ def _save_pages(port: int, out: Path, stall_log: Path) -> None:
                 time.sleep(1)
 
 
-def _scrub(out: Path) -> None:
-    """Machine paths in the stacks: this repository and the interpreter's prefixes."""
-    import sysconfig
-
-    from tools.record_gloo import SCRUB_PY, SCRUB_REPO
-
-    pairs = [(str(launcher.REPO_ROOT), SCRUB_REPO)]
-    for key in ("purelib", "platlib"):
-        pairs.append((sysconfig.get_paths()[key], f"{SCRUB_PY}/site-packages"))
-    pairs.append((sysconfig.get_paths()["stdlib"], SCRUB_PY))
-    pairs.sort(key=lambda kv: len(kv[0]), reverse=True)
-    for f in out.glob("*.txt"):
-        text = f.read_text()
-        for old, new in pairs:
-            text = text.replace(old, new)
-        f.write_text(text)
-
-
 def record(out_root: Path) -> list[str]:
     import torch
 
     out = out_root / NAME
     launcher.fresh_dirs(out, out / "per_rank")
     job = launcher.free_store(WORLD)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        frontend_port = s.getsockname()[1]
+    frontend_port = debug_server.free_port()
     cfgs = [
         {
             "rank": r,
@@ -238,7 +160,7 @@ def record(out_root: Path) -> list[str]:
     saver.join(timeout=30)
     launcher.end(workers)
     launcher.remove_partial(out / "per_rank")
-    _scrub(out)
+    debug_server.scrub(out)
     print(f"frontend port {frontend_port}", file=sys.stderr)
     expected = {
         "scenario": NAME,

@@ -12,6 +12,8 @@ import pytest
 from tools.corpus.axes import (
     CPU_FIRST_SEED,
     CUDA_FIRST_SEED,
+    DEBUGSRV_FIRST_SEED,
+    DEBUGSRV_LAST_SEED,
     HOOKWRAP_FIRST_SEED,
     LATE_FIRST_SEED,
     LATE_RESTART_FIRST_SEED,
@@ -495,4 +497,32 @@ def test_wide_worlds_from_their_first_seed_to_their_end() -> None:
             older = s.older_attempt()
             assert older.world == older.tp * older.cp * older.pp * older.dp
             assert older.timeout_s == TIMEOUTS[older.world]
+
+
+def test_debug_server_cases_from_their_first_seed() -> None:
+    """The debug server's folder (``_debugsrv``): seeds DEBUGSRV_FIRST_SEED to
+    DEBUGSRV_LAST_SEED of torch 2.15 only, TorchComms' recorder over gloo, every fault class
+    but a frozen rank, 4 and 8 ranks, the culprit rank 0 in some, ranks that exit before the
+    frontend's last round (never a culprit) in some; no other axis drawn with it."""
+    seeds = range(DEBUGSRV_FIRST_SEED, DEBUGSRV_LAST_SEED + 1)
+    assert not any("_debugsrv" in draw(seed, "2.13").name for seed in seeds)
+    around = [DEBUGSRV_FIRST_SEED - 1, DEBUGSRV_LAST_SEED + 1]
+    assert not any(draw(seed, t).debugsrv_interval for seed in around for t in TORCH)
+    specs = [draw(seed, "2.15") for seed in seeds]
+    assert all("_debugsrv" in s.name and s.name.endswith(f"_s{s.seed:05d}") for s in specs)
+    assert {s.fault.kind for s in specs} == set(FAULTS) - {"stuck_in_collective"}
+    assert {s.world for s in specs} == {4, 8}
+    assert {s.debugsrv_interval for s in specs} == {1.0, 2.0, 4.0}
+    assert any(0 in s.fault.ranks for s in specs if s.fault.kind != "healthy")
+    assert any(s.debugsrv_exit for s in specs) and any(0 in s.debugsrv_exit for s in specs)
+    for s in specs:
+        assert s.recorder == "torchcomms" and not s.cuda and not s.local_sync
+        assert s.restart_fault is None and not s.rounds_at and not s.snapshots
+        assert s.periodic_after < 0 and not s.eval_ops and not s.junk
+        assert not {o.kind for o in s.step_ops} & (NOT_TORCHCOMMS - {"pp_batch_isend_irecv"})
+        assert not set(s.debugsrv_exit) & set(s.fault.ranks)
+        assert len(s.debugsrv_exit) <= s.world // 2
+        hang = s.fault.kind not in ("healthy", "slow_rank")
+        assert 0 <= s.debugsrv_start <= (s.fault.step if hang else s.steps - 1)
+        assert hang or not s.debugsrv_exit
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

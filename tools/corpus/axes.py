@@ -74,6 +74,24 @@ Both are drawn from streams of their own.
   the DP degree is even and 4 or more, the job's timeout scaled with the world
   (:data:`TIMEOUTS`); the other axes combine with it as they draw (a restart of 16 ranks
   may be elastic, its older attempt of 8).
+* **the debug server's folder** (seeds :data:`DEBUGSRV_FIRST_SEED` to
+  :data:`DEBUGSRV_LAST_SEED`, torch 2.15 only, name tag ``_debugsrv``; a stream of its own,
+  ``hangscope-corpus-2-debugsrv-<torch>-<seed>``, that draws the whole case in place of the
+  main stream): TorchComms' recorder over gloo (gloo's own c10d recorder under it, which the
+  server's ``fr_trace`` and ``c10d_health_check`` ask), 4 or 8 ranks, any fault class but a
+  frozen rank (stalls, crashes, desyncs, deadlocks, two faults, healthy and slow runs), the
+  job running torch 2.15's real debug server (:mod:`tools.corpus.debugsrv`: every rank a
+  worker server, rank 0 the frontend and its periodic dumper, a dump interval of 1, 2 or 4 s,
+  started at the start of a step up to the fault's, so that its first round lands during
+  the steps before the fault or just after it), TorchComms' three handlers registered as
+  :mod:`tools.record_debug_server` does (:mod:`tools.debug_server`). The case's folder is
+  the server's ``dump_dir`` after the hang (``stacks_<ts>.txt``,
+  ``torchcomms_fr_trace_<ts>.txt``, the health checks, ``per_rank/rank_<r>`` written by the
+  tutorial's timeout handler and by the health check's dump; no other file). The culprit is
+  rank 0, the frontend's process, in about a third of the cases; in half of the hangs 1 to
+  W/2 other ranks exit after their op failed, before the frontend's last round (its files
+  then start ``PARTIAL DATA``; rank 0's exit ends the frontend).
+Seeds outside that range, and torch 2.13's, draw what they drew.
 """
 
 from __future__ import annotations
@@ -98,6 +116,8 @@ from tools.corpus.spec import (
 __all__ = [
     "CPU_FIRST_SEED",
     "CUDA_FIRST_SEED",
+    "DEBUGSRV_FIRST_SEED",
+    "DEBUGSRV_LAST_SEED",
     "LATE_FIRST_SEED",
     "LATE_RESTART_FIRST_SEED",
     "MIXED_FIRST_SEED",
@@ -208,6 +228,21 @@ WIDE_SHAPES: dict[int, tuple[tuple[int, int, int, int], ...]] = {
     ),
 }
 WIDE_HSDP_SHARE = 0.6
+#: Seeds DEBUGSRV_FIRST_SEED to DEBUGSRV_LAST_SEED of torch 2.15 draw a case recorded through
+#: torch 2.15's debug server (name tag ``_debugsrv``, a stream of its own, in place of the
+#: main stream's draw): TorchComms' recorder over gloo, the folder the server's ``dump_dir``.
+#: Its dump interval (s), the share of the cases whose culprit is rank 0 (the frontend's
+#: process), and the share of hangs where 1 to W/2 other ranks exit before its last round.
+DEBUGSRV_FIRST_SEED = 4200
+DEBUGSRV_LAST_SEED = 4299
+DEBUGSRV_INTERVALS = (1.0, 2.0, 4.0)
+DEBUGSRV_RANK0_SHARE = 0.3
+DEBUGSRV_EXIT_SHARE = 0.5
+#: The job's timeout (s) per world size: longer than the other cases' (the server's rounds
+#: share the machine's cores with the ranks).
+DEBUGSRV_TIMEOUT_S = {4: 4.0, 8: 6.0}
+#: Its fault classes: a frozen rank's op is in flight only on CUDA (not drawn here).
+DEBUGSRV_FAULTS = tuple(k for k in FAULTS if k != "stuck_in_collective")
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
 NOT_TORCHCOMMS = frozenset(
     {"pp_batch_isend_irecv", "ckpt_broadcast_object", "late_all_reduce", "coalesced_all_reduce"}
@@ -616,8 +651,66 @@ def _mixed(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, cuda_started=False, cuda_mixed=rng.choice(MIXED_SHARES))
 
 
+def _debugsrv(seed: int, torch: str) -> CaseSpec:
+    """The case of a seed of the debug server's axis (a stream of its own): TorchComms'
+    recorder over gloo, 4 or 8 ranks, any fault class but a frozen rank; the server started
+    at the start of a step up to the fault's, with a dump interval drawn from
+    :data:`DEBUGSRV_INTERVALS`; the culprit rank 0 (the frontend's process) some of the time;
+    for hangs, 1 to W/2 other ranks exiting after their op failed in half of them."""
+    rng = random.Random(f"hangscope-corpus-2-debugsrv-{torch}-{seed}")
+    kind = rng.choice(DEBUGSRV_FAULTS)
+    while True:
+        tp, cp, pp, dp, hsdp = _topology(rng)
+        steps = rng.randint(3, 5)
+        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, "torchcomms", True)
+        world = tp * cp * pp * dp
+        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
+        fault = _fault(rng, kind, {**topo, "step_ops": ops})
+        if fault is not None:
+            break
+    hang = kind not in ("healthy", "slow_rank")
+    if fault.ranks and kind != "p2p_deadlock" and rng.random() < DEBUGSRV_RANK0_SHARE:
+        other = [r for r in fault.ranks if r != 0][: len(fault.ranks) - 1]
+        ranks = (0, *other)
+        if len(ranks) == 2 and rng.random() < 0.5:  # two faults: rank 0 the stalled or not
+            ranks = (ranks[1], ranks[0])
+        fault = replace(fault, ranks=ranks)
+    interval = rng.choice(DEBUGSRV_INTERVALS)
+    start = rng.randint(0, fault.step if hang else steps - 1)
+    leave: tuple[int, ...] = ()
+    if hang and rng.random() < DEBUGSRV_EXIT_SHARE:
+        others = [r for r in range(world) if r not in fault.ranks]
+        leave = tuple(sorted(rng.sample(others, rng.randint(1, min(world // 2, len(others))))))
+    return CaseSpec(
+        seed=seed,
+        torch=torch,
+        recorder="torchcomms",
+        fmt="pickle",
+        policy="timed_out",  # the tutorial's handler: a rank that caught its timeout dumps
+        buffer_size=2000,
+        junk=False,
+        world=world,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        hsdp=hsdp,
+        local_sync=False,
+        steps=steps,
+        step_ops=tuple(ops),
+        fault=fault,
+        timeout_s=DEBUGSRV_TIMEOUT_S[world],
+        generator=2,
+        cp=cp,
+        debugsrv_interval=interval,
+        debugsrv_start=start,
+        debugsrv_exit=leave,
+    )
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
+    if torch == "2.15" and DEBUGSRV_FIRST_SEED <= seed <= DEBUGSRV_LAST_SEED:
+        return _debugsrv(seed, torch)
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
     recorder = _recorder(rng, torch)
     cuda = _cuda(seed, torch, recorder)  # a frozen rank's op is in flight only on CUDA

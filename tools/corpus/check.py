@@ -162,6 +162,13 @@ def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
 #: The first that an unsure answer's headline, suspects or other kinds hold names its group.
 MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("an older round", "an older round's dump only: where the rank is now is not in it"),
+    ("that many files absent", "half the ranks' files absent: those given may be one host's"),
+    (
+        "on one of them alone",
+        "ranks with no dump awaited together: which stopped (or whose file was not collected)",
+    ),
+    ("split with no majority", "a desync split with no majority: any side may be the odd one"),
+    ("could make the other side", "a desync whose deciding members wrote no dump"),
     ("cannot be trusted", "a dump that cannot be trusted (truncated, values dropped)"),
     ("group of two", "a group of two disagrees: either side may have issued the odd op"),
     ("died in that op", "a desync whose partner died: only the odd rank's history is left"),

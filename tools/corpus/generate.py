@@ -112,6 +112,10 @@ def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     """Run the case once in ``work``; (truth, "") or (None, why it was discarded). A case
     with a restart runs its older attempt first (in ``work/attempt_0``, checked the same
     way), then itself."""
+    if spec.debugsrv_interval:  # the debug server's folder
+        from tools.corpus import debugsrv
+
+        return debugsrv.run(spec, work)
     older: dict[str, Any] | None = None
     if spec.restart_fault is not None:
         older, why = run(spec.older_attempt(), work / ATTEMPTS[0])
@@ -570,6 +574,10 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
     """Scrub the dumps, lay the states over (hook), add junk, pack the case(s)."""
     from tools.hook_backend import overlay_states
 
+    if spec.debugsrv_interval:  # the debug server's folder
+        from tools.corpus import debugsrv
+
+        return debugsrv.keep(spec, truth, work, dest)
     out_dir = work / "out"
     dirs = [out_dir]
     if spec.restart_fault is not None:  # the older attempt's dumps beside this run's

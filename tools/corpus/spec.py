@@ -220,6 +220,17 @@ class CaseSpec:
     # A wide world (tools.corpus.axes draws it from WIDE_FIRST_SEED on): the topology
     # redrawn with 8, 12 or 16 ranks, the job's timeout scaled with it.
     wide: bool = False
+    # torch 2.15's debug server (tools.corpus.axes draws it from DEBUGSRV_FIRST_SEED on): the
+    # job runs it (every rank a worker server, rank 0 the frontend and its periodic dumper,
+    # every ``debugsrv_interval`` s; 0: no server), started at the start of step
+    # ``debugsrv_start`` (0: before the first step), with TorchComms' handlers; the case's
+    # folder is the server's ``dump_dir`` (``per_rank/rank_<r>`` written by a rank that caught
+    # its timeout and by every rank the health check asks). The ranks in ``debugsrv_exit``
+    # end their process (a normal exit) :data:`tools.corpus.debugsrv.EXIT_AFTER_S` after
+    # their op failed, before the frontend's last round.
+    debugsrv_interval: float = 0.0
+    debugsrv_start: int = 0
+    debugsrv_exit: tuple[int, ...] = ()
 
     @property
     def hooked(self) -> bool:
@@ -249,6 +260,7 @@ class CaseSpec:
                 ("_copies", bool(self.snapshot_layout) and not self.hooked),
                 ("_started", self.cuda_started),
                 ("_mixed", self.cuda_mixed > 0),
+                ("_debugsrv", self.debugsrv_interval > 0),
             )
             if on
         )
@@ -297,6 +309,7 @@ class CaseSpec:
         doc["rounds_missing"] = tuple(doc.get("rounds_missing", ()))
         doc["round_skip"] = tuple(tuple(r) for r in doc.get("round_skip", ()))
         doc["round_late"] = tuple(tuple(r) for r in doc.get("round_late", ()))
+        doc["debugsrv_exit"] = tuple(doc.get("debugsrv_exit", ()))
         for key in ("fault", "restart_fault"):
             if doc.get(key) is not None:
                 f = dict(doc[key])

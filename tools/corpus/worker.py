@@ -13,7 +13,9 @@ dumps only when one of its own ops failed (torch 2.15's nccl2). gloo's recorder 
 ``nccl_trace_rank_<r>`` (pickle) or ``rank_<r>.json``; the recorder hook writes
 ``<backend>_trace_rank_<r>`` per backend it recorded (and, with groups on gloo beside,
 c10d's own recorder ``nccl_trace_rank_<r>`` for those); TorchComms' recorder
-(:mod:`tools.corpus.comms`) ``comm_lib_trace_rank_<r>`` (pickle) or ``....json``.
+(:mod:`tools.corpus.comms`) ``comm_lib_trace_rank_<r>`` (pickle) or ``....json``. With the
+debug server (``_debugsrv``, :mod:`tools.corpus.debugsrv`) only the server and the tutorial's
+timeout handler write, into the server's ``dump_dir``.
 """
 
 from __future__ import annotations
@@ -367,6 +369,13 @@ def _worker(cfg: dict[str, Any]) -> None:
     dist.init_process_group(backend, store=job_store, rank=rank, world_size=world, timeout=timeout)
     side = launcher.store_client(cfg["side_port"], world)
     log(f"STARTED torch {torch.__version__}")
+    server = None
+    if spec.debugsrv_interval:  # the debug server's folder: no other file is written
+        from tools.corpus.debugsrv import Server
+
+        server = Server(spec, rank, cfg, comms)
+        if spec.debugsrv_start == 0:
+            server.start()
 
     if spec.policy == "all" and not spec.timer_rounds:  # (else the timer writes them)
 
@@ -396,6 +405,8 @@ def _worker(cfg: dict[str, Any]) -> None:
         job.after_step = _periodic_round(spec, rank, out_dir, write, side)
     if spec.rounds_at:
         job.after_step = round_after
+    if server is not None:
+        job.after_step = server.after_step
     try:
         run_steps(job)
         log("BODY DONE")
@@ -406,7 +417,9 @@ def _worker(cfg: dict[str, Any]) -> None:
         log(f"ERROR at {job.where}: {msg}")
         side.add("errors", 1)
         side.set(launcher.TRIGGER_KEY, str(rank))
-        if spec.policy == "timed_out" and not spec.timer_rounds:
+        if server is not None:
+            server.timed_out()
+        elif spec.policy == "timed_out" and not spec.timer_rounds:
             write()
     time.sleep(STALL_S)  # the generator ends every process once the dumps are in
 
