@@ -215,39 +215,91 @@ def stacks_contexts(
     *,
     config: AnalysisConfig = DEFAULT_CONFIG,
 ) -> dict[int, RankContext]:
-    """Each rank's threads in the newest complete ``stacks_<ts>.txt`` among ``inputs`` and
-    ``extra_dirs`` (the folders of the dumps), as context records: where each rank is now."""
-    snaps = snapshots([*inputs, *extra_dirs], "stacks")
-    pick, newer = chosen(snaps)
-    if pick is None:
+    """Each rank's threads in the newest ``stacks_<ts>.txt`` among ``inputs`` and
+    ``extra_dirs`` (the folders of the dumps) where it answered, as context records: where
+    each rank is now. A rank that a newer snapshot of any kind (a health check, say) says did
+    not answer gets none: its threads from before do not show it alive now."""
+    where = [*inputs, *extra_dirs]
+    snaps = snapshots(where, "stacks")
+    if not snaps:
         return {}
-    try:
-        text = _read_text(pick.path, config.max_context_bytes)
-    except OSError:
-        return {}
-    reason = f"debug server {pick.path.name}" + (
-        f", newest complete snapshot; newer: {newer[-1].partial}" if newer else ""
-    )
-    if pick.partial:
-        reason = f"debug server {pick.path.name}: {pick.partial}"
-    heads = list(_STACK_HEAD.finditer(text))
     out: dict[int, RankContext] = {}
-    for i, h in enumerate(heads[: config.max_rank]):
-        rank = int(h.group(1))
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        body = text[h.end() : end]
-        if body.lstrip().startswith("Error:"):
-            continue  # this worker did not answer
-        threads = _threads(body)
-        if threads and rank < config.max_rank:
+    stamp: dict[int, str] = {}
+    silent: set[int] = set()
+    for snap in reversed(snaps[-_MAX_STACKS:]):
+        try:
+            text = _read_text(snap.path, config.max_context_bytes)
+        except OSError:
+            continue
+        reason = f"debug server {snap.path.name}" + (f": {snap.partial}" if snap.partial else "")
+        for rank, host, threads in _rank_threads(text, config.max_rank):
+            if rank in out or rank in silent:
+                continue
+            if not threads:
+                silent.add(rank)  # it did not answer: an older answer is no sign of life now
+                continue
+            stamp[rank] = snap.stamp
             out[rank] = RankContext(
                 rank=rank,
-                path=str(pick.path),
-                host=h.group(2) or "",
-                time=pick.time,
+                path=str(snap.path),
+                host=host,
+                time=snap.time,
                 reason=reason,
                 threads=threads,
             )
+    later = _no_answers(where, config)
+    return {
+        r: c for r, c in out.items() if not any(t > stamp[r] and r in ranks for t, ranks in later)
+    }
+
+
+def _rank_threads(text: str, max_rank: int) -> Iterator[tuple[int, str, tuple[ThreadStack, ...]]]:
+    """(rank, host, threads) of each rank section of a stacks snapshot; no threads where the
+    worker did not answer (``Error: ...``)."""
+    heads = list(_STACK_HEAD.finditer(text))
+    for i, h in enumerate(heads[:max_rank]):
+        rank = int(h.group(1))
+        if rank >= max_rank:
+            continue
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        body = text[h.end() : end]
+        threads = () if body.lstrip().startswith("Error:") else _threads(body)
+        yield rank, h.group(2) or "", threads
+
+
+#: The kinds of the periodic dumper's files, as :data:`_SNAPSHOT` names them.
+_KINDS = (
+    "stacks",
+    "torchcomms_fr_trace",
+    "fr_trace",
+    "torchcomms_health_check",
+    "c10d_health_check",
+    "pyspy_dump",
+    "wait_counters",
+    "tcpstore",
+)
+#: The newest snapshots of each kind read (each file is read whole, up to its cap).
+_MAX_STACKS = 64
+#: ``  Rank 1: ConnectionError: ...``: a worker that did not answer, under ``PARTIAL DATA``.
+_NO_ANSWER = re.compile(r"^\s+Rank (\d{1,7}): ", re.M)
+
+
+def _no_answers(
+    inputs: Sequence[str | os.PathLike[str]], config: AnalysisConfig
+) -> list[tuple[str, set[int]]]:
+    """(stamp, ranks) of each partial snapshot of any kind: the ranks its ``PARTIAL DATA``
+    header says did not answer (the newest :data:`_MAX_STACKS` of each kind)."""
+    out: list[tuple[str, set[int]]] = []
+    for kind in _KINDS:
+        for snap in snapshots(inputs, kind)[-_MAX_STACKS:]:
+            if not snap.partial:
+                continue
+            try:
+                text = _read_text(snap.path, min(config.max_context_bytes, 1 << 20))
+            except OSError:
+                continue
+            head = text.split("\n=== ", 1)[0]
+            out.append((snap.stamp, {int(m.group(1)) for m in _NO_ANSWER.finditer(head)}))
     return out
 
 

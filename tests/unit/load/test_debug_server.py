@@ -14,7 +14,7 @@ from analyzer.errors import InputError
 from analyzer.load import find_contexts, load_dumps
 from analyzer.load.debug_server import chosen, page_ranks, snapshots
 from analyzer.render import render_text
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, corpus_case
 
 DIR = SAMPLES / "debug_server_mesh_stall_w4"
 
@@ -36,12 +36,28 @@ def test_newest_complete_stacks_snapshot_taken() -> None:
 
 
 def test_stacks_are_where_each_rank_is_now() -> None:
+    """Each rank's threads from the newest snapshot it answered; ranks 1 and 2 exited and did
+    not answer the newer ones: their threads from before are no sign of life now."""
     ctx = find_contexts([DIR])
-    assert sorted(ctx.by_rank) == [0, 1, 2, 3]
+    assert sorted(ctx.by_rank) == [0, 3]
     three = ctx.by_rank[3]
     assert "PARTIAL DATA" in three.reason and "stacks_" in three.reason
+    newest = snapshots([DIR], "stacks")[-1]
+    assert three.path == str(newest.path)
     frames = three.where_now()
     assert frames[0]["name"] == "_worker" and frames[-1]["name"] == "_run_module_as_main"
+
+
+def test_a_rank_silent_in_a_newer_health_check_is_not_alive(tmp_path: Path) -> None:
+    """A real debug server's folder (corpus): rank 1 crashed after the only stacks snapshot
+    (taken before the fault); the newer health check says it did not answer. Its threads
+    from before do not show it alive: it is blamed as a rank with no dump. Before: alive,
+    stalled outside communication, certain."""
+    truth, folder = corpus_case("crash_exit_tp1cp2pp2dp1_torchcomms_debugsrv_t215_s04201", tmp_path)
+    assert truth["culprits"] == [1]
+    assert 1 not in find_contexts([folder]).by_rank
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.culprit_ranks == (1,) and d.kind == "missing_dump"
 
 
 def test_dump_dir_reads_per_rank_dumps_not_pages() -> None:
