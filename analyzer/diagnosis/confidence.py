@@ -29,7 +29,7 @@ from analyzer.diagnosis.beside import (
     wait_verb,
     with_silent_partners,
 )
-from analyzer.diagnosis.evidence import MismatchEvidence, StuckEvidence
+from analyzer.diagnosis.evidence import MismatchEvidence, RootEvidence, StuckEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -88,6 +88,11 @@ def _no_sure_majority(facts: Facts, f: Finding) -> str:
     return ""
 
 
+def _alive_no_dump(f: Finding) -> bool:
+    """A culprit with no dump that a context file or the debug server's stacks show alive."""
+    return isinstance(f.evidence, RootEvidence) and bool(f.evidence.alive)
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -105,6 +110,11 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "a crash and a stall look alike from the others' files"
             if waiters
             else "it wrote no dump: a crash and a stall look alike from the others' files"
+        )
+    if kind is FindingKind.NOT_JOINED and isinstance(f.evidence, RootEvidence) and f.evidence.alive:
+        return Confidence.LIKELY, (
+            "it wrote no dump, but its threads were captured after the others' ops failed: it "
+            "did not crash; that it never joined rests on the others' files (its own is absent)"
         )
     if kind is FindingKind.NOT_JOINED and (alone := alone_in_a_group(facts, rank)):
         return Confidence.SUSPECT, (
@@ -230,6 +240,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
     out: dict[int, Culprit] = {}
     missing = FindingKind.MISSING_DUMP.value
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
+    alive = {r for f in findings if f.culprit and _alive_no_dump(f) for r in f.ranks} & ranks
     changed = _partners_changed(facts, dead) if dead else {}
     partners = silent_partners(facts, findings, ranks)
     for r in sorted(ranks):
@@ -262,7 +273,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
-    for c in absent_doubts(facts, dead, out):
+    for c in absent_doubts(facts, dead | alive, out):
         out[c.rank] = c
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)

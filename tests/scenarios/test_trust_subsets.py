@@ -114,3 +114,16 @@ def test_a_desync_split_with_no_majority_names_each_side_as_a_suspect(tmp_path: 
         corpus_case("op_desync_tp1pp1dp4_nccl2_t215_s00012", tmp_path / "all")[1], jobs=1
     )
     assert confidences(whole.diagnosis) == {3: "certain"}
+
+
+def test_ranks_alive_in_the_stacks_but_with_no_dump_are_not_sure_culprits(
+    tmp_path: Path,
+) -> None:
+    """torch 2.15's debug server, 8 ranks, rank 4 issued another op. With ranks 0-3's dumps
+    (per_rank/) only, the stacks still show ranks 4-7 alive: none crashed, but whether each
+    joined the op the others wait in is in its own absent file. Before: ranks 4-7, certain
+    stalls ("its own dump shows it never enqueued", with no dump of its own)."""
+    truth, folder = corpus_case("op_desync_tp2pp1dp4h_torchcomms_debugsrv_t215_s04209", tmp_path)
+    assert truth["culprits"] == [4]
+    d = analyzer.analyze(_keep(folder, range(4)), jobs=1).diagnosis
+    assert confidences(d) == {r: "suspect" for r in range(4, 8)}
