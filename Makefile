@@ -9,7 +9,7 @@ DEMO   ?= sample_dumps/chain_tp_dp_w8
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 OUT    ?= out
 
-.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
+.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real accuracy-subsets corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -22,6 +22,7 @@ help:
 	@echo "make fuzz-loader - the property-based fuzzer of the loader (FUZZ_EXAMPLES=2000)"
 	@echo "make accuracy - culprit accuracy over simulated jobs of every fault"
 	@echo "make accuracy-real - accuracy over the corpus of real recorded hangs (corpus/cases)"
+	@echo "make accuracy-subsets - the same with one block of ranks' files kept (a subset of the files)"
 	@echo "make corpus - record more corpus cases (CORPUS_213=N CORPUS_215=M; torch in .venv-torch*)"
 	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
@@ -140,6 +141,11 @@ accuracy: $(STAMP)
 # wrong cases, and last 'real corpus: N cases (K fault classes), R right, W wrong, U unsure'.
 accuracy-real: $(STAMP)
 	$(BIN)/python bench/accuracy_real.py
+
+# The same cases with one block of ranks' files kept (one host's copied, another's lost):
+# last line 'real corpus subsets: N variants of M cases, R right, W wrong (C confident), U unsure'.
+accuracy-subsets: $(STAMP)
+	$(BIN)/python bench/accuracy_real.py --subsets
 
 # Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
 # recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores (30-60 s at 12 and 16

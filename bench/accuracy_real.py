@@ -10,6 +10,11 @@ by what went wrong, and as its last line:
     python bench/accuracy_real.py                      # every case
     python bench/accuracy_real.py --sample 1           # one case per fault class and dialect
     python bench/accuracy_real.py --write-baseline     # pin the results in corpus/BASELINE.json
+    python bench/accuracy_real.py --subsets            # each case with one host's files only
+
+``--subsets`` scores each case with only one block of ranks' dumps kept
+(:mod:`tools.corpus.subsets`) and ends with
+``real corpus subsets: N variants of M cases, R right, W wrong (C confident), U unsure``.
 """
 
 from __future__ import annotations
@@ -125,12 +130,38 @@ def unsure_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
+def subsets_report(paths: list[Path]) -> int:
+    """Score every case with one block of ranks' files kept; print the confident wrong ones."""
+    from tools.corpus.subsets import variants
+
+    started = time.monotonic()
+    found = list(variants(paths))
+    took = time.monotonic() - started
+    c = Counter(v.result for v in found)
+    confident = [v for v in found if v.confident]
+    print(f"confident wrong answers with a subset of the files ({len(confident)}):")
+    for v in confident:
+        said = ", ".join(f"{r}:{k}" for r, k in v.said.culprits) or "none"
+        print(
+            f"  {v.case} ranks {v.kept[0]}-{v.kept[1]} kept: {v.why}; truth "
+            f"{v.truth.get('culprits')}; said {v.said.verdict} {v.said.kind} [{said}]"
+        )
+    print(f"analyzed in {took:.1f} s")
+    print(
+        f"real corpus subsets: {len(found)} variants of {len({v.case for v in found})} cases, "
+        f"{c['right']} right, {c['wrong']} wrong ({len(confident)} confident), "
+        f"{c['unsure']} unsure"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--sample", type=int, metavar="N", help="N cases per fault class x dialect")
     ap.add_argument("--json", type=Path, help="also write every outcome as JSON here")
     ap.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
+    ap.add_argument("--subsets", action="store_true", help="each case with one host's files")
     args = ap.parse_args(argv)
     paths = case_paths(args.cases)
     if args.sample:
@@ -138,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print(f"no cases in {args.cases} (make corpus writes them)", file=sys.stderr)
         return 2
+    if args.subsets:
+        return subsets_report(paths)
     started = time.monotonic()
     outcomes = [check_case(p) for p in paths]
     took = time.monotonic() - started
