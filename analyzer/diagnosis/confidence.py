@@ -29,7 +29,12 @@ from analyzer.diagnosis.beside import (
     wait_verb,
     with_silent_partners,
 )
-from analyzer.diagnosis.evidence import MismatchEvidence, RootEvidence, StuckEvidence
+from analyzer.diagnosis.evidence import (
+    CycleEvidence,
+    MismatchEvidence,
+    RootEvidence,
+    StuckEvidence,
+)
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -37,6 +42,12 @@ from analyzer.terms import plural, rank_runs
 
 __all__ = ["culprits_of"]
 
+
+#: Why a rank of a cycle blamed by the wait that began first is a suspect, as is the rest.
+_NO_MAJORITY_ORDER = (
+    "the cycle's first wait falls on it, but no majority of the ranks ran the cycle's groups "
+    "in one order: which of its ranks ran them out of order is not in the files"
+)
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
 
@@ -147,7 +158,9 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             Confidence.CERTAIN,
             f"its own entry for {place_of(f)} differs from every other member's",
         )
-    if kind is FindingKind.DEADLOCK:
+    if kind is FindingKind.DEADLOCK and isinstance(f.evidence, CycleEvidence):
+        if f.evidence.by_first_wait:
+            return Confidence.SUSPECT, _NO_MAJORITY_ORDER
         return Confidence.CERTAIN, "its own entries close a cycle of waits"
     if (
         kind is FindingKind.STUCK_IN_COLLECTIVE
@@ -275,6 +288,11 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
             )
     for c in absent_doubts(facts, dead | alive, out):
         out[c.rank] = c
+    for f in findings:
+        ev = f.evidence
+        if f.culprit and isinstance(ev, CycleEvidence) and ev.by_first_wait:
+            for r in ev.cycle:
+                out.setdefault(r, Culprit(r, Confidence.SUSPECT, _NO_MAJORITY_ORDER))
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)
     for p in unproven_waits(facts, dead, set(out)):

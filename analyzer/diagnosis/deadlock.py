@@ -83,29 +83,43 @@ def first_wait_culprit(facts: Facts, cycle: tuple[int, ...]) -> list[int]:
     return [min(starts)[1]] if starts else []
 
 
-def _why(facts: Facts, cycle: tuple[int, ...]) -> tuple[list[int], str]:
-    """The ranks of ``cycle`` to blame, and the reason."""
+def _why(facts: Facts, cycle: tuple[int, ...]) -> tuple[list[int], str, bool]:
+    """The ranks of ``cycle`` to blame, the reason, and whether the wait that began first
+    decided it (no majority order did)."""
     odd = order_culprits(facts, cycle)
     if odd and len(odd) < len(cycle):
-        return odd, (
-            f"{plural(odd)} {rank_list(odd)} {'run' if len(odd) > 1 else 'runs'} the groups "
-            "of the cycle in a different order than the other ranks"
+        return (
+            odd,
+            (
+                f"{plural(odd)} {rank_list(odd)} {'run' if len(odd) > 1 else 'runs'} the groups "
+                "of the cycle in a different order than the other ranks"
+            ),
+            False,
         )
     odd = first_wait_culprit(facts, cycle)
     if odd:
-        return odd, (
-            f"the first wait of the cycle is on rank {odd[0]}: it skipped an op its "
-            "peer waits in and went on, and the rest of the cycle formed behind it"
+        return (
+            odd,
+            (
+                f"the first wait of the cycle is on rank {odd[0]}: it skipped an op its "
+                "peer waits in and went on, and the rest of the cycle formed behind it"
+            ),
+            True,
         )
     odd = [r for r in facts.roots.cycle_culprits if r in cycle]
     if len(odd) in (0, len(cycle)):
         return (
             odd,
             "the ranks wait on each other symmetrically (e.g. both pipeline stages receive first)",
+            False,
         )
-    return odd, (
-        f"{plural(odd)} {rank_list(odd)} {'are' if len(odd) > 1 else 'is'} blocked in a "
-        "different group than the rest of the cycle"
+    return (
+        odd,
+        (
+            f"{plural(odd)} {rank_list(odd)} {'are' if len(odd) > 1 else 'is'} blocked in a "
+            "different group than the rest of the cycle"
+        ),
+        False,
     )
 
 
@@ -126,21 +140,22 @@ def deadlock(facts: Facts) -> list[Finding]:
             )
             for a, b in g.subgraph(cycle).edges
         ]
-        odd, why = _why(facts, cycle)
-        first = closing[0] if closing else None
+        odd, why, first = _why(facts, cycle)
+        head = closing[0] if closing else None
         out.append(
             Finding(
                 kind=FindingKind.DEADLOCK.value,
                 ranks=tuple(sorted(odd or cycle)),
                 culprit=bool(set(cycle) & set(facts.roots.cycle_culprits)),
                 summary=f"ranks {rank_list(cycle)} wait on each other in a cycle; {why}",
-                group=str(first.pg_name) if first else "",
-                group_desc=str(first.pg_desc) if first else "",
-                seq=int(first.seq) if first else -1,
-                op=str(first.op) if first else "",
+                group=str(head.pg_name) if head else "",
+                group_desc=str(head.pg_desc) if head else "",
+                seq=int(head.seq) if head else -1,
+                op=str(head.op) if head else "",
                 evidence=CycleEvidence(
                     cycle=tuple(cycle),
                     edges=tuple(sorted(closing, key=lambda d: (d.waiter, d.holder))),
+                    by_first_wait=first,
                 ),
             )
         )

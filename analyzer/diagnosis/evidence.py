@@ -228,6 +228,9 @@ class SlowEvidence(Evidence):
 class CycleEvidence(Evidence):
     cycle: tuple[int, ...]
     edges: tuple[Wait, ...]
+    by_first_wait: bool = False
+    """The culprit is the holder of the wait that began first: no majority of the ranks ran
+    the cycle's groups in one order (not in the JSON: the summary says it)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

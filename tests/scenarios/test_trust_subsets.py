@@ -127,3 +127,17 @@ def test_ranks_alive_in_the_stacks_but_with_no_dump_are_not_sure_culprits(
     assert truth["culprits"] == [4]
     d = analyzer.analyze(_keep(folder, range(4)), jobs=1).diagnosis
     assert confidences(d) == {r: "suspect" for r in range(4, 8)}
+
+
+def test_a_cycle_with_no_majority_order_names_each_rank_a_suspect(tmp_path: Path) -> None:
+    """nccl2 hook, 4 ranks, rank 3 ran the world's all_reduce and another group's in the
+    other order. With ranks 2 and 3's files only, each ran them in its own order: no majority
+    says which is odd, and the wait that began first does not either. Before: rank 2, the
+    holder of the first wait, certain."""
+    truth, folder = corpus_case("group_order_deadlock_tp1pp1dp4_nccl2_t215_s01005", tmp_path)
+    assert truth["culprits"] == [3]
+    whole = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(whole) == {3: "certain"}
+    d = analyzer.analyze(_keep(folder, (2, 3)), jobs=1).diagnosis
+    assert confidences(d) == {2: "suspect", 3: "suspect"}
+    assert "no majority of the ranks ran the cycle's groups in one order" in d.culprits[0].because
