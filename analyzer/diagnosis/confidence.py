@@ -104,6 +104,21 @@ def _alive_no_dump(f: Finding) -> bool:
     return isinstance(f.evidence, RootEvidence) and bool(f.evidence.alive)
 
 
+def _judge_desync(facts: Facts, f: Finding) -> tuple[Confidence, str]:
+    """The confidence of the odd side of an op, size or dtype mismatch."""
+    members = facts.members.get(f.group, ()) if f.group else ()
+    if len(members) == 2:
+        return Confidence.SUSPECT, (
+            f"a group of two disagrees on {place_of(f)}: either side may have issued the odd one"
+        )
+    if isinstance(f.evidence, MismatchEvidence) and (odd := _no_sure_majority(facts, f)):
+        return Confidence.SUSPECT, odd
+    return (
+        Confidence.CERTAIN,
+        f"its own entry for {place_of(f)} differs from every other member's",
+    )
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -147,17 +162,7 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             else f"its own dump shows it never enqueued {place_of(f)}"
         )
     if kind in _DESYNC:
-        members = facts.members.get(f.group, ()) if f.group else ()
-        if len(members) == 2:
-            return Confidence.SUSPECT, (
-                f"a group of two disagrees on {place_of(f)}: either side may have issued the odd one"
-            )
-        if isinstance(f.evidence, MismatchEvidence) and (odd := _no_sure_majority(facts, f)):
-            return Confidence.SUSPECT, odd
-        return (
-            Confidence.CERTAIN,
-            f"its own entry for {place_of(f)} differs from every other member's",
-        )
+        return _judge_desync(facts, f)
     if kind is FindingKind.DEADLOCK and isinstance(f.evidence, CycleEvidence):
         if f.evidence.by_first_wait:
             return Confidence.SUSPECT, _NO_MAJORITY_ORDER

@@ -31,7 +31,7 @@ from analyzer.context_file import (
     RankContext,
     ThreadStack,
 )
-from analyzer.load.debug_server import stacks_contexts
+from analyzer.load.debug_stacks import stacks_contexts
 
 _SCHEMA_PREFIX = b"hangscope.context/"
 _HEAD = 4096

@@ -23,23 +23,22 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.context_file import MAX_FRAMES, MAX_THREADS, RankContext, ThreadStack
 from analyzer.load.parsed_dump import ParsedDump
 
 __all__ = [
     "PAGE_MARK",
     "TORCHCOMMS_MEMBER",
     "Snapshot",
+    "chosen",
     "is_page",
     "is_page_member",
     "is_torchcomms_page",
     "page_member",
     "page_ranks",
     "prefer_files",
+    "read_text",
     "snapshot_only",
     "snapshots",
-    "stacks_contexts",
 ]
 
 #: Bytes every debug-server page carries (its template's header and a rank heading).
@@ -52,12 +51,6 @@ _SNAPSHOT = re.compile(
 _RANK_SECTION = re.compile(
     r"<h2>Rank (\d{1,7}): [^<]{0,2000}</h2>\s*(?:<p>[^<]{0,2000}</p>\s*)?<pre>(.*?)</pre>", re.S
 )
-_STACK_HEAD = re.compile(
-    r"^=== Rank (\d{1,7}): (?:https?://(\[[0-9a-fA-F:.]{1,64}\]|[\w.-]{1,255}))?[^\n]{0,2000} ===$",
-    re.M,
-)
-_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]{1,16})[^\n]*:$", re.M)
-_FRAME = re.compile(r'^\s+File "([^"\n]{0,1000})", line (\d{1,9}) in ([^\n]{0,200})$', re.M)
 #: How a section of TorchComms' page is labelled (a sign for :mod:`analyzer.load.torchcomms`).
 TORCHCOMMS_MEMBER = "torchcomms_"
 _MEMBER = re.compile(r":(?:torchcomms_)?rank_\d{1,7}\.json$")
@@ -180,127 +173,10 @@ def chosen(snaps: Sequence[Snapshot]) -> tuple[Snapshot | None, list[Snapshot]]:
     return pick, [s for s in snaps if s.partial and s.stamp > pick.stamp]
 
 
-def _threads(text: str) -> tuple[ThreadStack, ...]:
-    """faulthandler's all-thread dump: the thread whose outermost frame is ``<module>`` is
-    the main one; the request's own thread (``Current thread``, no frame) is left out."""
-    heads = list(_THREAD.finditer(text))
-    out: list[ThreadStack] = []
-    for i, h in enumerate(heads[:MAX_THREADS]):
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        frames = tuple(
-            {"name": m.group(3).strip(), "filename": m.group(1), "line": int(m.group(2))}
-            for m in list(_FRAME.finditer(text, h.end(), end))[:MAX_FRAMES]
-        )
-        if h.group(1) == "Current thread" and not frames:
-            continue
-        main = any(f["name"] == "<module>" for f in frames)
-        out.append(ThreadStack(name=h.group(2), main=main, frames=frames))
-    if out and not any(t.main for t in out):  # no script frame: the longest stack
-        longest = max(range(len(out)), key=lambda i: len(out[i].frames))
-        out[longest] = ThreadStack(out[longest].name, True, out[longest].frames)
-    mains = [i for i, t in enumerate(out) if t.main]
-    for i in mains[1:]:  # one main thread
-        out[i] = ThreadStack(out[i].name, False, out[i].frames)
-    return tuple(out)
-
-
-def _read_text(path: Path, cap: int) -> str:
+def read_text(path: Path, cap: int) -> str:
+    """The first ``cap`` bytes of ``path`` as text (undecodable bytes replaced)."""
     with open(path, "rb") as fh:
         return fh.read(cap).decode("utf-8", "replace")
-
-
-def stacks_contexts(
-    inputs: Sequence[str | os.PathLike[str]],
-    extra_dirs: Iterable[Path] = (),
-    *,
-    config: AnalysisConfig = DEFAULT_CONFIG,
-) -> dict[int, RankContext]:
-    """Each rank's threads in the newest ``stacks_<ts>.txt`` among ``inputs`` and
-    ``extra_dirs`` (the folders of the dumps) where it answered, as context records: where
-    each rank is now. A rank that a newer snapshot of any kind (a health check, say) says did
-    not answer gets none: its threads from before do not show it alive now."""
-    where = [*inputs, *extra_dirs]
-    snaps = snapshots(where, "stacks")
-    if not snaps:
-        return {}
-    out: dict[int, RankContext] = {}
-    stamp: dict[int, str] = {}
-    silent: set[int] = set()
-    for snap in reversed(snaps[-_MAX_STACKS:]):
-        try:
-            text = _read_text(snap.path, config.max_context_bytes)
-        except OSError:
-            continue
-        reason = f"debug server {snap.path.name}" + (f": {snap.partial}" if snap.partial else "")
-        for rank, host, threads in _rank_threads(text, config.max_rank):
-            if rank in out or rank in silent:
-                continue
-            if not threads:
-                silent.add(rank)  # it did not answer: an older answer is no sign of life now
-                continue
-            stamp[rank] = snap.stamp
-            out[rank] = RankContext(
-                rank=rank,
-                path=str(snap.path),
-                host=host,
-                time=snap.time,
-                reason=reason,
-                threads=threads,
-            )
-    later = _no_answers(where, config)
-    return {
-        r: c for r, c in out.items() if not any(t > stamp[r] and r in ranks for t, ranks in later)
-    }
-
-
-def _rank_threads(text: str, max_rank: int) -> Iterator[tuple[int, str, tuple[ThreadStack, ...]]]:
-    """(rank, host, threads) of each rank section of a stacks snapshot; no threads where the
-    worker did not answer (``Error: ...``)."""
-    heads = list(_STACK_HEAD.finditer(text))
-    for i, h in enumerate(heads[:max_rank]):
-        rank = int(h.group(1))
-        if rank >= max_rank:
-            continue
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        body = text[h.end() : end]
-        threads = () if body.lstrip().startswith("Error:") else _threads(body)
-        yield rank, h.group(2) or "", threads
-
-
-#: The kinds of the periodic dumper's files, as :data:`_SNAPSHOT` names them.
-_KINDS = (
-    "stacks",
-    "torchcomms_fr_trace",
-    "fr_trace",
-    "torchcomms_health_check",
-    "c10d_health_check",
-    "pyspy_dump",
-    "wait_counters",
-    "tcpstore",
-)
-#: The newest snapshots of each kind read (each file is read whole, up to its cap).
-_MAX_STACKS = 64
-#: ``  Rank 1: ConnectionError: ...``: a worker that did not answer, under ``PARTIAL DATA``.
-_NO_ANSWER = re.compile(r"^\s+Rank (\d{1,7}): ", re.M)
-
-
-def _no_answers(
-    inputs: Sequence[str | os.PathLike[str]], config: AnalysisConfig
-) -> list[tuple[str, set[int]]]:
-    """(stamp, ranks) of each partial snapshot of any kind: the ranks its ``PARTIAL DATA``
-    header says did not answer (the newest :data:`_MAX_STACKS` of each kind)."""
-    out: list[tuple[str, set[int]]] = []
-    for kind in _KINDS:
-        for snap in snapshots(inputs, kind)[-_MAX_STACKS:]:
-            if not snap.partial:
-                continue
-            try:
-                text = _read_text(snap.path, min(config.max_context_bytes, 1 << 20))
-            except OSError:
-                continue
-            head = text.split("\n=== ", 1)[0]
-            out.append((snap.stamp, {int(m.group(1)) for m in _NO_ANSWER.finditer(head)}))
-    return out
 
 
 #: Per table, the columns tabulate right-aligns (numbers): values end where the heading ends.
