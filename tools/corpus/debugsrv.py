@@ -185,18 +185,9 @@ def run(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     job_store = launcher.free_store(spec.world)
     side_store = launcher.free_store(spec.world)
     frontend_port = debug_server.free_port()
-    cfgs = [
-        {
-            "spec": spec.to_json(),
-            "rank": r,
-            "out_dir": str(out_dir),
-            "side_dir": str(side_dir),
-            "job_port": job_store.port,
-            "side_port": side_store.port,
-            "frontend_port": frontend_port,
-        }
-        for r in range(spec.world)
-    ]
+    cfgs = spec.worker_configs(
+        out_dir, side_dir, job_store.port, side_store.port, frontend_port=frontend_port
+    )
     started = time.monotonic()
     wall = time.time() - started  # the machine's monotonic time (the logs') to wall time
     env = launcher.worker_env(spec.buffer_size)

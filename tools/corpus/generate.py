@@ -148,17 +148,7 @@ def _run_once(spec: CaseSpec, work: Path) -> tuple[dict[str, Any] | None, str]:
     launcher.fresh_dirs(out_dir, side_dir, log_dir)
     job_store = launcher.free_store(spec.world)
     side_store = launcher.free_store(spec.world)
-    cfgs = [
-        {
-            "spec": spec.to_json(),
-            "rank": r,
-            "out_dir": str(out_dir),
-            "side_dir": str(side_dir),
-            "job_port": job_store.port,
-            "side_port": side_store.port,
-        }
-        for r in range(spec.world)
-    ]
+    cfgs = spec.worker_configs(out_dir, side_dir, job_store.port, side_store.port)
     started = time.monotonic()
     env = launcher.worker_env(2000 if spec.hook_ring else spec.buffer_size)
     env["TORCH_DISABLE_ADDR2LINE"] = "1"  # C++ frames are not in the dumps; addr2line takes s

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -293,6 +294,24 @@ class CaseSpec:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def worker_configs(
+        self, out_dir: Path, side_dir: Path, job_port: int, side_port: int, **extra: Any
+    ) -> list[dict[str, Any]]:
+        """Each rank's worker configuration: this case, its rank, where it writes, the job's
+        and the side channel's store ports, and ``extra`` keys."""
+        return [
+            {
+                "spec": self.to_json(),
+                "rank": r,
+                "out_dir": str(out_dir),
+                "side_dir": str(side_dir),
+                "job_port": job_port,
+                "side_port": side_port,
+                **extra,
+            }
+            for r in range(self.world)
+        ]
 
     @staticmethod
     def from_json(doc: dict[str, Any]) -> CaseSpec:
