@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pandas as pd
+
 from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
@@ -23,6 +25,7 @@ from analyzer.terms import plural, rank_runs
 __all__ = [
     "alone_in_a_group",
     "inside_with_stale",
+    "last_op_beside_absent",
     "members_unknown",
     "missing_suspects",
     "place_of",
@@ -269,15 +272,46 @@ def alone_in_a_group(facts: Facts, rank: int) -> str:
     (finished or timed out) in a group whose members no dump lists and that no other dump
     holds: no other member recorded it, so it may not have completed, and a member with no
     file may be the one it waited on there. Else ""."""
-    last = facts.last_entry(rank)
-    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+    last = _retired_last_collective(facts, rank)
+    if last is None:
         return ""
     group = str(last["pg_name"])
-    if rank not in facts.matching.dialects.retire_on_end_ranks:
-        return ""
     if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
         return ""
     return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])}"
+
+
+def last_op_beside_absent(facts: Facts, rank: int) -> tuple[str, list[int]]:
+    """(``all_reduce in DP seq 2``, the members with no dump) where ``rank``'s newest entry is
+    a collective gloo retired (finished or timed out) that every member of its group with a
+    dump recorded, and members with no dump did not: it may have timed out there waiting on
+    them (where no dump lists the group's members, any rank with no dump may be one; at most
+    :data:`_MAX_SILENT`). Else ("", [])."""
+    last = _retired_last_collective(facts, rank)
+    if last is None:
+        return "", []
+    group, seq = str(last["pg_name"]), int(last["seq"])
+    members = set(facts.members.get(group, ()))
+    dumped = set(facts.tables.dumped_ranks)
+    absent = sorted(members - dumped)
+    if group in facts.unlisted_groups:  # members no dump lists: any rank with no dump may be one
+        absent = sorted(set(absent) | (set(facts.unblamed_missing) - members))
+    if not absent or len(absent) > _MAX_SILENT:
+        return "", []
+    e = facts.tables.entries
+    at = e[(e["pg_name"] == group) & (e["seq"] == seq) & ~e["is_p2p"].to_numpy(bool)]
+    if not (members & dumped) <= {int(r) for r in at["rank"]}:
+        return "", []  # a member with a dump never issued it: another reading holds
+    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {seq}", absent
+
+
+def _retired_last_collective(facts: Facts, rank: int) -> pd.Series | None:
+    """``rank``'s newest entry where it is a collective its backend (gloo) retired, an op
+    that ended or timed out alike; else None."""
+    last = facts.last_entry(rank)
+    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
+        return None
+    return last if rank in facts.matching.dialects.retire_on_end_ranks else None
 
 
 def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:

@@ -21,6 +21,7 @@ from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
 from analyzer.diagnosis.beside import (
     alone_in_a_group,
     inside_with_stale,
+    last_op_beside_absent,
     members_unknown,
     place_of,
     silent_partners,
@@ -148,6 +149,15 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "other dump holds and no dump lists: no other member recorded that collective, "
             "so it may have timed out there, waiting on a member that wrote no file"
         )
+    if kind is FindingKind.NOT_JOINED:
+        at, absent = last_op_beside_absent(facts, rank)
+        if at:
+            return Confidence.SUSPECT, (
+                f"it never enqueued {place_of(f)}, but its last op, {at}, which its backend "
+                f"retired (ended or timed out alike), is one {plural(absent)} "
+                f"{rank_runs(absent)} of its group, with no dump, may never have joined: it may "
+                "have timed out there, waiting on them"
+            )
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "

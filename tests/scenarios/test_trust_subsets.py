@@ -141,3 +141,16 @@ def test_a_cycle_with_no_majority_order_names_each_rank_a_suspect(tmp_path: Path
     d = analyzer.analyze(_keep(folder, (2, 3)), jobs=1).diagnosis
     assert confidences(d) == {2: "suspect", 3: "suspect"}
     assert "no majority of the ranks ran the cycle's groups in one order" in d.culprits[0].because
+
+
+def test_a_last_op_retired_beside_members_with_no_dump_may_still_hold_it(tmp_path: Path) -> None:
+    """nccl2 hook with gloo groups, 8 ranks, rank 6 stalled in a lock. With ranks 0-3's files
+    only, ranks 0 and 2 never enqueued the world's all_reduce; their last op is an all_reduce
+    of the DP group's gloo copy, which gloo retired (ended or timed out alike) and whose other
+    members have no dump here: they may have timed out there. Before: ranks 0 and 2 certain."""
+    truth, folder = corpus_case("stall_lock_tp2pp1dp4h_nccl2_cpu_t215_s01195", tmp_path)
+    assert truth["culprits"] == [6]
+    d = analyzer.analyze(_keep(folder, range(4)), jobs=1).diagnosis
+    assert {r: c for r, c in confidences(d).items() if r in (0, 2)} == {0: "suspect", 2: "suspect"}
+    assert confidences(d)[6] == "suspect"
+    assert "may have timed out there, waiting on them" in d.culprits[0].because
