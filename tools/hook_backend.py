@@ -277,7 +277,7 @@ def note_c10d_gloo() -> None:
     GLOO_MADE.append(False)
 
 
-def c10d_gloo_dump(*, stacks: bool = True, keep: int = 0) -> bytes:
+def c10d_gloo_dump(*, stacks: bool = True, keep: int = 0, json_format: bool = False) -> bytes:
     """c10d's own recorder's buffer (``_dump_fr_trace``, what gloo groups write) as a job
     whose other groups run on nccl2 would have it.
 
@@ -289,14 +289,20 @@ def c10d_gloo_dump(*, stacks: bool = True, keep: int = 0) -> bytes:
     order the job's own gloo groups were made (:data:`GLOO_MADE`). Raises ``ValueError``
     when an entry does not sit where that order says. ``keep`` > 0: only the last ``keep``
     of the job's entries, as a buffer of that size that held no forwarder's op would (the
-    numbering goes on: the first kept one is not 0).
+    numbering goes on: the first kept one is not 0). ``json_format``: written as
+    ``_dump_fr_trace_json`` writes it (``entries`` left out when none is kept, as it does).
     """
+    import json
     import pickle
 
-    from torch._C._distributed_c10d import _dump_fr_trace
+    from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
 
-    raw = _dump_fr_trace(includeCollectives=True, includeStackTraces=stacks, onlyActive=False)
-    doc = pickle.loads(raw)
+    if json_format:
+        raw = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+        doc = json.loads(raw)
+    else:
+        raw = _dump_fr_trace(includeCollectives=True, includeStackTraces=stacks, onlyActive=False)
+        doc = pickle.loads(raw)
     made = list(GLOO_MADE)
     new_id = {old: new for new, old in enumerate(i for i, fwd in enumerate(made) if not fwd)}
     entries = []
@@ -318,6 +324,10 @@ def c10d_gloo_dump(*, stacks: bool = True, keep: int = 0) -> bytes:
         if not made[int(key)]:
             status[str(new_id[int(key)])] = value
     doc["entries"], doc["pg_status"] = entries[-keep:] if keep > 0 else entries, status
+    if json_format:
+        if not doc["entries"]:
+            del doc["entries"]
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
     return pickle.dumps(doc, protocol=raw[1] if raw[:1] == b"\x80" else 2)
 
 

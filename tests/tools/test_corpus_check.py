@@ -14,6 +14,8 @@ from tools.corpus.axes import (
     CUDA_FIRST_SEED,
     DEBUGSRV_FIRST_SEED,
     DEBUGSRV_LAST_SEED,
+    HOOKJSON_FIRST_SEED,
+    HOOKJSON_LAST_SEED,
     HOOKWRAP_FIRST_SEED,
     LATE_FIRST_SEED,
     LATE_RESTART_FIRST_SEED,
@@ -525,4 +527,33 @@ def test_debug_server_cases_from_their_first_seed() -> None:
         hang = s.fault.kind not in ("healthy", "slow_rank")
         assert 0 <= s.debugsrv_start <= (s.fault.step if hang else s.steps - 1)
         assert hang or not s.debugsrv_exit
+        assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_hook_json_cases_from_their_first_seed() -> None:
+    """The recorder hook written as JSON (``_hookjson``): seeds HOOKJSON_FIRST_SEED to
+    HOOKJSON_LAST_SEED of torch 2.15 only, nccl2 and nccl-lazy, every fault class, 4 and 8
+    ranks, JSON in most and pickles in the rest, a restart's older folder (some elastic) in
+    about half; no rounds, snapshots or periodic dumps drawn with it."""
+    seeds = range(HOOKJSON_FIRST_SEED, HOOKJSON_LAST_SEED + 1)
+    assert not any("_hookjson" in draw(seed, "2.13").name for seed in seeds)
+    around = [HOOKJSON_FIRST_SEED - 1, HOOKJSON_LAST_SEED + 1]
+    assert not any(draw(seed, t).hookjson for seed in around for t in TORCH)
+    specs = [draw(seed, "2.15") for seed in seeds]
+    assert all("_hookjson" in s.name and s.name.endswith(f"_s{s.seed:05d}") for s in specs)
+    assert {s.fault.kind for s in specs} == set(FAULTS)
+    assert {s.world for s in specs} == {4, 8}
+    assert {s.recorder for s in specs} == {"nccl2", "nccl-lazy"}
+    n_json = sum(s.hook_json for s in specs)
+    n_restart = sum(s.restart_fault is not None for s in specs)
+    assert 60 <= n_json <= 90 and 30 <= n_restart <= 70
+    assert any(s.restart_world for s in specs) and any(s.cpu_groups for s in specs)
+    for s in specs:
+        assert s.hooked and s.torch == "2.15" and s.buffer_size == 2000
+        assert not s.rounds_at and not s.snapshots and s.periodic_after < 0 and not s.hook_ring
+        assert all(r < s.world for r in s.fault.ranks)
+        if s.restart_fault is not None:
+            older = s.older_attempt()
+            assert older.world == older.tp * older.cp * older.pp * older.dp
+            assert older.hook_json == s.hook_json  # both attempts written alike
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s

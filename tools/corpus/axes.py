@@ -91,7 +91,18 @@ Both are drawn from streams of their own.
   rank 0, the frontend's process, in about a third of the cases; in half of the hangs 1 to
   W/2 other ranks exit after their op failed, before the frontend's last round (its files
   then start ``PARTIAL DATA``; rank 0's exit ends the frontend).
-Seeds outside that range, and torch 2.13's, draw what they drew.
+* **the recorder hook's dumps as JSON** (seeds :data:`HOOKJSON_FIRST_SEED` to
+  :data:`HOOKJSON_LAST_SEED`, torch 2.15 only, name tag ``_hookjson``; a stream of its own,
+  ``hangscope-corpus-2-hookjson-<torch>-<seed>``, that draws the whole case in place of the
+  main stream): the hook's recorders (``nccl2``, or ``nccl-lazy`` beside it), every fault
+  class, 4 or 8 ranks, gloo groups beside the hook's in half; the dumps written as JSON as
+  torch 2.15 writes the hook's buffer (``_dump_fr_trace_json(backend=...)``: ``pg_status``
+  values strings, ``time_discovered_*`` 0, ``entries`` left out when empty; the gloo groups'
+  c10d buffer the same way) in :data:`HOOKJSON_JSON_SHARE` of the cases, pickles in the
+  rest; a restart's older folder (``attempt_0/``, ``attempt_1/``), elastic some of the time,
+  in :data:`HOOKJSON_RESTART_SHARE` (drawn as :func:`_restarts` draws them). Outside this
+  range the hook's cases are written as pickles whatever their ``fmt``.
+Seeds outside those ranges, and torch 2.13's, draw what they drew.
 """
 
 from __future__ import annotations
@@ -118,6 +129,8 @@ __all__ = [
     "CUDA_FIRST_SEED",
     "DEBUGSRV_FIRST_SEED",
     "DEBUGSRV_LAST_SEED",
+    "HOOKJSON_FIRST_SEED",
+    "HOOKJSON_LAST_SEED",
     "LATE_FIRST_SEED",
     "LATE_RESTART_FIRST_SEED",
     "MIXED_FIRST_SEED",
@@ -241,6 +254,14 @@ DEBUGSRV_EXIT_SHARE = 0.5
 #: The job's timeout (s) per world size: longer than the other cases' (the server's rounds
 #: share the machine's cores with the ranks).
 DEBUGSRV_TIMEOUT_S = {4: 4.0, 8: 6.0}
+#: Seeds HOOKJSON_FIRST_SEED to HOOKJSON_LAST_SEED of torch 2.15 draw a case of the recorder
+#: hook written as JSON (name tag ``_hookjson``, a stream of its own, in place of the main
+#: stream's draw): the share of them whose dumps are JSON (the rest pickles), and the share
+#: with a restart's older folder (elastic in ELASTIC_SHARE of those, where the world allows).
+HOOKJSON_FIRST_SEED = 4400
+HOOKJSON_LAST_SEED = 4499
+HOOKJSON_JSON_SHARE = 0.75
+HOOKJSON_RESTART_SHARE = 0.55
 #: Its fault classes: a frozen rank's op is in flight only on CUDA (not drawn here).
 DEBUGSRV_FAULTS = tuple(k for k in FAULTS if k != "stuck_in_collective")
 #: Step ops TorchComms' stand-in does not record as TorchComms would (or cannot run).
@@ -423,6 +444,12 @@ def _restarts(seed: int, spec: CaseSpec) -> CaseSpec:
         )
     if restart is None:
         return spec
+    return _with_restart(spec, rng, restart)
+
+
+def _with_restart(spec: CaseSpec, rng: random.Random, restart: Fault) -> CaseSpec:
+    """``spec`` with the older attempt's fault ``restart`` (its rank redrawn here), of another
+    world size some of the time (:func:`_older_world`), drawn from ``rng``."""
     older = _older_world(spec, rng)
     # the injected rank among the older attempt's ranks (past the newest's ones half the
     # time when it had more: a rank of the node that was lost)
@@ -707,10 +734,73 @@ def _debugsrv(seed: int, torch: str) -> CaseSpec:
     )
 
 
+def _hookjson(seed: int, torch: str) -> CaseSpec:
+    """The case of a seed of the hook's JSON axis (a stream of its own): the recorder hook
+    (``nccl2``, or ``nccl-lazy`` beside it), any fault class, 4 or 8 ranks, gloo groups
+    beside the hook's in half; its dumps written as JSON (``_dump_fr_trace_json(backend=...)``,
+    as torch 2.15 writes the hook's buffer) in :data:`HOOKJSON_JSON_SHARE` of the cases,
+    pickles in the rest; a restart's older folder in :data:`HOOKJSON_RESTART_SHARE`, elastic
+    some of the time (drawn as :func:`_restarts` draws them)."""
+    rng = random.Random(f"hangscope-corpus-2-hookjson-{torch}-{seed}")
+    recorder = rng.choices(["nccl2", "nccl-lazy"], weights=[60, 40])[0]
+    kind = rng.choice(FAULTS)
+    while True:
+        tp, cp, pp, dp, hsdp = _topology(rng)
+        steps = rng.randint(3, 5)
+        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, True)
+        evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
+        world = tp * cp * pp * dp
+        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
+        fault = _fault(rng, kind, {**topo, "step_ops": ops + evals})
+        if fault is not None:
+            break
+    policy = rng.choice(["all", "timed_out"])
+    if kind in ("stuck_in_collective", "healthy", "slow_rank"):
+        policy = "all"
+    spec = CaseSpec(
+        seed=seed,
+        torch=torch,
+        recorder=recorder,
+        fmt="json" if rng.random() < HOOKJSON_JSON_SHARE else "pickle",
+        policy=policy,
+        buffer_size=2000,
+        junk=rng.random() < 0.3,
+        world=world,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        hsdp=hsdp,
+        local_sync=rng.random() < 0.3,
+        steps=steps,
+        step_ops=tuple(ops),
+        fault=fault,
+        timeout_s=TIMEOUTS[world],
+        generator=2,
+        cp=cp,
+        eval_ops=tuple(evals),
+        eval_at=tuple(range(1, steps, 2)) if evals else (),
+        hookjson=True,
+    )
+    spec = replace(spec, fault=_place(rng, fault, len(ops), spec))
+    if rng.random() < CPU_SHARE:
+        spec = _with_cpu_groups(rng, spec)
+    if rng.random() < HOOKJSON_RESTART_SHARE:
+        older = Fault(
+            rng.choice(["stall_compute", "crash_exit"]),
+            (0,),
+            step=rng.randint(1, spec.steps - 1),
+            index=rng.randrange(len(spec.step_ops)),
+        )
+        spec = _with_restart(spec, rng, older)
+    return spec
+
+
 def draw_v2(seed: int, torch: str) -> CaseSpec:
     """Generator 2's case of ``seed`` for a torch version."""
     if torch == "2.15" and DEBUGSRV_FIRST_SEED <= seed <= DEBUGSRV_LAST_SEED:
         return _debugsrv(seed, torch)
+    if torch == "2.15" and HOOKJSON_FIRST_SEED <= seed <= HOOKJSON_LAST_SEED:
+        return _hookjson(seed, torch)
     rng = random.Random(f"hangscope-corpus-2-{torch}-{seed}")
     recorder = _recorder(rng, torch)
     cuda = _cuda(seed, torch, recorder)  # a frozen rank's op is in flight only on CUDA

@@ -628,7 +628,11 @@ def keep(spec: CaseSpec, truth: dict[str, Any], work: Path, dest: Path) -> list[
                         (side / f"{noted.get(folder, '')}{p.name}.ops.json").read_text()
                     )
                     obj = overlay_states(rg.load_dump(p), p.name.split("_trace_rank_")[0], ops)
-                    (into / p.name).write_bytes(pickle.dumps(obj, protocol=2))
+                    if p.suffix == ".json":  # as the JSON writer writes it
+                        text = json.dumps(obj, separators=(",", ":"), sort_keys=True)
+                        (into / p.name).write_text(text)
+                    else:
+                        (into / p.name).write_bytes(pickle.dumps(obj, protocol=2))
         variants.append(("_states", states, dialect + "+states"))
     if spec.snapshot_layout in ("numbered", "stamped") and "folder" in truth.get("snapshots", {}):
         for _, folder, _ in variants:

@@ -232,11 +232,21 @@ class CaseSpec:
     debugsrv_interval: float = 0.0
     debugsrv_start: int = 0
     debugsrv_exit: tuple[int, ...] = ()
+    # The recorder hook's JSON axis (tools.corpus.axes draws it from HOOKJSON_FIRST_SEED on):
+    # with ``fmt`` "json" the hook's buffers (and c10d's, for the gloo groups beside them)
+    # are written as JSON, as ``_dump_fr_trace_json(backend=...)`` returns them; the hook's
+    # cases outside it write pickles whatever their ``fmt``.
+    hookjson: bool = False
 
     @property
     def hooked(self) -> bool:
         """The recorder hook's case (``nccl2``, ``nccl-lazy``)."""
         return self.recorder in ("nccl2", "nccl-lazy")
+
+    @property
+    def hook_json(self) -> bool:
+        """The recorder hook's dumps written as JSON (the hook's JSON axis only)."""
+        return self.hooked and self.hookjson and self.fmt == "json"
 
     @property
     def name(self) -> str:
@@ -262,6 +272,7 @@ class CaseSpec:
                 ("_started", self.cuda_started),
                 ("_mixed", self.cuda_mixed > 0),
                 ("_debugsrv", self.debugsrv_interval > 0),
+                ("_hookjson", self.hookjson),
             )
             if on
         )

@@ -134,11 +134,12 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
         LOG.poll()
         paths = []
         backends = ["nccl2"] + (["nccl-lazy"] if spec.recorder == "nccl-lazy" else [])
+        ext = ".json" if spec.hook_json else ""  # as _dump_fr_trace_json returns them
         for backend in backends:
-            data = dump(backend)
+            data = dump(backend, json_format=spec.hook_json)
             if spec.hook_ring:  # a ring of the buffer's last entries
                 data = _ring(data, spec.buffer_size)
-            path = folder / f"{backend}_trace_rank_{rank}"
+            path = folder / f"{backend}_trace_rank_{rank}{ext}"
             launcher.write_atomically(path, data)
             ops = json.dumps(LOG.ops.get(backend, []))
             (side_dir / f"{noted}{path.name}.ops.json").write_text(ops)
@@ -147,8 +148,10 @@ def _writer(spec: CaseSpec, rank: int, out_dir: Path, side_dir: Path, comms: Any
         if spec.cpu_groups:  # c10d's own recorder: the groups on gloo
             from tools.hook_backend import c10d_gloo_dump
 
-            data = c10d_gloo_dump(keep=spec.buffer_size if spec.hook_ring else 0)
-            path = folder / f"nccl_trace_rank_{rank}"
+            data = c10d_gloo_dump(
+                keep=spec.buffer_size if spec.hook_ring else 0, json_format=spec.hook_json
+            )
+            path = folder / f"nccl_trace_rank_{rank}{ext}"
             launcher.write_atomically(path, data)
             log(f"DUMPED {path.name} {len(data)}")
             paths.append(path)
