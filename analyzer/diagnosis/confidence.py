@@ -120,6 +120,20 @@ def _judge_desync(facts: Facts, f: Finding) -> tuple[Confidence, str]:
     )
 
 
+def _beside_absent(facts: Facts, rank: int, f: Finding) -> str:
+    """Why ``rank``, blamed for never joining ``f``'s op, may have timed out in its last op
+    waiting on members with no dump (:func:`last_op_beside_absent`), or ""."""
+    at, absent = last_op_beside_absent(facts, rank)
+    if not at:
+        return ""
+    return (
+        f"it never enqueued {place_of(f)}, but its last op, {at}, which its backend retired "
+        f"(ended or timed out alike), is one {plural(absent)} {rank_runs(absent)} of its "
+        "group, with no dump, may never have joined: it may have timed out there, waiting on "
+        "them"
+    )
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -149,15 +163,8 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "other dump holds and no dump lists: no other member recorded that collective, "
             "so it may have timed out there, waiting on a member that wrote no file"
         )
-    if kind is FindingKind.NOT_JOINED:
-        at, absent = last_op_beside_absent(facts, rank)
-        if at:
-            return Confidence.SUSPECT, (
-                f"it never enqueued {place_of(f)}, but its last op, {at}, which its backend "
-                f"retired (ended or timed out alike), is one {plural(absent)} "
-                f"{rank_runs(absent)} of its group, with no dump, may never have joined: it may "
-                "have timed out there, waiting on them"
-            )
+    if kind is FindingKind.NOT_JOINED and (beside := _beside_absent(facts, rank, f)):
+        return Confidence.SUSPECT, beside
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "

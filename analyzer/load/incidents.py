@@ -32,6 +32,7 @@ import numpy as np
 
 from analyzer.errors import InputError
 from analyzer.escape import clean
+from analyzer.load.duplicates import TORCHCOMMS_LABEL, backends_of
 from analyzer.load.parsed_dump import ParsedDump
 
 __all__ = ["GAP_NS", "Incident", "set_aside", "split_incidents"]
@@ -134,6 +135,49 @@ def _apart(a: _Folder, b: _Folder) -> str:
         gap = max(a.first, b.first) - min(a.last, b.last)
         if gap > GAP_NS:
             return f"no rank in both, and their entries lie {gap // 10**9} s apart: a restart"
+    return _beyond_timeout(a, b) if not common else ""
+
+
+#: Dumps of a folder read for the times a collective began (the first, by path).
+_SAMPLED = 8
+
+
+def _began(f: _Folder) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """(group, seq) -> (when it began, its timeout, the rank) for the collectives of the
+    first :data:`_SAMPLED` dumps of ``f`` (the earliest where several hold one)."""
+    out: dict[tuple[str, int], tuple[int, int, int]] = {}
+    for d in f.dumps[:_SAMPLED]:
+        if not d.n_entries or not d.pg_status or _torchcomms(d):
+            continue  # TorchComms numbers every op of the process with one counter
+        names = d.vocab["pg_name"]
+        codes, seqs = d.strings["pg_name"], d.ints["seq"]
+        times, outs, p2p = d.ints["time_created_ns"], d.ints["timeout_ms"], d.bools["is_p2p"]
+        for i in range(d.n_entries):
+            if p2p[i] or seqs[i] < 0 or times[i] <= 0 or outs[i] <= 0:
+                continue
+            key = (names[int(codes[i])], int(seqs[i]))
+            if key not in out or int(times[i]) < out[key][0]:
+                out[key] = (int(times[i]), int(outs[i]), d.rank)
+    return out
+
+
+def _torchcomms(d: ParsedDump) -> bool:
+    return any(b.startswith(TORCHCOMMS_LABEL) for b in backends_of(d))
+
+
+def _beyond_timeout(a: _Folder, b: _Folder) -> str:
+    """Why two folders with no rank in common hold two runs, or "": a collective both hold
+    (one group name, one sequence number) began on their ranks further apart than its
+    timeout, which one collective of one job cannot (its members time out first)."""
+    mine, theirs = _began(a), _began(b)
+    for key in sorted(mine.keys() & theirs.keys()):
+        (ta, oa, ra), (tb, ob, rb) = mine[key], theirs[key]
+        if abs(ta - tb) > max(oa, ob) * 10**6:
+            return (
+                f"no rank in both, and seq {key[1]} of group {clean(key[0])} began "
+                f"{abs(ta - tb) / 1e9:.1f} s apart on ranks {min(ra, rb)} and {max(ra, rb)}, "
+                f"beyond its timeout of {max(oa, ob) / 1e3:g} s: a restart"
+            )
     return ""
 
 

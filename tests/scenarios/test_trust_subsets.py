@@ -154,3 +154,24 @@ def test_a_last_op_retired_beside_members_with_no_dump_may_still_hold_it(tmp_pat
     assert {r: c for r, c in confidences(d).items() if r in (0, 2)} == {0: "suspect", 2: "suspect"}
     assert confidences(d)[6] == "suspect"
     assert "may have timed out there, waiting on them" in d.culprits[0].because
+
+
+def test_two_attempts_with_no_rank_in_common_are_told_apart_by_a_collectives_times(
+    tmp_path: Path,
+) -> None:
+    """nccl2 hook, JSON dumps, a restart: with ranks 0 and 1's files only, attempt_0 holds
+    rank 0's and attempt_1 rank 1's. No rank is in both and they are seconds apart, but one
+    collective (seq 1 of one group) began on them further apart than its timeout, which one
+    job's collective cannot: two runs. Before: one incident, and the two ranks' waits from two
+    processes made a cycle (rank 1 certain, a deadlock)."""
+    truth, folder = corpus_case(
+        "crash_exit_tp1cp2pp2dp1_nccl2_restart_cpu_hookjson_t215_s04471_states", tmp_path
+    )
+    assert truth["culprits"] == [0]
+    result = analyzer.analyze(_keep(folder, range(2)), jobs=1)
+    assert result.loaded is not None
+    older = [i for i in result.loaded.incidents if not i.analyzed]
+    assert [i.name for i in older] == ["attempt_0"]
+    assert "beyond its timeout" in older[0].why
+    assert result.diagnosis.kind != "deadlock"
+    assert "certain" not in confidences(result.diagnosis).values()
