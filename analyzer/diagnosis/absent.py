@@ -113,24 +113,26 @@ def _held_between(facts: Facts, absent: set[int], named: set[int]) -> list[Culpr
     another rank with a dump waits on them in another group."""
     w = facts.waits
     present = set(facts.tables.dumped_ranks)
-    on_absent = w[w["holder"].isin(sorted(absent)) & w["waiter"].isin(sorted(present - named))]
+    w = w[w["waiter"].isin(sorted(present))]
+    on: dict[int, list[tuple[int, str]]] = defaultdict(list)  # holder -> (waiter, group)
+    for waiter, holder, group in w[["waiter", "holder", "pg_name"]].itertuples(index=False):
+        on[int(holder)].append((int(waiter), str(group)))
     out: dict[int, Culprit] = {}
-    for waiter, holder, group in on_absent[["waiter", "holder", "pg_name"]].itertuples(index=False):
-        r = int(waiter)
-        if r in out:
-            continue
-        on_it = w[(w["holder"] == r) & w["waiter"].isin(sorted(present)) & (w["pg_name"] != group)]
-        if on_it.empty:
-            continue
-        them = sorted({int(x) for x in on_it["waiter"]})
-        out[r] = Culprit(
-            r,
-            Confidence.SUSPECT,
-            f"it waits on rank {int(holder)} (no dump) while {plural(them)} {rank_runs(them)} "
-            f"{'waits' if len(them) == 1 else 'wait'} on it in another group: where rank "
-            f"{int(holder)} waits on it in turn, it is held in a deadlock (the collectives of "
-            "two groups in different orders), and the absent file would show it",
-        )
+    for a in sorted(absent):
+        for r, group in on.get(a, ()):
+            if r in out or r in named:
+                continue
+            them = sorted({x for x, g in on.get(r, ()) if g != group})
+            if not them:
+                continue
+            out[r] = Culprit(
+                r,
+                Confidence.SUSPECT,
+                f"it waits on rank {a} (no dump) while {plural(them)} {rank_runs(them)} "
+                f"{'waits' if len(them) == 1 else 'wait'} on it in another group: where rank "
+                f"{a} waits on it in turn, it is held in a deadlock (the collectives of two "
+                "groups in different orders), and the absent file would show it",
+            )
     return [out[r] for r in sorted(out)]
 
 

@@ -284,8 +284,8 @@ def alone_in_a_group(facts: Facts, rank: int) -> str:
 def last_op_beside_absent(facts: Facts, rank: int) -> tuple[str, list[int]]:
     """(``all_reduce in DP seq 2``, the members with no dump) where ``rank``'s newest entry is
     a collective gloo retired (finished or timed out) that every member of its group with a
-    dump recorded, and members with no dump did not: it may have timed out there waiting on
-    them (where no dump lists the group's members, any rank with no dump may be one; at most
+    dump recorded and none went past, and members with no dump did not: it may have timed
+    out there waiting on them (where no dump lists the group's members, any rank with no dump may be one; at most
     :data:`_MAX_SILENT`). Else ("", [])."""
     last = _retired_last_collective(facts, rank)
     if last is None:
@@ -299,9 +299,12 @@ def last_op_beside_absent(facts: Facts, rank: int) -> tuple[str, list[int]]:
     if not absent or len(absent) > _MAX_SILENT:
         return "", []
     e = facts.tables.entries
-    at = e[(e["pg_name"] == group) & (e["seq"] == seq) & ~e["is_p2p"].to_numpy(bool)]
+    coll = e[(e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
+    at = coll[coll["seq"] == seq]
     if not (members & dumped) <= {int(r) for r in at["rank"]}:
         return "", []  # a member with a dump never issued it: another reading holds
+    if bool((coll["seq"] > seq).any()):
+        return "", []  # a member went past it: it completed, every member joined
     return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {seq}", absent
 
 
