@@ -128,8 +128,8 @@ def _beside_absent(facts: Facts, rank: int, f: Finding) -> str:
         return ""
     return (
         f"it never enqueued {place_of(f)}, but its last op, {at}, which its backend retired "
-        f"(ended or timed out alike), is one {plural(absent)} {rank_runs(absent)} of its "
-        "group, with no dump, may never have joined: it may have timed out there, waiting on "
+        f"(ended or timed out alike), may never have been joined by {plural(absent)} "
+        f"{rank_runs(absent)} of its group (no dump): it may have timed out there, waiting on "
         "them"
     )
 
@@ -180,8 +180,8 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         )
     if kind in _DESYNC:
         return _judge_desync(facts, f)
-    if kind is FindingKind.DEADLOCK and isinstance(f.evidence, CycleEvidence):
-        if f.evidence.by_first_wait:
+    if kind is FindingKind.DEADLOCK:
+        if isinstance(f.evidence, CycleEvidence) and f.evidence.by_first_wait:
             return Confidence.SUSPECT, _NO_MAJORITY_ORDER
         return Confidence.CERTAIN, "its own entries close a cycle of waits"
     if (
