@@ -108,7 +108,8 @@ Seeds outside those ranges, and torch 2.13's, draw what they drew.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from tools.corpus.spec import (
     ALL_REDUCES,
@@ -678,6 +679,52 @@ def _mixed(seed: int, spec: CaseSpec) -> CaseSpec:
     return replace(spec, cuda_started=False, cuda_mixed=rng.choice(MIXED_SHARES))
 
 
+@dataclass(frozen=True)
+class _Job:
+    """A job drawn with a fault that fits it (:func:`_draw_job`)."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    hsdp: bool
+    steps: int
+    ops: list[Op]
+    evals: list[Op]
+    fault: Fault
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+
+def _draw_job(
+    rng: random.Random,
+    recorder: str,
+    kind: Callable[[], str],
+    *,
+    cuda_ops: bool,
+    evals: bool,
+    wide: random.Random | None = None,
+) -> _Job:
+    """A topology, steps, step ops (and, with ``evals``, an eval pass some of the time) and a
+    fault of ``kind()`` placed in them, drawn again until the fault fits. With ``wide`` the
+    topology is redrawn from that stream (the main stream's draw unused). Each axis calls it
+    in the order its committed seeds drew in."""
+    while True:
+        tp, cp, pp, dp, hsdp = _topology(rng)
+        if wide is not None:
+            tp, cp, pp, dp, hsdp = _wide_topology(wide)
+        steps = rng.randint(3, 5)
+        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, cuda_ops)
+        extra = _eval_ops(rng, tp, cp, pp, dp) if evals and rng.random() < 0.4 else []
+        world = tp * cp * pp * dp
+        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
+        fault = _fault(rng, kind(), {**topo, "step_ops": ops + extra})
+        if fault is not None:
+            return _Job(tp, cp, pp, dp, hsdp, steps, ops, extra, fault)
+
+
 def _debugsrv(seed: int, torch: str) -> CaseSpec:
     """The case of a seed of the debug server's axis (a stream of its own): TorchComms'
     recorder over gloo, 4 or 8 ranks, any fault class but a frozen rank; the server started
@@ -686,15 +733,8 @@ def _debugsrv(seed: int, torch: str) -> CaseSpec:
     for hangs, 1 to W/2 other ranks exiting after their op failed in half of them."""
     rng = random.Random(f"hangscope-corpus-2-debugsrv-{torch}-{seed}")
     kind = rng.choice(DEBUGSRV_FAULTS)
-    while True:
-        tp, cp, pp, dp, hsdp = _topology(rng)
-        steps = rng.randint(3, 5)
-        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, "torchcomms", True)
-        world = tp * cp * pp * dp
-        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
-        fault = _fault(rng, kind, {**topo, "step_ops": ops})
-        if fault is not None:
-            break
+    job = _draw_job(rng, "torchcomms", lambda: kind, cuda_ops=True, evals=False)
+    fault, world, steps = job.fault, job.world, job.steps
     hang = kind not in ("healthy", "slow_rank")
     if fault.ranks and kind != "p2p_deadlock" and rng.random() < DEBUGSRV_RANK0_SHARE:
         other = [r for r in fault.ranks if r != 0][: len(fault.ranks) - 1]
@@ -717,17 +757,17 @@ def _debugsrv(seed: int, torch: str) -> CaseSpec:
         buffer_size=2000,
         junk=False,
         world=world,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        hsdp=hsdp,
+        tp=job.tp,
+        pp=job.pp,
+        dp=job.dp,
+        hsdp=job.hsdp,
         local_sync=False,
         steps=steps,
-        step_ops=tuple(ops),
+        step_ops=tuple(job.ops),
         fault=fault,
         timeout_s=DEBUGSRV_TIMEOUT_S[world],
         generator=2,
-        cp=cp,
+        cp=job.cp,
         debugsrv_interval=interval,
         debugsrv_start=start,
         debugsrv_exit=leave,
@@ -744,16 +784,8 @@ def _hookjson(seed: int, torch: str) -> CaseSpec:
     rng = random.Random(f"hangscope-corpus-2-hookjson-{torch}-{seed}")
     recorder = rng.choices(["nccl2", "nccl-lazy"], weights=[60, 40])[0]
     kind = rng.choice(FAULTS)
-    while True:
-        tp, cp, pp, dp, hsdp = _topology(rng)
-        steps = rng.randint(3, 5)
-        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, True)
-        evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
-        world = tp * cp * pp * dp
-        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
-        fault = _fault(rng, kind, {**topo, "step_ops": ops + evals})
-        if fault is not None:
-            break
+    job = _draw_job(rng, recorder, lambda: kind, cuda_ops=True, evals=True)
+    ops, evals, steps = job.ops, job.evals, job.steps
     policy = rng.choice(["all", "timed_out"])
     if kind in ("stuck_in_collective", "healthy", "slow_rank"):
         policy = "all"
@@ -765,23 +797,23 @@ def _hookjson(seed: int, torch: str) -> CaseSpec:
         policy=policy,
         buffer_size=2000,
         junk=rng.random() < 0.3,
-        world=world,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        hsdp=hsdp,
+        world=job.world,
+        tp=job.tp,
+        pp=job.pp,
+        dp=job.dp,
+        hsdp=job.hsdp,
         local_sync=rng.random() < 0.3,
         steps=steps,
         step_ops=tuple(ops),
-        fault=fault,
-        timeout_s=TIMEOUTS[world],
+        fault=job.fault,
+        timeout_s=TIMEOUTS[job.world],
         generator=2,
-        cp=cp,
+        cp=job.cp,
         eval_ops=tuple(evals),
         eval_at=tuple(range(1, steps, 2)) if evals else (),
         hookjson=True,
     )
-    spec = replace(spec, fault=_place(rng, fault, len(ops), spec))
+    spec = replace(spec, fault=_place(rng, job.fault, len(ops), spec))
     if rng.random() < CPU_SHARE:
         spec = _with_cpu_groups(rng, spec)
     if rng.random() < HOOKJSON_RESTART_SHARE:
@@ -812,18 +844,16 @@ def draw_v2(seed: int, torch: str) -> CaseSpec:
     wide = None
     if WIDE_FIRST_SEED <= seed < WIDE_END_SEED:
         wide = random.Random(f"hangscope-corpus-2-wide-{torch}-{seed}")
-    while True:
-        tp, cp, pp, dp, hsdp = _topology(rng)
-        if wide is not None:  # redrawn from the wide stream (the main stream's draw unused)
-            tp, cp, pp, dp, hsdp = _wide_topology(wide)
-        steps = rng.randint(3, 5)
-        ops = _step_ops(rng, tp, cp, pp, dp, hsdp, recorder, seed >= CUDA_FIRST_SEED)
-        evals = _eval_ops(rng, tp, cp, pp, dp) if rng.random() < 0.4 else []
-        world = tp * cp * pp * dp
-        topo = {"world": world, "tp": tp, "pp": pp, "dp": dp, "steps": steps}
-        fault = _fault(rng, rng.choice(faults), {**topo, "step_ops": ops + evals})
-        if fault is not None:
-            break
+    job = _draw_job(
+        rng,
+        recorder,
+        lambda: rng.choice(faults),
+        cuda_ops=seed >= CUDA_FIRST_SEED,
+        evals=True,
+        wide=wide,
+    )
+    tp, cp, pp, dp, hsdp = job.tp, job.cp, job.pp, job.dp, job.hsdp
+    steps, ops, evals, fault, world = job.steps, job.ops, job.evals, job.fault, job.world
     policy = "all"
     if recorder != "gloo" or rng.random() < 0.3:
         policy = rng.choice(["all", "timed_out"])
