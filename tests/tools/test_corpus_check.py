@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -501,17 +502,27 @@ def test_wide_worlds_from_their_first_seed_to_their_end() -> None:
             assert older.timeout_s == TIMEOUTS[older.world]
 
 
+def _torch215_axis(
+    first: int, last: int, tag: str, drawn: Callable[[CaseSpec], bool]
+) -> list[CaseSpec]:
+    """The specs of torch 2.15's seeds ``first`` to ``last`` of an axis of its own, checked
+    to carry its name tag, with torch 2.13's seeds there and the seeds around it without."""
+    seeds = range(first, last + 1)
+    assert not any(tag in draw(seed, "2.13").name for seed in seeds)
+    assert not any(drawn(draw(seed, t)) for seed in (first - 1, last + 1) for t in TORCH)
+    specs = [draw(seed, "2.15") for seed in seeds]
+    assert all(tag in s.name and s.name.endswith(f"_s{s.seed:05d}") for s in specs)
+    return specs
+
+
 def test_debug_server_cases_from_their_first_seed() -> None:
     """The debug server's folder (``_debugsrv``): seeds DEBUGSRV_FIRST_SEED to
     DEBUGSRV_LAST_SEED of torch 2.15 only, TorchComms' recorder over gloo, every fault class
     but a frozen rank, 4 and 8 ranks, the culprit rank 0 in some, ranks that exit before the
     frontend's last round (never a culprit) in some; no other axis drawn with it."""
-    seeds = range(DEBUGSRV_FIRST_SEED, DEBUGSRV_LAST_SEED + 1)
-    assert not any("_debugsrv" in draw(seed, "2.13").name for seed in seeds)
-    around = [DEBUGSRV_FIRST_SEED - 1, DEBUGSRV_LAST_SEED + 1]
-    assert not any(draw(seed, t).debugsrv_interval for seed in around for t in TORCH)
-    specs = [draw(seed, "2.15") for seed in seeds]
-    assert all("_debugsrv" in s.name and s.name.endswith(f"_s{s.seed:05d}") for s in specs)
+    specs = _torch215_axis(
+        DEBUGSRV_FIRST_SEED, DEBUGSRV_LAST_SEED, "_debugsrv", lambda s: bool(s.debugsrv_interval)
+    )
     assert {s.fault.kind for s in specs} == set(FAULTS) - {"stuck_in_collective"}
     assert {s.world for s in specs} == {4, 8}
     assert {s.debugsrv_interval for s in specs} == {1.0, 2.0, 4.0}
@@ -535,12 +546,9 @@ def test_hook_json_cases_from_their_first_seed() -> None:
     HOOKJSON_LAST_SEED of torch 2.15 only, nccl2 and nccl-lazy, every fault class, 4 and 8
     ranks, JSON in most and pickles in the rest, a restart's older folder (some elastic) in
     about half; no rounds, snapshots or periodic dumps drawn with it."""
-    seeds = range(HOOKJSON_FIRST_SEED, HOOKJSON_LAST_SEED + 1)
-    assert not any("_hookjson" in draw(seed, "2.13").name for seed in seeds)
-    around = [HOOKJSON_FIRST_SEED - 1, HOOKJSON_LAST_SEED + 1]
-    assert not any(draw(seed, t).hookjson for seed in around for t in TORCH)
-    specs = [draw(seed, "2.15") for seed in seeds]
-    assert all("_hookjson" in s.name and s.name.endswith(f"_s{s.seed:05d}") for s in specs)
+    specs = _torch215_axis(
+        HOOKJSON_FIRST_SEED, HOOKJSON_LAST_SEED, "_hookjson", lambda s: s.hookjson
+    )
     assert {s.fault.kind for s in specs} == set(FAULTS)
     assert {s.world for s in specs} == {4, 8}
     assert {s.recorder for s in specs} == {"nccl2", "nccl-lazy"}
