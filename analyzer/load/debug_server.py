@@ -146,8 +146,9 @@ def _head_line(path: Path) -> str:
         return ""
 
 
-def snapshots(inputs: Sequence[str | os.PathLike[str]], kind: str) -> list[Snapshot]:
-    """The ``kind`` snapshots in the folders of ``inputs`` (and the files given), oldest first."""
+def snapshots(inputs: Sequence[str | os.PathLike[str]], kind: str | None) -> list[Snapshot]:
+    """The ``kind`` snapshots (every kind: None) in the folders of ``inputs`` (and the files
+    given), oldest first."""
     seen: dict[Path, None] = {}
     for spec in inputs:
         p = Path(os.fspath(spec))
@@ -156,10 +157,10 @@ def snapshots(inputs: Sequence[str | os.PathLike[str]], kind: str) -> list[Snaps
     out = []
     for f in seen:
         m = _SNAPSHOT.match(f.name)
-        if m and m.group("kind") == kind and f.is_file():
+        if m and kind in (None, m.group("kind")) and f.is_file():
             line = _head_line(f)
             partial = line if _PARTIAL.match(line) else ""
-            out.append(Snapshot(kind, m.group("ts"), f, partial))
+            out.append(Snapshot(m.group("kind"), m.group("ts"), f, partial))
     return sorted(out, key=lambda s: (s.stamp, s.path.name))
 
 

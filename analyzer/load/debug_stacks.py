@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import MAX_FRAMES, MAX_THREADS, RankContext, ThreadStack
-from analyzer.load.debug_server import read_text, snapshots
+from analyzer.load.debug_server import Snapshot, read_text, snapshots
 
 __all__ = ["stacks_contexts"]
 
@@ -60,14 +61,14 @@ def stacks_contexts(
     ``extra_dirs`` (the folders of the dumps) where it answered, as context records: where
     each rank is now. A rank that a newer snapshot of any kind (a health check, say) says did
     not answer gets none: its threads from before do not show it alive now."""
-    where = [*inputs, *extra_dirs]
-    snaps = snapshots(where, "stacks")
+    every = snapshots([*inputs, *extra_dirs], None)
+    snaps = [s for s in every if s.kind == "stacks"]
     if not snaps:
         return {}
     out: dict[int, RankContext] = {}
     stamp: dict[int, str] = {}
     silent: set[int] = set()
-    for snap in reversed(snaps[-_MAX_STACKS:]):
+    for snap in reversed(snaps[-_MAX_SNAPSHOTS:]):
         try:
             text = read_text(snap.path, config.max_context_bytes)
         except OSError:
@@ -88,7 +89,7 @@ def stacks_contexts(
                 reason=reason,
                 threads=threads,
             )
-    later = _no_answers(where, config)
+    later = _no_answers(every, config)
     return {
         r: c for r, c in out.items() if not any(t > stamp[r] and r in ranks for t, ranks in later)
     }
@@ -108,37 +109,27 @@ def _rank_threads(text: str, max_rank: int) -> Iterator[tuple[int, str, tuple[Th
         yield rank, h.group(2) or "", threads
 
 
-#: The kinds of the periodic dumper's files, as :data:`_SNAPSHOT` names them.
-_KINDS = (
-    "stacks",
-    "torchcomms_fr_trace",
-    "fr_trace",
-    "torchcomms_health_check",
-    "c10d_health_check",
-    "pyspy_dump",
-    "wait_counters",
-    "tcpstore",
-)
 #: The newest snapshots of each kind read (each file is read whole, up to its cap).
-_MAX_STACKS = 64
+_MAX_SNAPSHOTS = 64
 #: ``  Rank 1: ConnectionError: ...``: a worker that did not answer, under ``PARTIAL DATA``.
 _NO_ANSWER = re.compile(r"^\s+Rank (\d{1,7}): ", re.M)
 
 
-def _no_answers(
-    inputs: Sequence[str | os.PathLike[str]], config: AnalysisConfig
-) -> list[tuple[str, set[int]]]:
-    """(stamp, ranks) of each partial snapshot of any kind: the ranks its ``PARTIAL DATA``
-    header says did not answer (the newest :data:`_MAX_STACKS` of each kind)."""
+def _no_answers(every: Sequence[Snapshot], config: AnalysisConfig) -> list[tuple[str, set[int]]]:
+    """(stamp, ranks) of each partial snapshot of ``every`` (the newest
+    :data:`_MAX_SNAPSHOTS` of each kind): the ranks its ``PARTIAL DATA`` header says did not
+    answer."""
+    by_kind: dict[str, list[Snapshot]] = defaultdict(list)
+    for s in every:
+        by_kind[s.kind].append(s)
     out: list[tuple[str, set[int]]] = []
-    for kind in _KINDS:
-        for snap in snapshots(inputs, kind)[-_MAX_STACKS:]:
-            if not snap.partial:
-                continue
-            try:
-                text = read_text(snap.path, min(config.max_context_bytes, 1 << 20))
-            except OSError:
-                continue
-            head = text.split("\n=== ", 1)[0]
-            out.append((snap.stamp, {int(m.group(1)) for m in _NO_ANSWER.finditer(head)}))
+    for snap in (s for same in by_kind.values() for s in same[-_MAX_SNAPSHOTS:]):
+        if not snap.partial:
+            continue
+        try:
+            text = read_text(snap.path, min(config.max_context_bytes, 1 << 20))
+        except OSError:
+            continue
+        head = text.split("\n=== ", 1)[0]
+        out.append((snap.stamp, {int(m.group(1)) for m in _NO_ANSWER.finditer(head)}))
     return out
