@@ -32,6 +32,7 @@ __all__ = [
     "Outcome",
     "Said",
     "allowed_kinds",
+    "analyze_folder",
     "case_paths",
     "check_case",
     "classify",
@@ -241,7 +242,8 @@ def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Pat
     return truth, folder
 
 
-def _analyze(folder: Path) -> dict[str, Any]:
+def analyze_folder(folder: Path) -> dict[str, Any]:
+    """The JSON answer for ``folder``, or an ``error`` verdict where the analysis failed."""
     import analyzer
     from analyzer.render import to_json
 
@@ -256,7 +258,7 @@ def check_case(path: Path, work: Path | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         truth, folder = read_case(path, Path(tmp))
         assert folder is not None
-        said = read_said(_analyze(folder))
+        said = read_said(analyze_folder(folder))
     result, why = classify(truth, said)
     return Outcome(
         case=truth.get("case", path.name),

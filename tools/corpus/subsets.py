@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.corpus.check import Said, _analyze, classify, read_case, read_said
+from tools.corpus.check import Said, analyze_folder, classify, read_case, read_said
 
 __all__ = ["Variant", "blocks", "variants"]
 
@@ -78,7 +78,7 @@ def variants(paths: list[Path]) -> Iterator[Variant]:
                 narrowed = dict(truth)
                 if dumped is not None:
                     narrowed["dumped_ranks"] = [r for r in dumped if r in keep]
-                said = read_said(_analyze(sub))
+                said = read_said(analyze_folder(sub))
                 result, why = classify(narrowed, said)
                 yield Variant(
                     truth.get("case", path.name),
