@@ -109,6 +109,12 @@ def _judge_desync(facts: Facts, f: Finding) -> tuple[Confidence, str]:
     """The confidence of the odd side of an op, size or dtype mismatch."""
     members = facts.members.get(f.group, ()) if f.group else ()
     if len(members) == 2:
+        ev = f.evidence
+        if isinstance(ev, MismatchEvidence) and ev.decided_by == "sibling groups":
+            return Confidence.LIKELY, (
+                f"a group of two disagrees on {place_of(f)}, and the other {f.group_desc} "
+                f"groups issued {ev.majority} there, as its peer did"
+            )
         return Confidence.SUSPECT, (
             f"a group of two disagrees on {place_of(f)}: either side may have issued the odd one"
         )

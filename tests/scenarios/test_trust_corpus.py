@@ -336,3 +336,31 @@ def test_two_rounds_of_one_buffer_read_as_two_backends_are_one_buffer(tmp_path: 
     result = analyzer.analyze(folder, jobs=1)
     assert confidences(result.diagnosis) == {2: "certain"}, result.diagnosis.headline
     assert result.loaded is not None and 0 not in dict(result.loaded.stale)
+
+
+def test_a_desync_in_a_group_of_two_is_decided_by_its_sibling_groups(tmp_path: Path) -> None:
+    """Rank 2 issued an all_gather where its data-parallel peer, rank 3, issued an all_reduce
+    (gloo 2.13). A pair has no majority, but the other DATA_PARALLEL_GROUP pair issued an
+    all_reduce at that seq, as rank 3 did: rank 2 is the odd one, likely (not certain: a
+    sibling group may run another program by design). Before: both sides' suspect."""
+    truth, folder = corpus_case("op_desync_tp2pp1dp2_gloo_t213_s00013", tmp_path)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [2] and truth["kinds"] == ["op_mismatch"]
+    assert d.kind == "op_mismatch" and confidences(d) == {2: "likely"}, d.headline
+    [because] = [c.because for c in d.culprits]
+    assert "the other DATA_PARALLEL_GROUP groups issued all_reduce there, as its peer did" in (
+        because
+    )
+
+
+def test_a_desync_in_a_group_of_two_with_no_sibling_group_names_both_sides(
+    tmp_path: Path,
+) -> None:
+    """The same in a TorchComms pair whose communicators name no description shared with
+    another group: nothing says which side is odd, so both are suspects."""
+    truth, folder = corpus_case(
+        "op_desync_tp2pp1dp2_torchcomms_eval_snap_copies_t215_s03642", tmp_path
+    )
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"][0] in (0, 2)
+    assert d.verdict == "inconclusive" and confidences(d) == {0: "suspect", 2: "suspect"}
