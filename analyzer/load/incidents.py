@@ -183,13 +183,14 @@ def _beyond_timeout(a: _Folder, b: _Folder) -> str:
 
 def _declared_world(f: _Folder) -> int | None:
     """The world size a folder's dumps declare: the members their group configurations list
-    for the default group (``default_pg``, or gloo's nameless list); None where none does or
-    they disagree."""
+    for the default group (``default_pg``); None where none does or they disagree. gloo's
+    nameless list is the last group each process created, not the world: ranks of one job
+    write different sizes there."""
     sizes = {
         len(members)
         for d in f.dumps
         for name, (desc, members) in d.pg_config.items()
-        if members and (desc == "default_pg" or name == "")
+        if members and desc == "default_pg"
     }
     return sizes.pop() if len(sizes) == 1 else None
 

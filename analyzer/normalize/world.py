@@ -101,7 +101,7 @@ def world_of(
     same = SameMembers()
     tallies: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)
     by_id: dict[int, tuple[int, ...]] = {}
-    unnamed_max = -1  # gloo's nameless pg_config entry: no group to trust, but a world bound
+    unnamed_max = -1  # gloo's nameless pg_config entry: the size of some group, a world bound
     for d in dumps:
         for name, (desc, members) in d.pg_config.items():
             if name and members:
@@ -122,7 +122,9 @@ def world_of(
         [top_dumped + 1, unnamed_max + 1]
         + [max(votes[0][0][1]) + 1 for votes in config_votes.values() if votes]
     )
-    declared = "0" in config_votes or unnamed_max >= 0
+    # The nameless list is the last group this process created (gloo 2.15 writes each new
+    # group's ranks 0..n-1 under one key): a bound on the world, never a declaration of it.
+    declared = "0" in config_votes
     if "0" not in config_votes:  # no member list of the default group: what do entries show?
         shown = default_group_size(dumps, starts, data, max_rank)
         evident = max(evident, shown)

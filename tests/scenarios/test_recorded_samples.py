@@ -89,7 +89,10 @@ def test_megatron_pg_ids_of_silent_ranks_are_mapped() -> None:
 def test_gloo_empty_pg_config_groups_are_inferred() -> None:
     result = analyzer.analyze(fixture_dir("torch2.15-gloo", "json_tp_dp_w8"))
     groups = result.tables.groups.set_index("pg_name")
-    assert groups.loc["0", "source"] == "declared"  # pg_config's nameless list of the world
+    # pg_config's nameless list is [0, 1, 2, 3] in this 8-rank job: the size of the last
+    # group each process created (dp, 4 ranks), not the world. It declares nothing.
+    assert groups.loc["0", "source"] == "world"
+    assert groups.loc["0", "ranks"] == tuple(range(8))
     assert groups.loc["4", "ranks"] == (6, 7)
     assert groups.loc["4", "source"] == "entries"
 

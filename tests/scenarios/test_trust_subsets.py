@@ -175,3 +175,21 @@ def test_two_attempts_with_no_rank_in_common_are_told_apart_by_a_collectives_tim
     assert "beyond its timeout" in older[0].why
     assert result.diagnosis.kind != "deadlock"
     assert "certain" not in confidences(result.diagnosis).values()
+
+
+def test_gloo_215s_nameless_list_is_not_the_world(tmp_path: Path) -> None:
+    """gloo 2.15, 4 ranks, rank 2 crashed. Every rank's pg_config holds one nameless entry,
+    [0, 1]: the last group it created (two members), not the world. With only ranks 0 and 1's
+    files it read as a world of two, and rank 1 as stuck inside its data-parallel all_to_all,
+    likely. Now a rank no file names may hold that op: rank 1 is a suspect beside it."""
+    truth, folder = corpus_case("crash_exit_tp1pp2dp2_gloo_restart_t215_s01020", tmp_path)
+    assert truth["culprits"] == [2]
+    d = analyzer.analyze(_keep(folder, range(2)), jobs=1).diagnosis
+    assert confidences(d) == {1: "suspect"}, d.headline
+    assert "a member that wrote no file at all may be the one they all wait on" in (
+        d.culprits[0].because
+    )
+    _, every = corpus_case("crash_exit_tp1pp2dp2_gloo_restart_t215_s01020", tmp_path / "every")
+    whole = analyzer.analyze(every, jobs=1).diagnosis  # with every file: rank 2 still likely
+    assert confidences(whole)[2] == "likely"
+
