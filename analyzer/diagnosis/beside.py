@@ -59,7 +59,10 @@ def with_silent_partners(
 ) -> tuple[Culprit, list[Culprit]]:
     """``culprit``, which never joined ``where``, and the members of its group with no dump,
     each a suspect. Where the culprit's backend records no send/recv (gloo), it may be
-    blocked in one with them: then it is a suspect too."""
+    blocked in one with them: then it is a suspect too. Beyond :data:`_MAX_SILENT` of them
+    they are not named each (files not collected, more than a second fault), but the
+    culprit stays a suspect where its backend is blind: many silent members are no less
+    doubt than a few."""
     rank = culprit.rank
     them = f"{plural(silent)} {rank_runs(silent)}"
     d = facts.matching.dialects.of(rank)
@@ -72,6 +75,8 @@ def with_silent_partners(
             "backend records no send/recv: it may be blocked in one with them, or stopped on "
             "its own",
         )
+    if len(silent) > _MAX_SILENT:
+        return culprit, []
     return culprit, [
         Culprit(
             p,
@@ -89,7 +94,7 @@ def with_silent_partners(
 
 
 #: Members with no dump named as suspects beside one culprit, at most (more are no second
-#: fault but files that were not collected).
+#: fault but files that were not collected; the culprit's own doubt stays).
 _MAX_SILENT = 8
 
 
@@ -111,7 +116,7 @@ def silent_partners(
         known = set(facts.members.get(f.group, ()))
         # Where no dump lists the group's members, a rank with no dump may be one of them.
         silent = sorted(missing if f.group in facts.unlisted_groups else missing & known)
-        if 0 < len(silent) <= _MAX_SILENT:
+        if silent:
             for r in f.ranks:
                 out.setdefault(r, silent)
     return out

@@ -193,3 +193,19 @@ def test_gloo_215s_nameless_list_is_not_the_world(tmp_path: Path) -> None:
     whole = analyzer.analyze(every, jobs=1).diagnosis  # with every file: rank 2 still likely
     assert confidences(whole)[2] == "likely"
 
+
+def test_many_members_with_no_file_are_no_less_doubt_than_a_few(tmp_path: Path) -> None:
+    """gloo 2.13, 16 ranks, rank 12 stalled in a lock and rank 13 held by it in a send/recv
+    gloo does not record. With ranks 8-15's files (8 and 9 wrote none), ranks 0-9 of the
+    world wrote no dump. Beyond 8 such members they were not named, and ranks 12 and 13 were
+    both certain culprits; now each stays a suspect, the silent members not listed each."""
+    truth, folder = corpus_case(
+        "stall_lock_tp1cp2pp2dp4_gloo_wide_snap_copies_t213_s04040", tmp_path
+    )
+    assert truth["culprits"] == [12]
+    d = analyzer.analyze(_keep(folder, range(8, 16)), jobs=1).diagnosis
+    assert confidences(d) == {12: "suspect", 13: "suspect"}, d.headline
+    assert "ranks 0-9 of that group wrote no dump and this backend records no send/recv" in (
+        d.culprits[0].because
+    )
+
