@@ -273,17 +273,22 @@ def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
 
 
 def alone_in_a_group(facts: Facts, rank: int) -> str:
-    """``all_reduce in TP seq 4`` where ``rank``'s newest entry is a collective gloo retired
-    (finished or timed out) in a group whose members no dump lists and that no other dump
-    holds: no other member recorded it, so it may not have completed, and a member with no
-    file may be the one it waited on there. Else ""."""
-    last = _retired_last_collective(facts, rank)
-    if last is None:
+    """``all_reduce in TP seq 4 (still in flight)`` where ``rank``'s newest entry is a
+    collective still in flight, or one gloo retired (finished or timed out alike), in a group
+    whose members no dump lists and that no other dump holds: no other member recorded it, so
+    it may not have completed, and a member with no file may be the one it waits (or waited)
+    on there. Else ""."""
+    last = facts.last_entry(rank)
+    if last is None or bool(last["is_p2p"]):
         return ""
+    retired = bool(last["retired"])
+    if retired and _retired_last_collective(facts, rank) is None:
+        return ""  # retired by a backend that reports completion: it finished
     group = str(last["pg_name"])
     if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
         return ""
-    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])}"
+    state = "retired, as a timed-out op is" if retired else "still in flight"
+    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])} ({state})"
 
 
 def last_op_beside_absent(facts: Facts, rank: int) -> tuple[str, list[int]]:

@@ -167,7 +167,7 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its last op, {alone}, is in a group no "
             "other dump holds and no dump lists: no other member recorded that collective, "
-            "so it may have timed out there, waiting on a member that wrote no file"
+            "so it may be held there (or have timed out there) by a member that wrote no file"
         )
     if kind is FindingKind.NOT_JOINED and (beside := _beside_absent(facts, rank, f)):
         return Confidence.SUSPECT, beside

@@ -209,3 +209,16 @@ def test_many_members_with_no_file_are_no_less_doubt_than_a_few(tmp_path: Path) 
         d.culprits[0].because
     )
 
+
+def test_a_collective_in_flight_alone_in_its_group_is_held_there(tmp_path: Path) -> None:
+    """gloo 2.13, 4 ranks, rank 3 stuck inside a data-parallel all_reduce. With ranks 0 and
+    1's files only, rank 1's newest op is that all_reduce, still in flight, in a group no other
+    file holds nor lists: it never reached the default group's next op because it is held
+    there, by a member that wrote no file. Before: rank 1 'stalled outside communication',
+    certain."""
+    truth, folder = corpus_case("stuck_in_collective_tp1pp2dp2_gloo_t213_s00101", tmp_path)
+    assert truth["culprits"] == [3]
+    d = analyzer.analyze(_keep(folder, range(2)), jobs=1).diagnosis
+    assert confidences(d) == {1: "suspect"}, d.headline
+    assert "all_reduce in DATA_PARALLEL_GROUP seq 8 (still in flight)" in d.culprits[0].because
+    assert "a member that wrote no file may have held it there" in d.unseen_suspect
