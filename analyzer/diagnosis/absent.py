@@ -46,7 +46,10 @@ def unknown_member_groups(facts: Facts) -> set[str]:
         return set()
     g = facts.tables.groups
     world = set(g.loc[g["source"] == "world", "pg_name"].astype(str))
-    return set(facts.unlisted_groups) | world
+    # A group the layout filled (source "inferred") is no list either: the layout fits a
+    # larger job as well, whose other ranks' files are absent.
+    inferred = set(g.loc[g["source"] == "inferred", "pg_name"].astype(str))
+    return set(facts.unlisted_groups) | world | inferred
 
 
 def awaited_together(facts: Facts, dead: set[int]) -> dict[int, tuple[int, ...]]:
@@ -73,11 +76,21 @@ def awaited_together(facts: Facts, dead: set[int]) -> dict[int, tuple[int, ...]]
     return {r: tuple(sorted(others)) for r, others in together.items() if others}
 
 
-def _awaited_with(rank: int, others: Sequence[int]) -> Culprit:
+def _awaited_with(rank: int, others: Sequence[int], layout: str | None = None) -> Culprit:
     """``rank``, with no dump, awaited only together with ``others`` (no dump either;
-    :data:`UNSEEN` for a rank no file names)."""
+    :data:`UNSEEN` for a rank no file names); ``layout``: the group whose layout implies
+    ``rank``, where no file names it."""
     ranks = sorted({rank, *others} - {UNSEEN})
     unseen = UNSEEN in others
+    if len(ranks) == 1 and layout:
+        return Culprit(
+            rank,
+            Confidence.SUSPECT,
+            f"no file names it: the layout of {layout} implies a member with no dump, but no "
+            "dump lists the groups' members nor the job's ranks: the layout fits a larger job "
+            "as well, whose other ranks' files are absent, and one of them may be the one the "
+            "others wait on (a world size given, --world-size N, settles it)",
+        )
     if len(ranks) == 1:
         return Culprit(
             rank,
@@ -143,7 +156,7 @@ def absent_doubts(facts: Facts, dead: set[int], judged: Mapping[int, Culprit]) -
     out: dict[int, Culprit] = {}
     for r, others in awaited_together(facts, dead).items():
         if judged[r].confidence is Confidence.LIKELY:
-            out[r] = _awaited_with(r, others)
+            out[r] = _awaited_with(r, others, facts.inferred.get(r))
     absent = sorted(facts.unblamed_missing)
     world = facts.tables.world_size
     if len(absent) >= 2 and 2 * len(absent) >= world:

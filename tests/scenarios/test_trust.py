@@ -26,7 +26,8 @@ def _copy(name: str, tmp_path: Path) -> Path:
 
 def test_a_member_no_file_names_is_inferred_from_the_layout() -> None:
     # gloo 2.13: empty pg_config, rank 7 crashed before writing anything; nothing names it.
-    result = analyzer.analyze(SAMPLES / "crash_tp_w8", jobs=1)
+    # The layout implies it; the world given (8) confirms the layout.
+    result = analyzer.analyze(SAMPLES / "crash_tp_w8", jobs=1, world_size=8)
     d = result.diagnosis
     assert result.tables.world_size == 8
     assert d.verdict == "hang" and d.kind == "missing_dump"
@@ -40,6 +41,18 @@ def test_a_member_no_file_names_is_inferred_from_the_layout() -> None:
     # suspect (it may have finished that op and stopped), never blamed as stalled
     assert peer.rank == 6 and peer.confidence == "suspect"
     assert not any(f.culprit and 6 in f.ranks for f in d.findings)
+
+
+def test_a_layout_with_no_world_given_fits_a_larger_job_as_well() -> None:
+    # The same files with no world given: a job of 16 ranks whose ranks 7-15 wrote no file
+    # fits them as well, so rank 7 is a suspect, with a rank no file names beside it.
+    d = analyzer.analyze(SAMPLES / "crash_tp_w8", jobs=1).diagnosis
+    assert d.verdict == "inconclusive" and d.kind == "missing_dump"
+    assert confidences(d) == {6: "suspect", 7: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "the layout fits a larger job as well" in because[7]
+    assert "--world-size N" in because[7]
+    assert d.unseen_suspect
 
 
 def test_junk_named_like_ranks_beyond_the_declared_world_is_no_rank(tmp_path: Path) -> None:

@@ -190,7 +190,8 @@ def test_gloo_215s_nameless_list_is_not_the_world(tmp_path: Path) -> None:
         d.culprits[0].because
     )
     _, every = corpus_case("crash_exit_tp1pp2dp2_gloo_restart_t215_s01020", tmp_path / "every")
-    whole = analyzer.analyze(every, jobs=1).diagnosis  # with every file: rank 2 still likely
+    # With every file and the world given, rank 2 (no file names it) is likely.
+    whole = analyzer.analyze(every, jobs=1, world_size=4).diagnosis
     assert confidences(whole)[2] == "likely"
 
 
