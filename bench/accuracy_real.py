@@ -11,10 +11,13 @@ by what went wrong, and as its last line:
     python bench/accuracy_real.py --sample 1           # one case per fault class and dialect
     python bench/accuracy_real.py --write-baseline     # pin the results in corpus/BASELINE.json
     python bench/accuracy_real.py --subsets            # each case with one host's files only
+    python bench/accuracy_real.py --lost-one           # each case with one waiter's file lost
 
 ``--subsets`` scores each case with only one block of ranks' dumps kept
 (:mod:`tools.corpus.subsets`) and ends with
-``real corpus subsets: N variants of M cases, R right, W wrong (C confident), U unsure``.
+``real corpus subsets: N variants of M cases, R right, W wrong (C confident), U unsure``;
+``--lost-one`` each case with the file of one rank that is no culprit taken away, the same
+line with ``one file lost``.
 """
 
 from __future__ import annotations
@@ -130,25 +133,29 @@ def unsure_lines(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-def subsets_report(paths: list[Path]) -> int:
-    """Score every case with one block of ranks' files kept; print the confident wrong ones."""
-    from tools.corpus.subsets import variants
+def subsets_report(paths: list[Path], lost: bool = False) -> int:
+    """Score every case with one block of ranks' files kept (or, ``lost``, one rank's file
+    taken away); print the confident wrong ones."""
+    from tools.corpus.subsets import lost_one, variants
 
     started = time.monotonic()
-    found = list(variants(paths))
+    found = list(lost_one(paths) if lost else variants(paths))
+    what = "one file lost" if lost else "a subset of the files"
     took = time.monotonic() - started
     c = Counter(v.result for v in found)
     confident = [v for v in found if v.confident]
-    print(f"confident wrong answers with a subset of the files ({len(confident)}):")
+    print(f"confident wrong answers with {what} ({len(confident)}):")
     for v in confident:
         said = ", ".join(f"{r}:{k}" for r, k in v.said.culprits) or "none"
+        variant = f"rank {v.kept[0]}'s file lost" if lost else f"ranks {v.kept[0]}-{v.kept[1]} kept"
         print(
-            f"  {v.case} ranks {v.kept[0]}-{v.kept[1]} kept: {v.why}; truth "
+            f"  {v.case} {variant}: {v.why}; truth "
             f"{v.truth.get('culprits')}; said {v.said.verdict} {v.said.kind} [{said}]"
         )
     print(f"analyzed in {took:.1f} s")
     print(
-        f"real corpus subsets: {len(found)} variants of {len({v.case for v in found})} cases, "
+        f"real corpus {'with ' + what if lost else 'subsets'}: {len(found)} variants of "
+        f"{len({v.case for v in found})} cases, "
         f"{c['right']} right, {c['wrong']} wrong ({len(confident)} confident), "
         f"{c['unsure']} unsure"
     )
@@ -162,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write every outcome as JSON here")
     ap.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     ap.add_argument("--subsets", action="store_true", help="each case with one host's files")
+    ap.add_argument("--lost-one", action="store_true", help="each case with one waiter's file lost")
     args = ap.parse_args(argv)
     paths = case_paths(args.cases)
     if args.sample:
@@ -169,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print(f"no cases in {args.cases} (make corpus writes them)", file=sys.stderr)
         return 2
-    if args.subsets:
-        return subsets_report(paths)
+    if args.subsets or args.lost_one:
+        return subsets_report(paths, lost=args.lost_one)
     started = time.monotonic()
     outcomes = [check_case(p) for p in paths]
     took = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""A subset of the files: each corpus case with one "host's" dumps taken away.
+"""A subset of the files: each corpus case with one "host's" dumps taken away, or one file.
 
 Users often hold only part of the files a hang wrote: one host's copied, another's copy
 failed. Each variant keeps the real files of one block of ranks (the first half of the
@@ -8,21 +8,26 @@ narrowed to the ranks kept. A rank the files left cannot set apart must not be b
 sure: the count that matters is of the confident wrong answers; an unsure answer whose
 suspects miss the truth is counted wrong too, as :func:`tools.corpus.check.classify` says.
 
+The other form (``lost_one``): every file but one rank's, a rank that is no culprit (one
+disk full, one copy failed). Its absence must not make a waiting rank a sure culprit, nor
+the culprit the others prove less than named.
+
     python bench/accuracy_real.py --subsets
+    python bench/accuracy_real.py --lost-one
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tools.corpus.check import Said, analyze_folder, classify, read_case, read_said
 
-__all__ = ["Variant", "blocks", "variants"]
+__all__ = ["Variant", "blocks", "lost_one", "variants"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ def blocks(world: int) -> list[range]:
     return [range(lo, min(lo + size, world)) for lo in range(0, world, size)] if size else []
 
 
-def _copy_kept(folder: Path, into: Path, keep: range) -> None:
+def _copy_kept(folder: Path, into: Path, keep: Container[int]) -> None:
     from analyzer.load.discover import rank_from_name
 
     for f in folder.rglob("*"):
@@ -87,5 +92,34 @@ def variants(paths: list[Path]) -> Iterator[Variant]:
                     why,
                     said,
                     narrowed,
+                )
+                shutil.rmtree(sub, ignore_errors=True)
+
+
+def _lost(truth: dict[str, Any]) -> list[int]:
+    """The ranks whose file one ``lost_one`` variant takes away: the lowest and the highest
+    dumped rank that is no culprit (one each where they are the same)."""
+    culprits = set(truth.get("culprits") or ())
+    spared = [r for r in truth.get("dumped_ranks") or () if r not in culprits]
+    return sorted({spared[0], spared[-1]}) if spared else []
+
+
+def lost_one(paths: list[Path]) -> Iterator[Variant]:
+    """Each case with one rank's files taken away (:func:`_lost`), analyzed and scored;
+    ``kept`` names the rank lost, as (rank, rank)."""
+    for path in paths:
+        with tempfile.TemporaryDirectory() as tmp:
+            truth, folder = read_case(path, Path(tmp))
+            assert folder is not None
+            world = int(truth.get("world") or 0)
+            for gone in _lost(truth):
+                sub = Path(tmp) / f"lost_{gone}"
+                _copy_kept(folder, sub, set(range(world)) - {gone})
+                narrowed = dict(truth)
+                narrowed["dumped_ranks"] = [r for r in truth["dumped_ranks"] if r != gone]
+                said = read_said(analyze_folder(sub))
+                result, why = classify(narrowed, said)
+                yield Variant(
+                    truth.get("case", path.name), (gone, gone), result, why, said, narrowed
                 )
                 shutil.rmtree(sub, ignore_errors=True)
