@@ -140,6 +140,15 @@ def _beside_absent(facts: Facts, rank: int, f: Finding) -> str:
     )
 
 
+#: Why a rank with no dump is likely, not certain: what its absent file leaves open. The
+#: last reading is the one no other file can rule out: a waiting rank whose file is lost
+#: reads the same (``make accuracy-lost-one``).
+_LOOK_ALIKE = (
+    "a crash and a stall look alike from the others' files, and so does a file of its that "
+    "was written but not collected (if one exists, add it)"
+)
+
+
 def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     """The confidence of ``rank`` as the culprit of finding ``f``."""
     if rank in facts.unsure:
@@ -154,9 +163,9 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     if kind is FindingKind.MISSING_DUMP:
         return Confidence.LIKELY, (
             f"it wrote no dump and {plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it: "
-            "a crash and a stall look alike from the others' files"
+            f"{_LOOK_ALIKE}"
             if waiters
-            else "it wrote no dump: a crash and a stall look alike from the others' files"
+            else f"it wrote no dump: {_LOOK_ALIKE}"
         )
     if kind is FindingKind.NOT_JOINED and isinstance(f.evidence, RootEvidence) and f.evidence.alive:
         return Confidence.LIKELY, (
