@@ -19,7 +19,11 @@ only member with no dump of a smaller group whose members are known);
   be one host's, and no absent file shows that its rank stopped;
 * **held between**: a rank with a dump that waits on such a rank in one group while another
   rank with a dump waits on it in another may be held in a deadlock through the absent one
-  (the collectives of two groups in different orders), as well as waiting on a stopped rank.
+  (the collectives of two groups in different orders), as well as waiting on a stopped rank;
+* **beside a proven culprit**: a rank with no dump that is a member of the group of an op
+  another rank's own files prove the job stopped in (or that such a deadlock cycle waits on)
+  may be waiting there as the others do, its file written but not collected, rather than a
+  second fault.
 
 Each turns a rank the others' files blame (``likely``) into a suspect, with the fact missing.
 """
@@ -29,11 +33,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from analyzer.diagnosis.evidence import CycleEvidence
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.records import Confidence, Culprit
+from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
+from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["UNSEEN", "absent_doubts", "awaited_together", "unknown_member_groups"]
+__all__ = [
+    "UNSEEN",
+    "absent_doubts",
+    "awaited_together",
+    "beside_proven",
+    "unknown_member_groups",
+]
 
 #: Stands, among the ranks awaited together, for a rank that no file names.
 UNSEEN = -1
@@ -167,3 +179,55 @@ def absent_doubts(facts: Facts, dead: set[int], judged: Mapping[int, Culprit]) -
         doubted = {r for r in dead if r in out or judged[r].confidence is Confidence.SUSPECT}
         out.update({c.rank: c for c in _held_between(facts, doubted, set(judged))})
     return [out[r] for r in sorted(out)]
+
+
+def beside_proven(
+    facts: Facts, findings: Sequence[Finding], dead: set[int], judged: Mapping[int, Culprit]
+) -> dict[int, Culprit]:
+    """The ``likely`` culprits of ``dead`` (no dump) beside a culprit the files prove
+    (``certain``, from its own dump) in whose op's group they are members, or whose deadlock
+    cycle waits on them: instead of stopping on their own, they may wait there as the others
+    do, their file written but not collected. Each a suspect (a second fault is the other
+    reading)."""
+    proven = [
+        f
+        for f in findings
+        if f.culprit
+        and f.group
+        and f.kind != FindingKind.MISSING_DUMP.value
+        and all(judged.get(r) and judged[r].confidence is Confidence.CERTAIN for r in f.ranks)
+    ]
+    out: dict[int, Culprit] = {}
+    for r in sorted(dead):
+        if judged.get(r) is None or judged[r].confidence is not Confidence.LIKELY:
+            continue
+        for f in proven:
+            if link := linked_to(facts, f, r):
+                out[r] = Culprit(
+                    r,
+                    Confidence.SUSPECT,
+                    f"it wrote no dump, but {_shown_by(f.ranks)} where the job stopped, "
+                    f"{place_of(f)}, {link}: it may wait there as the others do (its file "
+                    "written but not collected), or have stopped as a second fault",
+                )
+                break
+    return out
+
+
+def linked_to(facts: Facts, f: Finding, rank: int) -> str:
+    """How ``rank`` may be held where ``f`` stopped the job: a member of its op's group, or a
+    rank its deadlock cycle waits on; "" for neither."""
+    if rank in facts.members.get(f.group, ()):
+        return "in a group it is a member of"
+    g = facts.graph
+    ev = f.evidence
+    if isinstance(ev, CycleEvidence) and rank in g and any(g.has_edge(c, rank) for c in ev.cycle):
+        return "and that cycle's ranks wait on it"
+    return ""
+
+
+def _shown_by(ranks: Sequence[int]) -> str:
+    """``rank 3's own dump shows`` / ``ranks 0, 1's own dumps show``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}'s own dump shows"
+    return f"ranks {rank_runs(list(ranks))}'s own dumps show"

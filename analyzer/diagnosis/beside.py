@@ -18,7 +18,7 @@ import pandas as pd
 
 from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
@@ -28,7 +28,6 @@ __all__ = [
     "last_op_beside_absent",
     "members_unknown",
     "missing_suspects",
-    "place_of",
     "silent_partners",
     "unlisted_members",
     "unproven_waits",
@@ -36,11 +35,6 @@ __all__ = [
     "wait_verb",
     "with_silent_partners",
 ]
-
-
-def place_of(f: Finding) -> str:
-    name = f.group_desc or f"group {f.group}"
-    return f"{f.op or 'an op'} in {name} seq {f.seq}" if f.seq >= 0 else name
 
 
 def wait_verb(waiters: Sequence[int]) -> str:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analyzer.diagnosis.absent import absent_doubts
+from analyzer.diagnosis.absent import absent_doubts, beside_proven
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
 from analyzer.diagnosis.beside import (
     alone_in_a_group,
     inside_with_stale,
     last_op_beside_absent,
     members_unknown,
-    place_of,
     silent_partners,
     unlisted_members,
     unproven_waits,
@@ -37,7 +36,7 @@ from analyzer.diagnosis.evidence import (
     StuckEvidence,
 )
 from analyzer.diagnosis.facts import Facts
-from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
@@ -323,6 +322,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
+    for r, c in beside_proven(facts, findings, dead - alive, out).items():
+        out[r] = c
     for c in absent_doubts(facts, dead | alive, out):
         out[c.rank] = c
     for f in findings:

@@ -87,6 +87,8 @@ def run_levels(
             findings.extend(
                 dataclasses.replace(f, culprit=False, summary=f"{f.summary} ({leader.consequence})")
                 if rule.after_cause is After.CONSEQUENCE
+                else dataclasses.replace(f, culprit=False)
+                if f.culprit
                 else f
                 for rule, f in found
             )

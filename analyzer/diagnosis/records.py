@@ -13,7 +13,7 @@ from analyzer.diagnosis.evidence import NO_EVIDENCE, Evidence
 from analyzer.diagnosis.fingerprint import NO_FINGERPRINT, Fingerprint
 from analyzer.waits import Wait
 
-__all__ = ["Confidence", "Culprit", "Diagnosis", "Finding", "Verdict"]
+__all__ = ["Confidence", "Culprit", "Diagnosis", "Finding", "Verdict", "place_of"]
 
 
 class Verdict(StrEnum):
@@ -69,6 +69,12 @@ class Finding:
             "evidence": self.evidence.to_dict(),
             "stack": list(self.stack),
         }
+
+
+def place_of(f: Finding) -> str:
+    """Where ``f`` stopped the job, in words: ``all_reduce in TP seq 4``."""
+    name = f.group_desc or f"group {f.group}"
+    return f"{f.op or 'an op'} in {name} seq {f.seq}" if f.seq >= 0 else name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -70,7 +70,9 @@ class Roots:
     cycles: tuple[tuple[int, ...], ...]
     """Deadlocked rank sets: strongly connected components of more than one rank."""
     cycle_culprits: tuple[int, ...]
-    """In each sink cycle, the rank(s) blocked in a different group than the majority."""
+    """In each sink cycle, the rank(s) blocked in a different group than the majority. A
+    cycle of ranks with dumps whose only waits out of it are on ranks with none counts as a
+    sink: their own entries show the cycle, which holds whatever those ranks did."""
 
 
 def root_ranks(g: nx.DiGraph) -> Roots:
@@ -89,7 +91,7 @@ def root_ranks(g: nx.DiGraph) -> Roots:
         ranks = sorted(members[comp])
         if len(ranks) > 1:
             cycles.append(tuple(ranks))
-        if cond.out_degree(comp) != 0:
+        if cond.out_degree(comp) != 0 and not (len(ranks) > 1 and _held_apart(g, ranks)):
             continue
         if len(ranks) == 1:
             if g.in_degree(ranks[0]) > 0:
@@ -97,6 +99,16 @@ def root_ranks(g: nx.DiGraph) -> Roots:
             continue
         culprits.extend(_odd_ones(g, ranks))
     return Roots(tuple(sorted(roots)), tuple(sorted(cycles)), tuple(sorted(set(culprits))))
+
+
+def _held_apart(g: nx.DiGraph, ranks: list[int]) -> bool:
+    """Every rank of the cycle ``ranks`` has a dump, and every wait out of it is on a rank
+    with none (whose own waits no file shows)."""
+    if not all(g.nodes[r].get("dumped", False) for r in ranks):
+        return False
+    inside = set(ranks)
+    out = {h for r in ranks for h in g.successors(r)} - inside
+    return all(not g.nodes[h].get("dumped", False) for h in out)
 
 
 def _odd_ones(g: nx.DiGraph, ranks: list[int]) -> list[int]:

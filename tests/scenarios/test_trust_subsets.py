@@ -223,3 +223,32 @@ def test_a_collective_in_flight_alone_in_its_group_is_held_there(tmp_path: Path)
     assert confidences(d) == {1: "suspect"}, d.headline
     assert "all_reduce in DATA_PARALLEL_GROUP seq 8 (still in flight)" in d.culprits[0].because
     assert "a member that wrote no file may have held it there" in d.unseen_suspect
+
+
+def test_a_lost_file_beside_a_deadlock_its_own_dumps_show(tmp_path: Path) -> None:
+    """nccl2, 4 ranks, rank 3 ran the groups in another order: ranks 1 and 3 wait on each
+    other. Without rank 0's file (lost, not a crash), rank 1's recv from it reads as a wait
+    on rank 0, and the cycle waits on it: rank 0 was the likely culprit and the cycle a
+    consequence. Now the cycle, shown by the ranks' own dumps, is blamed, and rank 0 is a
+    suspect beside it."""
+    truth, folder = corpus_case("group_order_deadlock_tp1pp2dp2_nccl2_t215_s00003", tmp_path)
+    assert truth["culprits"] == [3]
+    d = analyzer.analyze(_keep(folder, (1, 2, 3)), jobs=1).diagnosis
+    assert confidences(d) == {0: "suspect", 3: "certain"}, d.headline
+    because = {c.rank: c.because for c in d.culprits}
+    assert "rank 3's own dump shows where the job stopped" in because[0]
+    assert "its file written but not collected" in because[0]
+
+
+def test_a_deadlock_behind_a_desync_blames_nobody(tmp_path: Path) -> None:
+    """16 ranks, rank 10 issued an all_reduce in int64. Behind the desync, three pairs of
+    ranks wait on each other in send/recv a backend without completion reports left pending,
+    and on rank 6, which wrote no dump: those cycles are listed, and blame nobody."""
+    truth, folder = corpus_case(
+        "dtype_desync_tp1cp2pp2dp4_nccllazy_wide_eval_cpu_hookwrap_t215_s04030", tmp_path
+    )
+    assert truth["culprits"] == [10]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {10: "certain"} and d.kind == "dtype_mismatch", d.headline
+    assert len(d.deadlock_cycles) == 3
+    assert not any(f.culprit for f in d.findings if f.kind == "deadlock")
