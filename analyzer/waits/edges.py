@@ -102,11 +102,12 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
         for r, s in zip(ranks[~known].tolist(), src[~known].tolist(), strict=True)
         if s != "not_recorded"
     ]
-    # A known member that has not joined explains the other waits.
+    # A known member that has not joined explains the other waits; a collective some rank
+    # completed (by a recorder that reports completion) every member joined.
     waiting_on_silent = [
         (int(w), int(n))
         for w, n in zip(*pend, strict=True)
-        if lowest_known is None or lowest_known >= int(n)
+        if (lowest_known is None or lowest_known >= int(n)) and (name, int(n)) not in g.completed
     ]
     block = None
     if len(waiting_on_silent) * len(silent) > config.max_block_edges:

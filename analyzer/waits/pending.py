@@ -120,12 +120,14 @@ def _blocks(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[object]]:
 
 
 def _completed_ranks(
-    tables: Tables, levels: set[tuple[str, int]]
+    tables: Tables, matching: Matching, levels: set[tuple[str, int]]
 ) -> dict[tuple[str, int], set[int]]:
-    """For each (group, seq) of ``levels``: the ranks whose entry of it completed."""
+    """For each (group, seq) of ``levels``: the ranks whose entry of it completed, by a
+    recorder that reports completion (a rank may hold such a buffer beside gloo's)."""
     e = tables.entries
     if not levels:
         return {}
+    observed = matching.dialects.entries_where(e, lambda d: d.completion_observed)
     seqs = np.array(sorted({n for _, n in levels}), dtype=np.int64)
     state = e["state"]
     seq = e["seq"].to_numpy()
@@ -137,7 +139,9 @@ def _completed_ranks(
         at_seq = np.isin(seq, seqs)
     rows = np.flatnonzero(at_seq)
     rows = rows[
-        (codes_at(state, rows) == code_of(state, "completed")) & ~e["is_p2p"].to_numpy(bool)[rows]
+        (codes_at(state, rows) == code_of(state, "completed"))
+        & ~e["is_p2p"].to_numpy(bool)[rows]
+        & observed[rows]
     ]
     seq = seq[rows]
     # Only the rows of a (group, seq) asked for, by group code: text for those alone.
@@ -242,11 +246,7 @@ def group_view(tables: Tables, matching: Matching) -> tuple[Groups, list[int]]:
             levels.update((name, int(n) + 1) for n in np.unique(known[known < known.max()]))
         if len(known) < len(q) and name in pending:
             levels.update((name, int(n)) for n in pending[name][1])
-    completed = (
-        _completed_ranks(tables, levels)
-        if not matching.dialects.completion_unobserved and len(tables.entries)
-        else {}
-    )
+    completed = _completed_ranks(tables, matching, levels) if len(tables.entries) else {}
     g = Groups(
         names=names,
         bounds=bounds,
