@@ -252,3 +252,16 @@ def test_a_deadlock_behind_a_desync_blames_nobody(tmp_path: Path) -> None:
     assert confidences(d) == {10: "certain"} and d.kind == "dtype_mismatch", d.headline
     assert len(d.deadlock_cycles) == 3
     assert not any(f.culprit for f in d.findings if f.kind == "deadlock")
+
+
+def test_a_collective_another_recorder_saw_complete_holds_no_absent_member(
+    tmp_path: Path,
+) -> None:
+    """A healthy run whose ranks hold a gloo buffer beside nccl2's, the latter with completion
+    states. Without rank 0's file, ranks 1-3's last all_reduce of the default group read as
+    waiting on it (the gloo buffer made every completion unobserved): 'HANG: culprit rank 0'.
+    That all_reduce completed on them, so rank 0 joined it: no wait on it."""
+    truth, folder = corpus_case("healthy_tp1pp2dp2_nccl2_cpu_t215_s01293_states", tmp_path)
+    assert truth["hang"] is False
+    d = analyzer.analyze(_keep(folder, (1, 2, 3)), jobs=1).diagnosis
+    assert d.verdict == "inconclusive" and not d.culprits, d.headline
