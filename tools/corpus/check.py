@@ -175,6 +175,10 @@ MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("died in that op", "a desync whose partner died: only the odd rank's history is left"),
     ("only in its last op", "a retired last op: one crash, or a crash beside a stall"),
     ("whether it joined", "a member with no dump beside a stalled rank: did it join?"),
+    (
+        "where the job stopped",
+        "a rank with no dump beside a proven culprit: file lost, or a 2nd fault",
+    ),
     ("pending on the ranks that did", "no member list: ranks with no dump may hold the rest"),
     ("no file gives its number", "no member list: a rank that wrote no file may hold them"),
     ("list no group's members", "no member list: ranks that wrote no file cannot be ruled out"),
