@@ -322,7 +322,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                     f"before, and its peer rank {r} died in that op",
                 ),
             )
-    for r, c in beside_proven(facts, findings, dead - alive, out).items():
+    for r, c in beside_proven(facts, findings, dead | alive, out).items():
         out[r] = c
     for c in absent_doubts(facts, dead | alive, out):
         out[c.rank] = c
