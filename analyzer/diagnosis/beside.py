@@ -13,8 +13,7 @@ weighs the culprits themselves and adds these beside them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import pandas as pd
+from dataclasses import dataclass
 
 from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
@@ -23,9 +22,9 @@ from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
-    "alone_in_a_group",
+    "HeldBeside",
+    "held_beside_absent",
     "inside_with_stale",
-    "last_op_beside_absent",
     "members_unknown",
     "missing_suspects",
     "silent_partners",
@@ -266,59 +265,65 @@ def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
     )
 
 
-def alone_in_a_group(facts: Facts, rank: int) -> str:
-    """``all_reduce in TP seq 4 (still in flight)`` where ``rank``'s newest entry is a
-    collective still in flight, or one gloo retired (finished or timed out alike), in a group
-    whose members no dump lists and that no other dump holds: no other member recorded it, so
-    it may not have completed, and a member with no file may be the one it waits (or waited)
-    on there. Else ""."""
+@dataclass(frozen=True, slots=True)
+class HeldBeside:
+    """Where a rank blamed for never joining an op may be held instead: its newest entry, a
+    collective that may not have completed, beside members with no file."""
+
+    at: str
+    """``all_reduce in TP seq 4``."""
+    state: str
+    """``still in flight``, or ``retired, as a timed-out op is`` (gloo)."""
+    absent: tuple[int, ...]
+    """The members with no dump it may wait on there; () where the group has no other
+    member any file names (:attr:`alone`)."""
+
+    @property
+    def alone(self) -> bool:
+        """No other dump holds the group and none lists it: the member it may wait on is one
+        no file names."""
+        return not self.absent
+
+
+def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
+    """Why ``rank``'s newest entry may hold it, where it is a collective still in flight, or
+    one gloo retired (finished or timed out alike), and either
+
+    * its group's members no dump lists and no other dump holds the group (alone: no other
+      member recorded it, so a member with no file may be the one it waits on there), or
+    * (retired only) every member of its group with a dump recorded it and none went past,
+      and members with no dump did not: it may have timed out there waiting on them (where no
+      dump lists the group's members, any rank with no dump may be one; at most
+      :data:`_MAX_SILENT`).
+
+    None otherwise."""
     last = facts.last_entry(rank)
     if last is None or bool(last["is_p2p"]):
-        return ""
+        return None
     retired = bool(last["retired"])
-    if retired and _retired_last_collective(facts, rank) is None:
-        return ""  # retired by a backend that reports completion: it finished
-    group = str(last["pg_name"])
-    if group not in facts.unlisted_groups or set(facts.members.get(group, ())) != {rank}:
-        return ""
-    state = "retired, as a timed-out op is" if retired else "still in flight"
-    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {int(last['seq'])} ({state})"
-
-
-def last_op_beside_absent(facts: Facts, rank: int) -> tuple[str, list[int]]:
-    """(``all_reduce in DP seq 2``, the members with no dump) where ``rank``'s newest entry is
-    a collective gloo retired (finished or timed out) that every member of its group with a
-    dump recorded and none went past, and members with no dump did not: it may have timed
-    out there waiting on them (where no dump lists the group's members, any rank with no dump may be one; at most
-    :data:`_MAX_SILENT`). Else ("", [])."""
-    last = _retired_last_collective(facts, rank)
-    if last is None:
-        return "", []
+    if retired and rank not in facts.matching.dialects.retire_on_end_ranks:
+        return None  # retired by a backend that reports completion: it finished
     group, seq = str(last["pg_name"]), int(last["seq"])
+    at = f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {seq}"
+    state = "retired, as a timed-out op is" if retired else "still in flight"
     members = set(facts.members.get(group, ()))
+    if group in facts.unlisted_groups and members == {rank}:
+        return HeldBeside(at, state, ())
+    if not retired:
+        return None
     dumped = set(facts.tables.dumped_ranks)
-    absent = sorted(members - dumped)
+    absent = members - dumped
     if group in facts.unlisted_groups:  # members no dump lists: any rank with no dump may be one
-        absent = sorted(set(absent) | (set(facts.unblamed_missing) - members))
+        absent |= set(facts.unblamed_missing) - members
     if not absent or len(absent) > _MAX_SILENT:
-        return "", []
+        return None
     e = facts.tables.entries
     coll = e[(e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
-    at = coll[coll["seq"] == seq]
-    if not (members & dumped) <= {int(r) for r in at["rank"]}:
-        return "", []  # a member with a dump never issued it: another reading holds
+    if not (members & dumped) <= {int(r) for r in coll.loc[coll["seq"] == seq, "rank"]}:
+        return None  # a member with a dump never issued it: another reading holds
     if bool((coll["seq"] > seq).any()):
-        return "", []  # a member went past it: it completed, every member joined
-    return f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {seq}", absent
-
-
-def _retired_last_collective(facts: Facts, rank: int) -> pd.Series | None:
-    """``rank``'s newest entry where it is a collective its backend (gloo) retired, an op
-    that ended or timed out alike; else None."""
-    last = facts.last_entry(rank)
-    if last is None or bool(last["is_p2p"]) or not bool(last["retired"]):
-        return None
-    return last if rank in facts.matching.dialects.retire_on_end_ranks else None
+        return None  # a member went past it: it completed, every member joined
+    return HeldBeside(at, state, tuple(sorted(absent)))
 
 
 def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
@@ -327,7 +332,7 @@ def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
     2.13), and either the ranks with no dump blamed there are told apart by no wait
     (:func:`awaited_together`: such a member is one more of them), or a rank blamed for not
     joining has its last op in such a group that no other dump holds
-    (:func:`alone_in_a_group`: such a member may have held it there), or no rank is known to
+    (:func:`held_beside_absent`: such a member may have held it there), or no rank is known to
     be missing and the culprit is held inside a collective (such a member would be the one
     they all wait on). Nothing in the files gives its number."""
     missing = FindingKind.MISSING_DUMP.value
@@ -342,10 +347,10 @@ def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
     if facts.nothing_listed:
         for f in findings:
             for r in f.ranks if f.culprit and f.kind == FindingKind.NOT_JOINED.value else ():
-                if alone := alone_in_a_group(facts, r):
+                if (held := held_beside_absent(facts, r)) and held.alone:
                     return (
-                        f"rank {r}'s last op, {alone}, is in a group no dump lists the members "
-                        "of: a member that wrote no file may have held it there"
+                        f"rank {r}'s last op, {held.at} ({held.state}), is in a group no dump "
+                        "lists the members of: a member that wrote no file may have held it there"
                     )
     if facts.unblamed_missing:
         return ""

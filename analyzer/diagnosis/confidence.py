@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from analyzer.diagnosis.absent import absent_doubts, beside_proven
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
 from analyzer.diagnosis.beside import (
-    alone_in_a_group,
+    HeldBeside,
+    held_beside_absent,
     inside_with_stale,
-    last_op_beside_absent,
     members_unknown,
     silent_partners,
     unlisted_members,
@@ -125,14 +125,19 @@ def _judge_desync(facts: Facts, f: Finding) -> tuple[Confidence, str]:
     )
 
 
-def _beside_absent(facts: Facts, rank: int, f: Finding) -> str:
-    """Why ``rank``, blamed for never joining ``f``'s op, may have timed out in its last op
-    waiting on members with no dump (:func:`last_op_beside_absent`), or ""."""
-    at, absent = last_op_beside_absent(facts, rank)
-    if not at:
-        return ""
+def _held_text(f: Finding, held: HeldBeside) -> str:
+    """Why a rank blamed for never joining ``f``'s op may be held in its last op instead
+    (:func:`held_beside_absent`)."""
+    if held.alone:
+        return (
+            f"it never enqueued {place_of(f)}, but its last op, {held.at} ({held.state}), is in "
+            "a group no other dump holds and no dump lists: no other member recorded that "
+            "collective, so it may be held there (or have timed out there) by a member that "
+            "wrote no file"
+        )
+    absent = list(held.absent)
     return (
-        f"it never enqueued {place_of(f)}, but its last op, {at}, which its backend retired "
+        f"it never enqueued {place_of(f)}, but its last op, {held.at}, which its backend retired "
         f"(ended or timed out alike), may never have been joined by {plural(absent)} "
         f"{rank_runs(absent)} of its group (no dump): it may have timed out there, waiting on "
         "them"
@@ -171,14 +176,8 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             "it wrote no dump, but its threads were captured after the others' ops failed: it "
             "did not crash; that it never joined rests on the others' files (its own is absent)"
         )
-    if kind is FindingKind.NOT_JOINED and (alone := alone_in_a_group(facts, rank)):
-        return Confidence.SUSPECT, (
-            f"it never enqueued {place_of(f)}, but its last op, {alone}, is in a group no "
-            "other dump holds and no dump lists: no other member recorded that collective, "
-            "so it may be held there (or have timed out there) by a member that wrote no file"
-        )
-    if kind is FindingKind.NOT_JOINED and (beside := _beside_absent(facts, rank, f)):
-        return Confidence.SUSPECT, beside
+    if kind is FindingKind.NOT_JOINED and (beside := held_beside_absent(facts, rank)):
+        return Confidence.SUSPECT, _held_text(f, beside)
     if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "
