@@ -202,7 +202,7 @@ def beside_proven(
         if judged.get(r) is None or judged[r].confidence is not Confidence.LIKELY:
             continue
         for f in proven:
-            if link := linked_to(facts, f, r):
+            if link := _linked_to(facts, f, r):
                 out[r] = Culprit(
                     r,
                     Confidence.SUSPECT,
@@ -214,7 +214,7 @@ def beside_proven(
     return out
 
 
-def linked_to(facts: Facts, f: Finding, rank: int) -> str:
+def _linked_to(facts: Facts, f: Finding, rank: int) -> str:
     """How ``rank`` may be held where ``f`` stopped the job: a member of its op's group, or a
     rank its deadlock cycle waits on; "" for neither."""
     if rank in facts.members.get(f.group, ()):
