@@ -92,10 +92,25 @@ def _root_summary(facts: Facts, root: int, kind: str, where: str, total: str, la
         if last is not None
         else "it recorded nothing"
     )
+    if last is not None and _alone_in_flight(facts, root, last):
+        return (
+            f"rank {root} never enqueued {where}. {total}. {seen[0].upper()}{seen[1:]}, still "
+            "in flight in a group no other dump holds nor lists: it is held there by a member "
+            "no file shows, or stalled outside communication after issuing it"
+        )
     return (
         f"rank {root} never enqueued {where}. {total}. It is stalled outside "
         f"communication (compute, data loading, a lock, or a host problem): {seen}"
     )
+
+
+def _alone_in_flight(facts: Facts, root: int, last: object) -> bool:
+    """``root``'s newest entry ``last`` is a collective still in flight in a group whose
+    members no dump lists and that no other dump holds (its other members are in no file)."""
+    if bool(last["retired"]) or bool(last["is_p2p"]):  # type: ignore[index]
+        return False
+    group = str(last["pg_name"])  # type: ignore[index]
+    return group in facts.unlisted_groups and set(facts.members.get(group, ())) == {root}
 
 
 def root_finding(facts: Facts, root: int) -> Finding:

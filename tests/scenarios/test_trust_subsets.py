@@ -222,6 +222,9 @@ def test_a_collective_in_flight_alone_in_its_group_is_held_there(tmp_path: Path)
     d = analyzer.analyze(_keep(folder, range(2)), jobs=1).diagnosis
     assert confidences(d) == {1: "suspect"}, d.headline
     assert "all_reduce in DATA_PARALLEL_GROUP seq 8 (still in flight)" in d.culprits[0].because
+    [root] = [f for f in d.findings if f.culprit]
+    assert "still in flight in a group no other dump holds nor lists" in root.summary
+    assert "It is stalled outside communication" not in root.summary
     assert "a member that wrote no file may have held it there" in d.unseen_suspect
 
 
