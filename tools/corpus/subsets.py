@@ -96,6 +96,16 @@ def variants(paths: list[Path]) -> Iterator[Variant]:
                 shutil.rmtree(sub, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _AllBut:
+    """Every rank but ``rank`` (files named like ranks beyond the world, junk, stay too)."""
+
+    rank: int
+
+    def __contains__(self, r: object) -> bool:
+        return r != self.rank
+
+
 def _lost(truth: dict[str, Any]) -> list[int]:
     """The ranks whose file one ``lost_one`` variant takes away: the lowest and the highest
     dumped rank that is no culprit (one each where they are the same)."""
@@ -111,10 +121,9 @@ def lost_one(paths: list[Path]) -> Iterator[Variant]:
         with tempfile.TemporaryDirectory() as tmp:
             truth, folder = read_case(path, Path(tmp))
             assert folder is not None
-            world = int(truth.get("world") or 0)
             for gone in _lost(truth):
                 sub = Path(tmp) / f"lost_{gone}"
-                _copy_kept(folder, sub, set(range(world)) - {gone})
+                _copy_kept(folder, sub, _AllBut(gone))
                 narrowed = dict(truth)
                 narrowed["dumped_ranks"] = [r for r in truth["dumped_ranks"] if r != gone]
                 said = read_said(analyze_folder(sub))
