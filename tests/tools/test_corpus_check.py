@@ -176,6 +176,40 @@ def test_every_committed_case_has_a_complete_truth() -> None:
         assert rec["torch"].startswith(("2.13", "2.15")) and rec["policy"] in ("all", "timed_out")
 
 
+def _dump_formats(path: Path) -> set[str]:
+    """How a case's rank files are written, read from their first byte (a pickle's protocol
+    mark, or JSON's opening brace); logs, notes and the debug server's text files left out."""
+    found: set[str] = set()
+    with tarfile.open(path, "r:xz") as tar:
+        for member in tar.getmembers():
+            name = Path(member.name).name
+            if not member.isfile() or "rank_" not in name or name.endswith(".txt"):
+                continue
+            fileobj = tar.extractfile(member)
+            first = fileobj.read(1) if fileobj is not None else b""
+            found.add({b"\x80": "pickle", b"{": "json"}.get(first, repr(first)))
+    return found
+
+
+def test_every_committed_case_says_how_its_dumps_are_written() -> None:
+    """``recorded.format`` is what the files are: the recorder hook wrote pickles whatever
+    its case drew, except on its JSON axis."""
+    wrong = []
+    for path in case_paths(ROOT / "corpus" / "cases"):
+        truth, _ = read_case(path)
+        if _dump_formats(path) != {truth["recorded"]["format"]}:
+            wrong.append(path.name)
+    assert not wrong
+
+
+def test_the_hook_writes_json_only_on_its_json_axis() -> None:
+    spec = draw(1018, "2.15")
+    assert spec.hooked and spec.fmt == "json" and not spec.hookjson
+    assert spec.written_fmt == "pickle"
+    on_axis = draw(4400, "2.15")
+    assert on_axis.hookjson and on_axis.fmt == "json" and on_axis.written_fmt == "json"
+
+
 def test_read_case_keeps_a_restarts_attempt_folders(tmp_path: Path) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:xz") as tar:

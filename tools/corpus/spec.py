@@ -249,6 +249,14 @@ class CaseSpec:
         return self.hooked and self.hookjson and self.fmt == "json"
 
     @property
+    def written_fmt(self) -> str:
+        """How the dumps were written, ``"json"`` or ``"pickle"``: the hook writes pickles
+        whatever ``fmt`` says, except on its JSON axis."""
+        if self.hooked:
+            return "json" if self.hook_json else "pickle"
+        return self.fmt
+
+    @property
     def name(self) -> str:
         cp = f"cp{self.cp}" if self.cp > 1 else ""
         topo = f"tp{self.tp}{cp}pp{self.pp}dp{self.dp}" + ("h" if self.hsdp else "")
