@@ -64,9 +64,8 @@ def with_silent_partners(
         culprit = Culprit(
             rank,
             Confidence.SUSPECT,
-            f"it never enqueued {where}, but {them} of that group wrote no dump and this "
-            "backend records no send/recv: it may be blocked in one with them, or stopped on "
-            "its own",
+            f"it never enqueued {where}, but {them} wrote no dump and this backend records no "
+            "send/recv: it may be blocked in one with them, or stopped on its own",
         )
     if len(silent) > _MAX_SILENT:
         return culprit, []
@@ -98,19 +97,26 @@ def silent_partners(
     wrote no dump, or every rank with no dump where no dump lists that group's members
     (readable evidence of them is none, and they are not culprits). Whether
     they joined it is in no file: a second fault (a crash beside the stall) looks the same
-    as members that joined and died later."""
-    missing = facts.unblamed_missing - ranks
-    if not missing:
+    as members that joined and died later. On a backend that records no send/recv, a rank
+    with no dump that is a culprit itself stays one of them: the culprit may be blocked in a
+    send/recv with it (a pipeline peer that crashed), not stopped on its own."""
+    if not facts.unblamed_missing:
         return {}
     out: dict[int, list[int]] = {}
     for f in findings:
         if not f.culprit or f.kind != FindingKind.NOT_JOINED.value or not f.group:
             continue
         known = set(facts.members.get(f.group, ()))
-        # Where no dump lists the group's members, a rank with no dump may be one of them.
-        silent = sorted(missing if f.group in facts.unlisted_groups else missing & known)
-        if silent:
-            for r in f.ranks:
+        for r in f.ranks:
+            d = facts.matching.dialects.of(r)
+            # Blind to send/recv, it may wait in one on a rank with no dump that is a
+            # culprit itself (crashed): that crash does not clear it.
+            missing = facts.unblamed_missing - (
+                {r} if d is not None and not d.records_p2p else ranks
+            )
+            # Where no dump lists the group's members, a rank with no dump may be one of them.
+            silent = sorted(missing if f.group in facts.unlisted_groups else missing & known)
+            if silent:
                 out.setdefault(r, silent)
     return out
 

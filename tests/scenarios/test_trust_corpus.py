@@ -245,12 +245,15 @@ def test_a_rank_with_only_an_older_rounds_dump_is_blamed_as_one_with_no_dump(
     file of the hang's round was lost, so its only dump is round 3's and is set aside. Rank
     0's own dump shows it never joined the next DP all_reduce. Without rank 1's older file
     both would be named (rank 1 as a rank with no dump); the older file must not clear it.
-    Before: `HANG: culprit rank 0`, certain, rank 1 'not blamed'."""
+    Before: `HANG: culprit rank 0`, certain, rank 1 'not blamed'. Rank 0 is a suspect too:
+    gloo records no send/recv, and it may be blocked in one with rank 1 (it is)."""
     truth, folder = corpus_case("p2p_deadlock_tp1pp2dp2_gloo_eval_rounds_t213_s03009", tmp_path)
     assert truth["culprits"] == [0, 1]
     d = analyzer.analyze(folder, jobs=1).diagnosis
-    assert confidences(d) == {0: "certain", 1: "suspect"}
-    assert "an older round" in {c.rank: c.because for c in d.culprits}[1]
+    assert confidences(d) == {0: "suspect", 1: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "an older round" in because[1]
+    assert "rank 1 wrote no dump and this backend records no send/recv" in because[0]
 
 
 def test_ranks_inside_a_collective_with_older_rounds_ranks_are_suspects(tmp_path: Path) -> None:
@@ -365,3 +368,22 @@ def test_a_desync_in_a_group_of_two_with_no_sibling_group_names_both_sides(
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"][0] in (0, 2)
     assert d.verdict == "inconclusive" and confidences(d) == {0: "suspect", 2: "suspect"}
+
+
+def test_a_gloo_rank_that_never_joined_may_wait_on_a_crashed_pipeline_peer(
+    tmp_path: Path,
+) -> None:
+    """Rank 10 of 16 crashed before the eval pass's pipeline send/recv; its pipeline peer,
+    rank 11, then blocked in a recv gloo 2.13 does not record, so its dump shows only that it
+    never enqueued its data-parallel all_reduce. Rank 10 is a culprit itself, but that does
+    not clear rank 11 of waiting on it. Before: rank 11 certain (found by a newly recorded
+    case; a fresh seed of the wide worlds)."""
+    truth, folder = corpus_case(
+        "crash_exit_tp1cp2pp2dp4h_gloo_wide_eval_restart_t213_s04055", tmp_path
+    )
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [10] and 10 not in truth["dumped_ranks"]
+    assert d.verdict == "inconclusive"
+    assert confidences(d)[11] == "suspect" and confidences(d)[10] == "suspect"
+    because = {c.rank: c.because for c in d.culprits}
+    assert "rank 10 wrote no dump" in because[11] and "records no send/recv" in because[11]

@@ -206,7 +206,7 @@ def test_many_members_with_no_file_are_no_less_doubt_than_a_few(tmp_path: Path) 
     assert truth["culprits"] == [12]
     d = analyzer.analyze(_keep(folder, range(8, 16)), jobs=1).diagnosis
     assert confidences(d) == {12: "suspect", 13: "suspect"}, d.headline
-    assert "ranks 0-9 of that group wrote no dump and this backend records no send/recv" in (
+    assert "ranks 0-9 wrote no dump and this backend records no send/recv" in (
         d.culprits[0].because
     )
 
