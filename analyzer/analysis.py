@@ -307,6 +307,7 @@ def analyze(
                 stale=[r for r, _ in loaded.stale] if loaded is not None else (),
                 alive=contexts.by_rank,
                 not_given=loaded.not_given if loaded is not None else {},
+                no_answer=contexts.no_answer,
                 config=config,
             )
     return Analysis(

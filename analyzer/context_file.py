@@ -89,11 +89,27 @@ class RankContext:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """A rank the debug server's newest stacks snapshot lists as not answering, though it
+    answered an older one, while other ranks answered: its process is gone, frozen, or holds
+    the interpreter (a rank that waits in a collective answers)."""
+
+    rank: int
+    answered: str
+    """The newest snapshot it answered (a file name)."""
+    since: str
+    """The first snapshot after that one that lists it as not answering (a file name)."""
+    error: str = ""
+    """How the frontend failed to reach it (``ConnectionError``, ``ReadTimeout``...)."""
+
+
 __all__ = [
     "CONTEXT_SCHEMA",
     "MAX_FRAMES",
     "MAX_TEXT",
     "MAX_THREADS",
+    "NoAnswer",
     "RankContext",
     "ThreadStack",
     "context_name",

@@ -36,6 +36,7 @@ from analyzer.diagnosis.evidence import (
     StuckEvidence,
 )
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.gone import gone_culprits
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
@@ -345,4 +346,5 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
             "this backend reports no completion: they may be stuck inside it (network, GPU, "
             "one frozen member) or all stalled after it",
         )
+    out = gone_culprits(facts, out)
     return tuple(out[r] for r in sorted(out))

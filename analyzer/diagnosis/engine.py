@@ -10,7 +10,7 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.context_file import RankContext
+from analyzer.context_file import NoAnswer, RankContext
 from analyzer.diagnosis.alternatives import kinds_also_possible
 from analyzer.diagnosis.beside import missing_suspects, unseen_suspect
 from analyzer.diagnosis.confidence import culprits_of
@@ -150,6 +150,7 @@ def diagnose(
     stale: Collection[int] = (),
     alive: Mapping[int, RankContext] | None = None,
     not_given: Mapping[int, str] | None = None,
+    no_answer: Mapping[int, NoAnswer] | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
     levels: Sequence[Level] = LEVELS,
 ) -> Diagnosis:
@@ -161,6 +162,7 @@ def diagnose(
     dump was an older round's (set aside, so they have none here); ``alive``:
     ranks a capture's context file shows alive (see :mod:`analyzer.diagnosis.alive`);
     ``not_given``: ranks whose dump sits beside the files given, by path (never blamed);
+    ``no_answer``: ranks the debug server stopped reaching (see :mod:`analyzer.diagnosis.gone`);
     ``config``: the thresholds (late enqueues of a stuck collective); ``levels``: the rules
     (:data:`analyzer.diagnosis.rules.LEVELS`).
     """
@@ -173,6 +175,7 @@ def diagnose(
         stale=frozenset(stale),
         alive=alive or {},
         not_given=not_given or {},
+        no_answer=no_answer or {},
         config=config,
     )
     findings, culprits, kind = run_levels(facts, levels)

@@ -10,7 +10,7 @@ import networkx as nx
 import pandas as pd
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.context_file import RankContext
+from analyzer.context_file import NoAnswer, RankContext
 from analyzer.diagnosis.lookup import last_entry
 from analyzer.match import Matching, stuck_collectives
 from analyzer.normalize import Tables
@@ -36,6 +36,8 @@ class Facts:
     """Ranks a capture's context file shows alive when the dumps were taken."""
     not_given: Mapping[int, str] = field(default_factory=dict)
     """Ranks whose dump file sits beside the files given but was not given: rank -> path."""
+    no_answer: Mapping[int, NoAnswer] = field(default_factory=dict)
+    """Ranks the debug server stopped reaching while others answered (gone or frozen)."""
 
     @cached_property
     def roots(self) -> Roots:

@@ -28,10 +28,11 @@ from analyzer.context_file import (
     MAX_FRAMES,
     MAX_TEXT,
     MAX_THREADS,
+    NoAnswer,
     RankContext,
     ThreadStack,
 )
-from analyzer.load.debug_stacks import stacks_contexts
+from analyzer.load.debug_stacks import stacks_contexts, stopped_answering
 
 _SCHEMA_PREFIX = b"hangscope.context/"
 _HEAD = 4096
@@ -43,6 +44,8 @@ class Contexts:
 
     by_rank: dict[int, RankContext] = field(default_factory=dict)
     skipped: tuple[tuple[str, str], ...] = ()  # (path, reason)
+    no_answer: dict[int, NoAnswer] = field(default_factory=dict)
+    """Ranks the debug server stopped reaching while others answered (none of them above)."""
 
     def __bool__(self) -> bool:
         return bool(self.by_rank)
@@ -217,7 +220,12 @@ def find_contexts(
     folders = {Path(f).parent for f in dump_files}
     for rank, ctx in stacks_contexts(inputs, sorted(folders), config=config).items():
         by_rank.setdefault(rank, ctx)
-    return Contexts(by_rank=dict(sorted(by_rank.items())), skipped=tuple(skipped))
+    gone = stopped_answering(inputs, sorted(folders), config=config)
+    return Contexts(
+        by_rank=dict(sorted(by_rank.items())),
+        skipped=tuple(skipped),
+        no_answer={r: g for r, g in gone.items() if r not in by_rank},
+    )
 
 
 def where_now(culprits: Iterable[int], contexts: Contexts) -> list[dict[str, Any]]:

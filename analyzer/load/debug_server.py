@@ -133,6 +133,12 @@ class Snapshot:
     """Its first line when some workers did not answer (``PARTIAL DATA: k/N ...``)."""
 
     @property
+    def responded(self) -> int | None:
+        """How many workers answered, where some did not (None: every one did)."""
+        m = _PARTIAL.match(self.partial)
+        return int(m.group(1)) if m else None
+
+    @property
     def time(self) -> str:
         s = self.stamp
         return f"{s[:4]}-{s[4:6]}-{s[6:8]} {s[9:11]}:{s[11:13]}:{s[13:15]}"

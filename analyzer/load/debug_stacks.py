@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
-from analyzer.context_file import MAX_FRAMES, MAX_THREADS, RankContext, ThreadStack
+from analyzer.context_file import MAX_FRAMES, MAX_THREADS, NoAnswer, RankContext, ThreadStack
 from analyzer.load.debug_server import Snapshot, read_text, snapshots
 
-__all__ = ["stacks_contexts"]
+__all__ = ["stacks_contexts", "stopped_answering"]
 
 _STACK_HEAD = re.compile(
     r"^=== Rank (\d{1,7}): (?:https?://(\[[0-9a-fA-F:.]{1,64}\]|[\w.-]{1,255}))?[^\n]{0,2000} ===$",
@@ -91,8 +91,46 @@ def stacks_contexts(
             )
     later = _no_answers(every, config)
     return {
-        r: c for r, c in out.items() if not any(t > stamp[r] and r in ranks for t, ranks in later)
+        r: c
+        for r, c in out.items()
+        if not any(snap.stamp > stamp[r] and r in ranks for snap, ranks in later)
     }
+
+
+def stopped_answering(
+    inputs: Sequence[str | os.PathLike[str]],
+    extra_dirs: Iterable[Path] = (),
+    *,
+    config: AnalysisConfig = DEFAULT_CONFIG,
+) -> dict[int, NoAnswer]:
+    """Ranks the newest snapshot of any kind lists as not answering, though an older
+    ``stacks_<ts>.txt`` holds their threads, where some rank answered it: their process
+    ended, froze or holds the interpreter since (a rank that waits in a collective answers)."""
+    every = snapshots([*inputs, *extra_dirs], None)
+    newest = every[-1] if every else None
+    if newest is None or not newest.responded:
+        return {}  # all answered, or none did: the frontend's trouble, not a rank's
+    later = _no_answers(every, config)
+    listed = next((ranks for snap, ranks in later if snap is newest), {})
+    answered: dict[int, Snapshot] = {}
+    for snap in [s for s in every if s.kind == "stacks"][-_MAX_SNAPSHOTS:]:
+        try:
+            text = read_text(snap.path, config.max_context_bytes)
+        except OSError:
+            continue
+        for rank, _host, threads in _rank_threads(text, config.max_rank):
+            if threads and rank in listed:
+                answered[rank] = snap  # oldest first: the newest answer stays
+    out: dict[int, NoAnswer] = {}
+    for r, last in sorted(answered.items()):
+        first = min(
+            (snap for snap, ranks in later if r in ranks and snap.stamp > last.stamp),
+            key=lambda snap: (snap.stamp, snap.path.name),
+            default=None,
+        )
+        if first is not None:
+            out[r] = NoAnswer(r, last.path.name, first.path.name, listed[r])
+    return out
 
 
 def _rank_threads(text: str, max_rank: int) -> Iterator[tuple[int, str, tuple[ThreadStack, ...]]]:
@@ -112,17 +150,19 @@ def _rank_threads(text: str, max_rank: int) -> Iterator[tuple[int, str, tuple[Th
 #: The newest snapshots of each kind read (each file is read whole, up to its cap).
 _MAX_SNAPSHOTS = 64
 #: ``  Rank 1: ConnectionError: ...``: a worker that did not answer, under ``PARTIAL DATA``.
-_NO_ANSWER = re.compile(r"^\s+Rank (\d{1,7}): ", re.M)
+_NO_ANSWER = re.compile(r"^\s+Rank (\d{1,7}): (\w{1,60})?", re.M)
 
 
-def _no_answers(every: Sequence[Snapshot], config: AnalysisConfig) -> list[tuple[str, set[int]]]:
-    """(stamp, ranks) of each partial snapshot of ``every`` (the newest
+def _no_answers(
+    every: Sequence[Snapshot], config: AnalysisConfig
+) -> list[tuple[Snapshot, dict[int, str]]]:
+    """(snapshot, ranks) of each partial snapshot of ``every`` (the newest
     :data:`_MAX_SNAPSHOTS` of each kind): the ranks its ``PARTIAL DATA`` header says did not
-    answer."""
+    answer, each with the error's name."""
     by_kind: dict[str, list[Snapshot]] = defaultdict(list)
     for s in every:
         by_kind[s.kind].append(s)
-    out: list[tuple[str, set[int]]] = []
+    out: list[tuple[Snapshot, dict[int, str]]] = []
     for snap in (s for same in by_kind.values() for s in same[-_MAX_SNAPSHOTS:]):
         if not snap.partial:
             continue
@@ -131,5 +171,5 @@ def _no_answers(every: Sequence[Snapshot], config: AnalysisConfig) -> list[tuple
         except OSError:
             continue
         head = text.split("\n=== ", 1)[0]
-        out.append((snap.stamp, {int(m.group(1)) for m in _NO_ANSWER.finditer(head)}))
+        out.append((snap, {int(m.group(1)): m.group(2) or "" for m in _NO_ANSWER.finditer(head)}))
     return out

@@ -176,7 +176,11 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     by_rank = dict(sorted(notes.contexts.items()))
     return Opened(
         loaded=loaded,
-        contexts=Contexts(by_rank=by_rank, skipped=tuple(notes.ctx_skipped)),
+        contexts=Contexts(
+            by_rank=by_rank,
+            skipped=tuple(notes.ctx_skipped),
+            no_answer={r: g for r, g in sorted(notes.no_answer.items()) if r not in by_rank},
+        ),
         world_option=world_option,
         stores=tuple((str(f), str(m.get("ranks", ""))) for f, m in zip(folders, metas)),
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.config import DEFAULT_CONFIG
-from analyzer.context_file import RankContext, ThreadStack
+from analyzer.context_file import NoAnswer, RankContext, ThreadStack
 from analyzer.errors import InputError
 from analyzer.load import MAX_BESIDE, Contexts, Duplicate, Ignored, RankFile, Skipped
 from analyzer.store.layout import CONTEXTS, INPUTS, store_rank
@@ -39,7 +39,24 @@ def contexts_of(doc: dict[str, Any]) -> Contexts:
             for t in c.get("threads") or ()
         )
         by_rank[int(c["rank"])] = RankContext(**c)
-    return Contexts(by_rank=by_rank, skipped=tuple(tuple(s) for s in doc.get("skipped", [])))
+    return Contexts(
+        by_rank=by_rank,
+        skipped=tuple(tuple(s) for s in doc.get("skipped", [])),
+        no_answer=_no_answer(doc.get("no_answer", [])),
+    )
+
+
+def _no_answer(rows: list[Any]) -> dict[int, NoAnswer]:
+    """The ranks the debug server stopped reaching, as a store keeps them (checked: a store
+    is as untrusted as a dump)."""
+    out: dict[int, NoAnswer] = {}
+    for row in rows[:MAX_BESIDE]:
+        rank = int(row["rank"])
+        if not 0 <= rank < DEFAULT_CONFIG.max_rank:
+            raise ValueError(f"a rank beyond any job's: {rank}")
+        texts = (str(row["answered"])[:255], str(row["since"])[:255], str(row["error"])[:60])
+        out[rank] = NoAnswer(rank, *texts)
+    return out
 
 
 @dataclass
@@ -55,6 +72,7 @@ class Notes:
     beside: list[RankFile] = field(default_factory=list)
     contexts: dict[int, RankContext] = field(default_factory=dict)
     ctx_skipped: list[tuple[str, str]] = field(default_factory=list)
+    no_answer: dict[int, NoAnswer] = field(default_factory=dict)
 
 
 def read_notes(folders: list[Path]) -> Notes:
@@ -98,4 +116,5 @@ def read_notes(folders: list[Path]) -> Notes:
             if old is None or (c.time_ns or 0) > (old.time_ns or 0):
                 by_rank[rank] = c
         ctx_skipped += contexts.skipped
+        notes.no_answer.update(contexts.no_answer)
     return notes

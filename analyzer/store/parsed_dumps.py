@@ -180,6 +180,7 @@ def _contexts_doc(contexts: Contexts) -> dict[str, Any]:
     return {
         "by_rank": [asdict(c) for _, c in sorted(contexts.by_rank.items())],
         "skipped": [list(s) for s in contexts.skipped],
+        "no_answer": [asdict(g) for _, g in sorted(contexts.no_answer.items())],
     }
 
 

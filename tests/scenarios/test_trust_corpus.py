@@ -387,3 +387,25 @@ def test_a_gloo_rank_that_never_joined_may_wait_on_a_crashed_pipeline_peer(
     assert confidences(d)[11] == "suspect" and confidences(d)[10] == "suspect"
     because = {c.rank: c.because for c in d.culprits}
     assert "rank 10 wrote no dump" in because[11] and "records no send/recv" in because[11]
+
+
+def test_a_rank_the_debug_server_stopped_reaching_is_said_so(tmp_path: Path) -> None:
+    """Rank 6 of 8 crashed beside rank 4's stall; the debug server's rounds list it as not
+    answering from the round after its last answer. Its reason says so, at the same
+    confidence: a rank that exits after its own timeout, its file not collected, leaves the
+    same silence (the subsets check found that when the silence raised it to likely)."""
+    truth, folder = corpus_case("two_faults_tp1pp1dp8_torchcomms_debugsrv_t215_s04203", tmp_path)
+    result = analyzer.analyze(folder, jobs=1)
+    assert truth["culprits"] == [4, 6] and 6 not in truth["dumped_ranks"]
+    gone = result.contexts.no_answer
+    assert list(gone) == [6]
+    assert (gone[6].answered, gone[6].since, gone[6].error) == (
+        "stacks_20261207_033759.txt",
+        "c10d_health_check_20261207_033805.txt",
+        "ConnectionError",
+    )
+    d = result.diagnosis
+    assert confidences(d) == {4: "certain", 6: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "the debug server stopped reaching it (ConnectionError)" in because[6]
+    assert "stopped reaching" not in because[4]

@@ -13,6 +13,7 @@ import analyzer
 from analyzer.errors import InputError
 from analyzer.load import find_contexts, load_dumps
 from analyzer.load.debug_server import chosen, page_ranks, snapshots
+from analyzer.load.debug_stacks import stopped_answering
 from analyzer.render import render_text
 from tests.conftest import SAMPLES, corpus_case
 
@@ -126,3 +127,58 @@ def test_page_text_is_bounded_and_never_markup(tmp_path: Path) -> None:
     # Each section is one rank's dump, checked like any other: the odd name is refused.
     with pytest.raises(InputError, match=r"page\.html:rank_0\.json: no usable entry"):
         load_dumps([f], jobs=1)
+
+
+def _stacks(ranks: dict[int, bool], head: str = "") -> str:
+    """A stacks snapshot: each rank's section, with a thread where it answered."""
+    out = [head] if head else []
+    for r, ok in ranks.items():
+        out.append(f"=== Rank {r}: http://node{r}:4000/handler/dump_traceback? ===")
+        out += (
+            [
+                "Thread 0x00007f0000000001 (most recent call first):",
+                '  File "t.py", line 3 in <module>',
+            ]
+            if ok
+            else ["Error: 503"]
+        )
+    return "\n".join(out) + "\n"
+
+
+def _partial(k: int, n: int, silent: list[int]) -> str:
+    lines = [f"PARTIAL DATA: {k}/{n} workers responded"]
+    lines += [f"  Rank {r}: ConnectionError: refused" for r in silent]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_rank_that_stopped_answering_is_named_with_its_last_answer(tmp_path: Path) -> None:
+    (tmp_path / "stacks_20261207_010000.txt").write_text(_stacks({0: True, 1: True, 2: True}))
+    (tmp_path / "stacks_20261207_010004.txt").write_text(
+        _stacks({0: True, 1: False, 2: True}, _partial(2, 3, [1]))
+    )
+    (tmp_path / "c10d_health_check_20261207_010008.txt").write_text(_partial(2, 3, [1]))
+    gone = stopped_answering([tmp_path])
+    assert list(gone) == [1]
+    assert (gone[1].answered, gone[1].since, gone[1].error) == (
+        "stacks_20261207_010000.txt",
+        "stacks_20261207_010004.txt",
+        "ConnectionError",
+    )
+    assert find_contexts([tmp_path]).no_answer == gone
+    assert sorted(find_contexts([tmp_path]).by_rank) == [0, 2]
+
+
+def test_no_rank_is_said_gone_where_the_newest_round_does_not_show_it(tmp_path: Path) -> None:
+    """It answered again (the newest round is complete), nobody answered (the frontend's
+    trouble), or it never answered at all (no sign it ran with the rest)."""
+    first = tmp_path / "stacks_20261207_010000.txt"
+    first.write_text(_stacks({0: True, 1: True}))
+    (tmp_path / "stacks_20261207_010004.txt").write_text(
+        _stacks({0: True, 1: False}, _partial(1, 2, [1]))
+    )
+    (tmp_path / "stacks_20261207_010008.txt").write_text(_stacks({0: True, 1: True}))
+    assert stopped_answering([tmp_path]) == {}
+    (tmp_path / "stacks_20261207_010012.txt").write_text(_partial(0, 2, [0, 1]))
+    assert stopped_answering([tmp_path]) == {}
+    (tmp_path / "stacks_20261207_010016.txt").write_text(_partial(1, 3, [2]))
+    assert stopped_answering([tmp_path]) == {}

@@ -473,3 +473,20 @@ def test_one_store_keeps_the_ranks_whose_only_dump_was_an_older_rounds(tmp_path:
     merged = analyze(store)
     assert merged.loaded is not None and merged.loaded.stale == raw.loaded.stale
     assert_same(merged, raw)
+
+
+def test_a_store_keeps_the_ranks_the_debug_server_stopped_reaching(tmp_path: Path) -> None:
+    """A store answers as the folder it was exported from: the ranks the debug server
+    stopped reaching travel in contexts.json, checked on the way back like the rest."""
+    _, folder = corpus_case("two_faults_tp1pp1dp8_torchcomms_debugsrv_t215_s04203", tmp_path)
+    store = export([folder], tmp_path / "s")
+    got, want = analyze(store, jobs=1), analyze(folder, jobs=1)
+    assert list(want.contexts.no_answer) == [6]
+    assert got.contexts.no_answer == want.contexts.no_answer
+    assert got.diagnosis.culprits == want.diagnosis.culprits
+    doc = json.loads((store / "contexts.json").read_text())
+    doc["no_answer"][0]["rank"] = 10**9
+    (store / "contexts.json").write_text(json.dumps(doc))
+    run = _cli("analyze", str(redigest(store)))
+    assert run.returncode == 2, run.stderr
+    assert "contexts.json is malformed (ValueError: a rank beyond any job's" in run.stderr
