@@ -376,7 +376,7 @@ def _unsure(loaded: Loaded | None) -> dict[int, str]:
     out.update(
         {r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks}
     )
-    for r, why in loaded.stale:
+    for r, why in [*loaded.stale, *loaded.torchcomms.unaligned.items()]:
         out.setdefault(r, why)
     return out
 

@@ -35,7 +35,7 @@ Then, in each such dump:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -75,6 +75,8 @@ class TorchCommsRead:
     ranks: tuple[int, ...] = ()
     signs: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    unaligned: dict[int, str] = field(default_factory=dict)
+    """Ranks whose wrapped buffer could not be lined up with the other members', and why."""
 
 
 def _span(members: Sequence[int]) -> str:
@@ -326,7 +328,11 @@ def _read(dumps: Sequence[ParsedDump]) -> TorchCommsRead:
         for n in _rewrite(d, known):
             if n not in notes:
                 notes.append(n)
-    notes.extend(align_wrapped(chosen, _column))
+    aligned, unaligned = align_wrapped(chosen, _column)
+    notes.extend(n for n in dict.fromkeys(aligned) if n not in notes)
     return TorchCommsRead(
-        ranks=tuple(sorted({d.rank for d in chosen})), signs=tuple(signs), notes=tuple(notes)
+        ranks=tuple(sorted({d.rank for d in chosen})),
+        signs=tuple(signs),
+        notes=tuple(notes),
+        unaligned=unaligned,
     )

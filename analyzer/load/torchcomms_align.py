@@ -56,15 +56,23 @@ def _ops_by_comm(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> tuple[Ops
 
 
 def _stream(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> dict[int, tuple[str, str]]:
-    """Every entry of the dump by ``record_id``: (comm key, op)."""
+    """Every entry of the dump by ``record_id``: (comm name, op). The name without its member
+    set: two ranks of one program issue their own ``cp`` comm's entries at the same
+    ``record_id`` s, though their ``cp`` comms differ (``cp[0,2]``, ``cp[8,10]``)."""
     ids = np.asarray(d.ints["record_id"], dtype=np.int64).tolist()
     return {
-        int(r): (str(n), str(o)) for r, n, o in zip(ids, names.tolist(), ops.tolist(), strict=True)
+        int(r): (_name_of(str(n)), str(o))
+        for r, n, o in zip(ids, names.tolist(), ops.tolist(), strict=True)
     }
 
 
+def _name_of(key: str) -> str:
+    """A comm key's name (:func:`analyzer.load.torchcomms.comm_key`: ``tp[0,1]`` -> ``tp``)."""
+    return key[: key.rindex("[")] if key.endswith("]") and "[" in key else key
+
+
 def _same_stream(mine: dict[int, tuple[str, str]], theirs: dict[int, tuple[str, str]]) -> bool:
-    """Both dumps hold the same comm and op at every ``record_id`` both hold, and the same
+    """Both dumps hold the same comm name and op at every ``record_id`` both hold, and the same
     ``record_id`` s over the span both cover (at least two entries)."""
     lo = max(min(mine), min(theirs))
     hi = min(max(mine), max(theirs))
@@ -93,11 +101,12 @@ def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
 
 
 def _shift(
-    mine: list[str], refs: list[list[str]], lost: int, hint: Callable[[], int | None]
-) -> int:
+    mine: list[str], refs: list[list[str]], lost: int, hint: Callable[[list[int]], int | None]
+) -> tuple[int, bool]:
     """The one shift in 0..``lost`` under which ``mine`` agrees with every reference (and
-    meets one of them at least); where several do, ``hint()`` (the shift the ``record_id`` s
-    give, read only then) if it is one of them; else 0."""
+    meets one of them at least); where several do, ``hint(fit)`` (the one of them the
+    ``record_id`` s give, read only then). With whether it was decided: where several fit and
+    nothing picks one, 0, undecided."""
 
     def agrees(s: int) -> bool:
         counts = [_fits(mine, r, s) for r in refs]
@@ -105,11 +114,11 @@ def _shift(
 
     fit = [s for s in range(lost + 1) if agrees(s)]
     if len(fit) == 1:
-        return fit[0]
+        return fit[0], True
     if len(fit) < 2:
-        return 0
-    given = hint()
-    return given if given is not None and given in fit else 0
+        return 0, True  # none fits: no line-up to make (a desync, or nothing in common)
+    given = hint(fit)
+    return (given, True) if given in fit else (0, False)
 
 
 def _hint(
@@ -119,10 +128,13 @@ def _hint(
     by_comm: dict[int, tuple[Ops, Records]],
     read: dict[int, tuple[np.ndarray, np.ndarray]],
     streams: dict[int, dict[int, tuple[str, str]]],
+    fit: list[int],
 ) -> int | None:
-    """The shift of comm ``name`` of ``d`` that the ``record_id`` s give: the one every member
-    whose whole stream of entries agrees with ``d``'s gives, or None (none agrees, or two
-    give different shifts)."""
+    """The shift of comm ``name`` of ``d`` among ``fit`` that the ``record_id`` s give: the
+    one every member whose whole stream of entries agrees with ``d``'s gives; else the one
+    fitting shift under which the comm's own entries carry the same ``record_id`` s on both
+    sides wherever they meet, for every member (the two processes issued as many entries
+    before each of them); else None."""
     for x in (d, *members):
         if id(x) not in streams:
             streams[id(x)] = _stream(x, *read[id(x)])
@@ -132,16 +144,27 @@ def _hint(
         for w in members
         if _same_stream(streams[id(d)], streams[id(w)])
     }
-    return shifts.pop() if len(shifts) == 1 else None
+    if len(shifts) == 1 and (given := shifts.pop()) in fit:
+        return given
+    theirs = [by_comm[id(w)][1][name] for w in members]
+    same = [s for s in fit if all(_same_records(mine, t, s) for t in theirs)]
+    return same[0] if len(same) == 1 else None
+
+
+def _same_records(mine: list[int], theirs: list[int], shift: int) -> bool:
+    """Under ``shift``, this dump's entries of a comm carry the ``record_id`` s of the
+    member's entries they meet (where they meet none, nothing says otherwise)."""
+    return all(r == theirs[i + shift] for i, r in enumerate(mine) if i + shift < len(theirs))
 
 
 def align_wrapped(
     dumps: Sequence[ParsedDump], column: Callable[[ParsedDump, str], np.ndarray]
-) -> list[str]:
+) -> tuple[list[str], dict[int, str]]:
     """Shift the positions (``seq``) of the comms of each wrapped TorchComms dump among
     ``dumps`` (already read into comm keys) to line up with the members whose dumps start
-    earliest (see the module); the notes to tell about it. ``column(d, name)``: an
-    entry column as text."""
+    earliest (see the module); the notes to tell about it, and the ranks where nothing
+    decided among the positions that fit, each with why (their evidence is doubtful: an
+    entry may stand a step off). ``column(d, name)``: an entry column as text."""
     first = {
         id(d): int(np.asarray(d.ints["record_id"], dtype=np.int64).min())
         for d in dumps
@@ -162,6 +185,7 @@ def align_wrapped(
             if first[id(d)] == start[name]:
                 earliest.setdefault(name, []).append(d)
     notes: list[str] = []
+    unaligned: dict[int, str] = {}
     for d in dumps:
         lost = first.get(id(d), 0)
         if lost <= 0:
@@ -169,10 +193,11 @@ def align_wrapped(
         names = read[id(d)][0]
         seq = np.asarray(d.ints["seq"], dtype=np.int64).copy()
         moved: list[str] = []
+        undecided: list[str] = []
         for name, mine in ops[id(d)].items():
             members = earliest[name][:_MAX_REFERENCES] if start[name] < lost else []
             refs = [ops[id(w)][name] for w in members]
-            s = (
+            s, decided = (
                 _shift(
                     mine,
                     refs,
@@ -180,8 +205,10 @@ def align_wrapped(
                     partial(_hint, d, members, name, by_comm, read, streams),
                 )
                 if refs
-                else 0
+                else (0, True)
             )
+            if not decided:
+                undecided.append(name)
             if s:
                 at = names == name
                 seq[at] = np.where(seq[at] >= 0, seq[at] + s, s - 1)
@@ -193,4 +220,10 @@ def align_wrapped(
                 "positions lined up with the members whose buffers start earliest "
                 f"({', '.join(moved)})"
             )
-    return notes
+        if undecided:
+            unaligned[d.rank] = (
+                f"its buffer wrapped (it starts at record {lost}), and where its entries of "
+                f"{', '.join(undecided)} stand among the other members' is not decided: "
+                "several positions fit, a training step apart"
+            )
+    return notes, unaligned

@@ -409,3 +409,36 @@ def test_a_rank_the_debug_server_stopped_reaching_is_said_so(tmp_path: Path) -> 
     because = {c.rank: c.because for c in d.culprits}
     assert "the debug server stopped reaching it (ConnectionError)" in because[6]
     assert "stopped reaching" not in because[4]
+
+
+def test_wrapped_torchcomms_buffers_are_lined_up_across_comms_of_one_name(
+    tmp_path: Path,
+) -> None:
+    """Rank 10 of 12 stalled before a pipeline send/recv; every TorchComms buffer (12
+    entries) wrapped, at different records. Ranks whose ``cp`` comm is not rank 10's had their
+    ``world`` entries lined up a step off (nothing decided among the shifts that fit, and 0
+    was taken), which read ranks 2 and 6 as stalled, certain. The streams are now compared by
+    comm name, and a comm's own record ids decide where they agree under one shift. Found by
+    a fresh wide-world case."""
+    truth, folder = corpus_case(
+        "stall_compute_tp1cp2pp2dp3_torchcomms_wide_eval_snap_copies_t213_s04073", tmp_path
+    )
+    result = analyzer.analyze(folder, jobs=1)
+    d = result.diagnosis
+    assert truth["culprits"] == [10]
+    assert confidences(d) == {10: "certain", 11: "suspect"}
+    notes = result.loaded.torchcomms.notes if result.loaded is not None else ()
+    assert any(n.startswith("rank 0: its buffer starts at record 16") for n in notes)
+    assert len(notes) == len(set(notes))
+
+
+def test_a_wrapped_buffer_no_record_lines_up_is_doubtful_evidence(tmp_path: Path) -> None:
+    """Where several positions of a wrapped TorchComms buffer fit and nothing decides, the
+    rank's evidence is doubtful (as an unreadable file's is), not read at position 0."""
+    _, folder = corpus_case("dtype_desync_tp4cp2pp1dp1_torchcomms_rounds_t213_s03010", tmp_path)
+    result = analyzer.analyze(folder, jobs=1)
+    assert result.loaded is not None
+    unaligned = result.loaded.torchcomms.unaligned
+    assert sorted(unaligned) == [1, 2]
+    assert "is not decided: several positions fit" in unaligned[1]
+    assert result.diagnosis.verdict == "inconclusive"

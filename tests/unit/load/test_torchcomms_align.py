@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-from analyzer.load.torchcomms_align import _by_record, _same_stream, _shift
+from analyzer.load.torchcomms_align import _by_record, _name_of, _same_records, _same_stream, _shift
 
 AR = "all_reduce"
 
 
 def test_one_shift_that_fits_is_taken() -> None:
-    def unread() -> int | None:
+    def unread(fit: list[int]) -> int | None:
         raise AssertionError("the record_ids are read only where several shifts fit")
 
-    assert _shift(["b", "c"], [["a", "b", "c"]], 1, unread) == 1
-    assert _shift(["a", "b"], [["a", "b", "c"]], 1, unread) == 0
+    assert _shift(["b", "c"], [["a", "b", "c"]], 1, unread) == (1, True)
+    assert _shift(["a", "b"], [["a", "b", "c"]], 1, unread) == (0, True)
 
 
 def test_among_several_shifts_the_record_ids_decide() -> None:
-    """A run of one op fits every shift: 0 without a hint (as before), the hint where it is
-    one of those that fit, and never a hint that does not fit."""
+    """A run of one op fits every shift: the hint where it is one of those that fit; else 0,
+    undecided (the rank's evidence is then doubtful); never a hint that does not fit."""
     mine, theirs = [AR] * 7, [[AR] * 8]
-    assert _shift(mine, theirs, 1, lambda: None) == 0
-    assert _shift(mine, theirs, 1, lambda: 1) == 1
-    assert _shift(mine, theirs, 1, lambda: 2) == 0  # 2 does not fit here
-    assert _shift(["x", AR], [["y", AR, "x", AR]], 2, lambda: 1) == 2  # only 2 fits
+    assert _shift(mine, theirs, 1, lambda fit: None) == (0, False)
+    assert _shift(mine, theirs, 1, lambda fit: 1) == (1, True)
+    assert _shift(mine, theirs, 1, lambda fit: 2) == (0, False)  # 2 does not fit here
+    assert _shift(["x", AR], [["y", AR, "x", AR]], 2, lambda fit: 1) == (2, True)  # only 2 fits
 
 
 def test_the_record_ids_decide_only_where_both_streams_agree() -> None:
@@ -34,3 +34,18 @@ def test_the_record_ids_decide_only_where_both_streams_agree() -> None:
     assert not _same_stream(other, rank3)
     assert not _same_stream({8: ("world", AR)}, rank3)  # one shared entry decides nothing
     assert _by_record([12], [5, 8]) is None
+
+
+def test_streams_compare_comm_names_not_member_sets() -> None:
+    """Two ranks of one program in different ``cp`` comms issue their own ``cp`` entries at
+    the same ``record_id`` s: the streams are compared by comm name."""
+    assert _name_of("cp[8,10]") == "cp" and _name_of("world[0-11]") == "world"
+    assert _name_of("tp") == "tp"
+
+
+def test_a_comms_own_record_ids_decide_where_the_streams_differ() -> None:
+    """Where the whole streams differ (a send on one, a recv on the other), the comm's own
+    entries carrying the same ``record_id`` s under one fitting shift decide it."""
+    assert _same_records([22, 23], [13, 14, 22, 23], 2)
+    assert not _same_records([22, 23], [13, 14, 22, 23], 0)
+    assert _same_records([30], [13, 14], 2)  # nothing met: nothing says otherwise
