@@ -25,6 +25,7 @@ from analyzer.load import (
     Loaded,
     ParsedDump,
     Progress,
+    TorchCommsRead,
     resolve_across_shards,
     resolve_ranks,
     set_aside_stale,
@@ -166,6 +167,7 @@ def open_stores(paths: list[str | os.PathLike[str]]) -> Opened:
     loaded = Loaded(
         dumps=tuple(dumps),
         stale=stale,
+        torchcomms=TorchCommsRead(unaligned=dict(sorted(notes.unaligned.items()))),
         skipped=tuple(notes.skipped),
         files=tuple(notes.files),
         ignored=tuple(notes.ignored) + tuple(Ignored(p, why) for p, why in aside),

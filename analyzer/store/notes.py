@@ -67,6 +67,7 @@ class Notes:
     ignored: list[Ignored] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     stale: list[tuple[int, str]] = field(default_factory=list)
+    unaligned: dict[int, str] = field(default_factory=dict)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     files: list[RankFile] = field(default_factory=list)
     beside: list[RankFile] = field(default_factory=list)
@@ -98,6 +99,9 @@ def read_notes(folders: list[Path]) -> Notes:
                 for r, k, dr, i in doc.get("duplicates", [])
             ]
             notes.stale += [(store_rank(r), str(w)) for r, w in doc.get("stale", [])]
+            notes.unaligned.update(
+                (store_rank(r), str(w)[:500]) for r, w in doc.get("unaligned", [])[:MAX_BESIDE]
+            )
             unreadable += [(str(p), str(w)) for p, w in doc.get("unreadable_dirs", [])]
             files += [RankFile(store_rank(r), Path(p)) for r, p in doc.get("files", [])]
             notes.beside += [

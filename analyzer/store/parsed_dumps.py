@@ -170,6 +170,7 @@ def _inputs_doc(loaded: Loaded) -> dict[str, Any]:
         "ignored": [[i.path, i.reason] for i in loaded.ignored],
         "duplicates": [[d.rank, d.kept, d.dropped, d.identical] for d in loaded.duplicates],
         "stale": [[r, why] for r, why in loaded.stale],
+        "unaligned": [[r, why] for r, why in sorted(loaded.torchcomms.unaligned.items())],
         "unreadable_dirs": [list(u) for u in loaded.unreadable_dirs],
         "files": [[f.rank, os.fspath(f.path)] for f in loaded.files],
         "beside": [[f.rank, os.fspath(f.path)] for f in loaded.beside],

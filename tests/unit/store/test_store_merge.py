@@ -490,3 +490,14 @@ def test_a_store_keeps_the_ranks_the_debug_server_stopped_reaching(tmp_path: Pat
     run = _cli("analyze", str(redigest(store)))
     assert run.returncode == 2, run.stderr
     assert "contexts.json is malformed (ValueError: a rank beyond any job's" in run.stderr
+
+
+def test_a_store_keeps_the_ranks_whose_wrapped_buffer_did_not_line_up(tmp_path: Path) -> None:
+    """Their evidence is doubtful from a store as from the files (inputs.json)."""
+    _, folder = corpus_case("dtype_desync_tp4cp2pp1dp1_torchcomms_rounds_t213_s03010", tmp_path)
+    store = export([folder], tmp_path / "s")
+    got, want = analyze(store, jobs=1), analyze(folder, jobs=1)
+    assert got.loaded is not None and want.loaded is not None
+    assert sorted(want.loaded.torchcomms.unaligned) == [1, 2]
+    assert got.loaded.torchcomms.unaligned == want.loaded.torchcomms.unaligned
+    assert got.diagnosis.culprits == want.diagnosis.culprits
