@@ -122,8 +122,13 @@ def _awaited_with(rank: int, others: Sequence[int], layout: str | None = None) -
     )
 
 
+#: Ranks blamed each for its own absent file from which the files given may be a part only.
+_MANY_ABSENT = 3
+
+
 def _among_absent(rank: int, absent: Sequence[int], world: int) -> Culprit:
-    """``rank``, with no dump, where half the job's ranks or more (``absent``) have none."""
+    """``rank``, with no dump, where half the job's ranks or more (``absent``) have none, or
+    :data:`_MANY_ABSENT` or more are blamed each for its own."""
     return Culprit(
         rank,
         Confidence.SUSPECT,
@@ -171,7 +176,10 @@ def absent_doubts(facts: Facts, dead: set[int], judged: Mapping[int, Culprit]) -
             out[r] = _awaited_with(r, others, facts.inferred.get(r))
     absent = sorted(facts.unblamed_missing)
     world = facts.tables.world_size
-    if len(absent) >= 2 and 2 * len(absent) >= world:
+    blamed = [r for r in dead if r not in out and judged[r].confidence is Confidence.LIKELY]
+    # Half the files absent, or three ranks or more blamed each for its absent file: files
+    # not collected (a host's) is the likelier reading than as many faults at once.
+    if len(absent) >= 2 and (2 * len(absent) >= world or len(blamed) >= _MANY_ABSENT):
         for r in sorted(dead):
             if r not in out and judged[r].confidence is Confidence.LIKELY:
                 out[r] = _among_absent(r, absent, world)

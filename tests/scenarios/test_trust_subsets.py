@@ -268,3 +268,20 @@ def test_a_collective_another_recorder_saw_complete_holds_no_absent_member(
     assert truth["hang"] is False
     d = analyzer.analyze(_keep(folder, (1, 2, 3)), jobs=1).diagnosis
     assert d.verdict == "inconclusive" and not d.culprits, d.headline
+
+
+def test_three_ranks_or_more_blamed_each_for_its_absent_file_are_suspects(
+    tmp_path: Path,
+) -> None:
+    """Ranks 0-7's files of a 12-rank TorchComms job (the tutorial's flow: only ranks that
+    caught a timeout write): ranks 8-11 each hold a data-parallel all_reduce of their own.
+    Four ranks stalled at once is not the likelier reading of four absent files: those given
+    may be a part only (one host's). Before: ranks 8-11 likely (rank 10 alone stalled)."""
+    truth, folder = corpus_case(
+        "stall_compute_tp1cp2pp2dp3_torchcomms_wide_eval_snap_copies_t213_s04073", tmp_path
+    )
+    assert truth["culprits"] == [10]
+    d = analyzer.analyze(_keep(folder, range(8)), jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {8: "suspect", 9: "suspect", 10: "suspect", 11: "suspect"}
+    assert "ranks 8-11 (4 of the job's 12) have no dump" in d.culprits[0].because
