@@ -10,6 +10,7 @@ import pandas as pd
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
+from analyzer.match import Dialect, is_retire_on_end, is_retired_done
 from analyzer.terms import plural, rank_runs
 
 __all__ = ["kinds_also_possible", "peerless_p2p_in_flight", "stuck_alike"]
@@ -26,13 +27,14 @@ def _not_joined(findings: Sequence[Finding]) -> list[int]:
     )
 
 
-def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str]:
+def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str, bool]:
     """Culprits that never joined and may instead be stuck inside their last collective:
-    (ranks, where) when two or more of them are every member of one group, each one's newest
-    entry is the same collective of that group, and their backend reports no completion and
-    retires an op when it is issued (the hook over a backend without completion reports).
-    Every member entered it and none went past: held inside it or all stalled after it, the
-    dumps look the same."""
+    (ranks, where, whether their buffers report completion) when two or more of them are every member of one group, each one's newest
+    entry is the same collective of that group, and the buffer that entry comes from reports
+    no completion and retires an op when it is issued (the hook over a backend without
+    completion reports), or reports completion and shows it not completed. Every member
+    entered it and none went past: held inside it or all stalled after it, the dumps look
+    the same. A rank's other buffers (gloo's, beside the hook's) do not decide it."""
     stalled = sorted(
         {
             r
@@ -41,24 +43,49 @@ def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], s
             for r in f.ranks
         }
     )
-    d = facts.matching.dialects
-    ends = d.retire_on_end_ranks | d.retired_done_ranks
-    if len(stalled) < 2 or any(
-        r in ends or (x := d.of(r)) is None or x.completion_observed for r in stalled
-    ):
-        return [], ""
+    if len(stalled) < 2:
+        return [], "", False
     lasts = [facts.last_entry(r) for r in stalled]
+    if any(x is None or not _may_hold(facts, r, x) for r, x in zip(stalled, lasts, strict=True)):
+        return [], "", False
     keys = {
         (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
         for x in lasts
         if x is not None and not bool(x["is_p2p"])
     }
-    if len(keys) != 1 or len([x for x in lasts if x is not None]) != len(stalled):
-        return [], ""
+    if len(keys) != 1:
+        return [], "", False
     group, seq, op, desc = keys.pop()
     if sorted(facts.members.get(group, ())) != stalled:
-        return [], ""
-    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}"
+        return [], "", False
+    observed = all(
+        str(x["state"]) != "completed" and _observed(facts, r, x)
+        for r, x in zip(stalled, lasts, strict=True)
+        if x is not None
+    )
+    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}", observed
+
+
+def _may_hold(facts: Facts, rank: int, last: pd.Series) -> bool:
+    """Whether ``rank`` may be inside its newest entry ``last``, read by the dialect of the
+    buffer it comes from: one that retires at issue and reports no completion, or one that
+    reports completion and shows it not completed (gloo's own recorder and TorchComms' on
+    CPU are read by rules of their own)."""
+    d = _buffer_dialect(facts, rank, last)
+    if d is None or is_retire_on_end(d) or is_retired_done(d):
+        return False
+    return not d.completion_observed or str(last["state"]) != "completed"
+
+
+def _observed(facts: Facts, rank: int, last: pd.Series) -> bool:
+    d = _buffer_dialect(facts, rank, last)
+    return d is not None and d.completion_observed
+
+
+def _buffer_dialect(facts: Facts, rank: int, entry: pd.Series) -> Dialect | None:
+    """The dialect ``entry`` of ``rank`` is read by: its buffer's, else the rank's."""
+    dialects = facts.matching.dialects
+    return dialects.by_buffer.get((rank, str(entry["backend"]))) or dialects.of(rank)
 
 
 def _lone_last_ops(facts: Facts, ranks: Sequence[int]) -> list[tuple[int, str]]:
@@ -88,13 +115,14 @@ def kinds_also_possible(
     send/recv (gloo) may be blocked in send/recv with each other (a pipeline pair that both
     receive first); one whose last op is in a group no other dump shows may have entered the
     collectives of two groups in another order than its peers (a deadlock)."""
-    held, where = stuck_alike(facts, findings)
+    held, where, observed = stuck_alike(facts, findings)
     if held:
+        why = "none of them completed it" if observed else "this backend reports no completion"
         return (
             (
                 FindingKind.STUCK_IN_COLLECTIVE.value,
                 f"{plural(held)} {rank_runs(held)} may be stuck inside {where}, which each "
-                "entered last: this backend reports no completion",
+                f"entered last: {why}",
             ),
         )
     sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}

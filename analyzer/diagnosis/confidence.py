@@ -337,14 +337,19 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
         out.setdefault(p.rank, p)
     for p in inside_with_stale(facts, dead, set(out)):
         out.setdefault(p.rank, p)
-    held, where = stuck_alike(facts, findings)
+    held, where, observed = stuck_alike(facts, findings)
     for r in held:
         out[r] = Culprit(
             r,
             Confidence.SUSPECT,
             f"every member of its group enqueued {where} as its last op and none went past it; "
-            "this backend reports no completion: they may be stuck inside it (network, GPU, "
-            "one frozen member) or all stalled after it",
+            + (
+                "none of them completed it: they are inside it, and which one holds it "
+                "(network, GPU, one frozen member) is not in these dumps"
+                if observed
+                else "this backend reports no completion: they may be stuck inside it "
+                "(network, GPU, one frozen member) or all stalled after it"
+            ),
         )
     out = gone_culprits(facts, out)
     return tuple(out[r] for r in sorted(out))

@@ -442,3 +442,25 @@ def test_a_wrapped_buffer_no_record_lines_up_is_doubtful_evidence(tmp_path: Path
     assert sorted(unaligned) == [1, 2]
     assert "is not decided: several positions fit" in unaligned[1]
     assert result.diagnosis.verdict == "inconclusive"
+
+
+def test_members_inside_one_collective_beside_a_gloo_buffer_are_suspects(tmp_path: Path) -> None:
+    """Rank 0 froze inside the eval metric's all_reduce of its data-parallel pair (ranks 0
+    and 2, the recorder hook) while ranks 1 and 3 went on to the next step's all_gather and
+    wait on them. Every member of the pair entered it last and none went past: which one
+    holds it is not in these dumps. A gloo buffer each rank holds beside the hook's (the
+    checkpoint's group) made the rule that says so pass them by; with the states laid over,
+    none of them completed it. Before: ranks 0 and 2 stalled, certain (found by a fresh case)."""
+    for name in (
+        "stuck_in_collective_tp1cp2pp1dp2_nccllazy_eval_cpu_hookjson_t215_s04496",
+        "stuck_in_collective_tp1cp2pp1dp2_nccllazy_eval_cpu_hookjson_t215_s04496_states",
+    ):
+        truth, folder = corpus_case(name, tmp_path / name)
+        d = analyzer.analyze(folder, jobs=1).diagnosis
+        assert truth["culprits"] == [0]
+        assert d.verdict == "inconclusive" and confidences(d) == {0: "suspect", 2: "suspect"}
+        because = d.culprits[0].because
+        assert "all_reduce in DATA_PARALLEL_GROUP seq 6 as its last op" in because
+        observed = name.endswith("_states")
+        assert ("none of them completed it" in because) == observed
+        assert ("this backend reports no completion" in because) == (not observed)
