@@ -29,14 +29,12 @@ def _not_joined(findings: Sequence[Finding]) -> list[int]:
 
 def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str, bool]:
     """Culprits that never joined and may instead be stuck inside their last collective:
-    (ranks, where, whether their buffers report completion) when every member of one group
-    has a dump whose newest entry is the same collective of that group (the culprits among
-    them, and members no visible rank waits on: their waiter's file may be lost), and the
-    buffer each entry comes from reports no completion and retires an op when it is issued
-    (the hook over a backend without completion reports), or reports completion and shows it
-    not completed. Every member entered it and none went past: held inside it or all stalled
-    after it, the dumps look the same. A rank's other buffers (gloo's, beside the hook's) do
-    not decide it."""
+    (ranks, where, whether their buffers report completion) when two or more of them are every member of one group, each one's newest
+    entry is the same collective of that group, and the buffer that entry comes from reports
+    no completion and retires an op when it is issued (the hook over a backend without
+    completion reports), or reports completion and shows it not completed. Every member
+    entered it and none went past: held inside it or all stalled after it, the dumps look
+    the same. A rank's other buffers (gloo's, beside the hook's) do not decide it."""
     stalled = sorted(
         {
             r
@@ -45,31 +43,27 @@ def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], s
             for r in f.ranks
         }
     )
-    lasts = {r: facts.last_entry(r) for r in stalled}
+    if len(stalled) < 2:
+        return [], "", False
+    lasts = [facts.last_entry(r) for r in stalled]
+    if any(x is None or not _may_hold(facts, r, x) for r, x in zip(stalled, lasts, strict=True)):
+        return [], "", False
     keys = {
         (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
-        for x in lasts.values()
+        for x in lasts
         if x is not None and not bool(x["is_p2p"])
     }
-    if not stalled or len(keys) != 1 or any(x is None for x in lasts.values()):
+    if len(keys) != 1:
         return [], "", False
     group, seq, op, desc = keys.pop()
-    members = sorted(facts.members.get(group, ()))
-    if len(members) < 2 or not set(stalled) <= set(members):
+    if sorted(facts.members.get(group, ())) != stalled:
         return [], "", False
-    lasts.update({m: facts.last_entry(m) for m in members if m not in lasts})
-    for m in members:
-        x = lasts[m]
-        if x is None or bool(x["is_p2p"]) or (str(x["pg_name"]), int(x["seq"])) != (group, seq):
-            return [], "", False  # it went past it (a send/recv counts no collective seq)
-        if not _may_hold(facts, m, x):
-            return [], "", False
     observed = all(
-        str(x["state"]) != "completed" and _observed(facts, m, x)
-        for m in members
-        if (x := lasts[m]) is not None
+        str(x["state"]) != "completed" and _observed(facts, r, x)
+        for r, x in zip(stalled, lasts, strict=True)
+        if x is not None
     )
-    return members, f"{op} in {desc or f'group {group}'} seq {seq}", observed
+    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}", observed
 
 
 def _may_hold(facts: Facts, rank: int, last: pd.Series) -> bool:
