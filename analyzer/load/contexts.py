@@ -32,7 +32,7 @@ from analyzer.context_file import (
     RankContext,
     ThreadStack,
 )
-from analyzer.load.debug_stacks import stacks_contexts, stopped_answering
+from analyzer.load.debug_stacks import read_stacks
 
 _SCHEMA_PREFIX = b"hangscope.context/"
 _HEAD = 4096
@@ -218,13 +218,13 @@ def find_contexts(
             by_rank[ctx.rank] = ctx
     # The debug server's stacks snapshots: where each rank is now, for ranks not captured.
     folders = {Path(f).parent for f in dump_files}
-    for rank, ctx in stacks_contexts(inputs, sorted(folders), config=config).items():
+    stacks = read_stacks(inputs, sorted(folders), config=config)
+    for rank, ctx in stacks.where.items():
         by_rank.setdefault(rank, ctx)
-    gone = stopped_answering(inputs, sorted(folders), config=config)
     return Contexts(
         by_rank=dict(sorted(by_rank.items())),
         skipped=tuple(skipped),
-        no_answer={r: g for r, g in gone.items() if r not in by_rank},
+        no_answer={r: g for r, g in stacks.no_answer.items() if r not in by_rank},
     )
 
 

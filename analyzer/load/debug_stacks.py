@@ -11,13 +11,14 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.context_file import MAX_FRAMES, MAX_THREADS, NoAnswer, RankContext, ThreadStack
 from analyzer.load.debug_server import Snapshot, read_text, snapshots
 
-__all__ = ["stacks_contexts", "stopped_answering"]
+__all__ = ["StacksRead", "read_stacks"]
 
 _STACK_HEAD = re.compile(
     r"^=== Rank (\d{1,7}): (?:https?://(\[[0-9a-fA-F:.]{1,64}\]|[\w.-]{1,255}))?[^\n]{0,2000} ===$",
@@ -51,22 +52,39 @@ def _threads(text: str) -> tuple[ThreadStack, ...]:
     return tuple(out)
 
 
-def stacks_contexts(
+@dataclass(frozen=True)
+class StacksRead:
+    """What the debug server's stacks snapshots say of each rank, read once."""
+
+    where: dict[int, RankContext] = field(default_factory=dict)
+    """Each rank's threads from the newest snapshot it answered, where it is now."""
+    no_answer: dict[int, NoAnswer] = field(default_factory=dict)
+    """Ranks that stopped answering (see :func:`read_stacks`)."""
+
+
+def read_stacks(
     inputs: Sequence[str | os.PathLike[str]],
     extra_dirs: Iterable[Path] = (),
     *,
     config: AnalysisConfig = DEFAULT_CONFIG,
-) -> dict[int, RankContext]:
-    """Each rank's threads in the newest ``stacks_<ts>.txt`` among ``inputs`` and
-    ``extra_dirs`` (the folders of the dumps) where it answered, as context records: where
-    each rank is now. A rank that a newer snapshot of any kind (a health check, say) says did
-    not answer gets none: its threads from before do not show it alive now."""
+) -> StacksRead:
+    """The ``stacks_<ts>.txt`` snapshots among ``inputs`` and ``extra_dirs`` (the folders of
+    the dumps), each read once.
+
+    ``where``: each rank's threads in the newest snapshot where it answered, as context
+    records. A rank that a newer snapshot of any kind (a health check, say) says did not
+    answer gets none: its threads from before do not show it alive now.
+
+    ``no_answer``: the ranks the newest snapshot of any kind lists as not answering, though
+    an older stacks snapshot holds their threads, where some rank answered it: their process
+    ended, froze or holds the interpreter since (a rank that waits in a collective answers).
+    """
     every = snapshots([*inputs, *extra_dirs], None)
     snaps = [s for s in every if s.kind == "stacks"]
     if not snaps:
-        return {}
+        return StacksRead()
     out: dict[int, RankContext] = {}
-    stamp: dict[int, str] = {}
+    answered: dict[int, Snapshot] = {}  # the newest snapshot each rank answered
     silent: set[int] = set()
     for snap in reversed(snaps[-_MAX_SNAPSHOTS:]):
         try:
@@ -75,54 +93,45 @@ def stacks_contexts(
             continue
         reason = f"debug server {snap.path.name}" + (f": {snap.partial}" if snap.partial else "")
         for rank, host, threads in _rank_threads(text, config.max_rank):
-            if rank in out or rank in silent:
-                continue
             if not threads:
-                silent.add(rank)  # it did not answer: an older answer is no sign of life now
+                if rank not in answered:
+                    silent.add(rank)  # it did not answer: an older answer is no sign of life
                 continue
-            stamp[rank] = snap.stamp
-            out[rank] = RankContext(
-                rank=rank,
-                path=str(snap.path),
-                host=host,
-                time=snap.time,
-                reason=reason,
-                threads=threads,
-            )
+            if rank in answered:
+                continue
+            answered[rank] = snap
+            if rank not in silent:
+                out[rank] = RankContext(
+                    rank=rank,
+                    path=str(snap.path),
+                    host=host,
+                    time=snap.time,
+                    reason=reason,
+                    threads=threads,
+                )
     later = _no_answers(every, config)
-    return {
+    where = {
         r: c
         for r, c in out.items()
-        if not any(snap.stamp > stamp[r] and r in ranks for snap, ranks in later)
+        if not any(snap.stamp > answered[r].stamp and r in ranks for snap, ranks in later)
     }
+    return StacksRead(where, _stopped(every[-1], answered, later))
 
 
-def stopped_answering(
-    inputs: Sequence[str | os.PathLike[str]],
-    extra_dirs: Iterable[Path] = (),
-    *,
-    config: AnalysisConfig = DEFAULT_CONFIG,
+def _stopped(
+    newest: Snapshot,
+    answered: dict[int, Snapshot],
+    later: list[tuple[Snapshot, dict[int, str]]],
 ) -> dict[int, NoAnswer]:
-    """Ranks the newest snapshot of any kind lists as not answering, though an older
-    ``stacks_<ts>.txt`` holds their threads, where some rank answered it: their process
-    ended, froze or holds the interpreter since (a rank that waits in a collective answers)."""
-    every = snapshots([*inputs, *extra_dirs], None)
-    newest = every[-1] if every else None
-    if newest is None or not newest.responded:
-        return {}  # all answered, or none did: the frontend's trouble, not a rank's
-    later = _no_answers(every, config)
+    """Ranks ``newest`` (a snapshot of any kind) lists as not answering, with the newest
+    stacks snapshot each answered and the first after it that lists it, where some rank
+    answered ``newest`` (where none did, it is the frontend's trouble, not a rank's)."""
+    if not newest.responded:
+        return {}
     listed = next((ranks for snap, ranks in later if snap is newest), {})
-    answered: dict[int, Snapshot] = {}
-    for snap in [s for s in every if s.kind == "stacks"][-_MAX_SNAPSHOTS:]:
-        try:
-            text = read_text(snap.path, config.max_context_bytes)
-        except OSError:
-            continue
-        for rank, _host, threads in _rank_threads(text, config.max_rank):
-            if threads and rank in listed:
-                answered[rank] = snap  # oldest first: the newest answer stays
     out: dict[int, NoAnswer] = {}
-    for r, last in sorted(answered.items()):
+    for r in sorted(set(listed) & set(answered)):
+        last = answered[r]
         first = min(
             (snap for snap, ranks in later if r in ranks and snap.stamp > last.stamp),
             key=lambda snap: (snap.stamp, snap.path.name),

@@ -13,7 +13,7 @@ import analyzer
 from analyzer.errors import InputError
 from analyzer.load import find_contexts, load_dumps
 from analyzer.load.debug_server import chosen, page_ranks, snapshots
-from analyzer.load.debug_stacks import stopped_answering
+from analyzer.load.debug_stacks import read_stacks
 from analyzer.render import render_text
 from tests.conftest import SAMPLES, corpus_case
 
@@ -157,7 +157,7 @@ def test_a_rank_that_stopped_answering_is_named_with_its_last_answer(tmp_path: P
         _stacks({0: True, 1: False, 2: True}, _partial(2, 3, [1]))
     )
     (tmp_path / "c10d_health_check_20261207_010008.txt").write_text(_partial(2, 3, [1]))
-    gone = stopped_answering([tmp_path])
+    gone = read_stacks([tmp_path]).no_answer
     assert list(gone) == [1]
     assert (gone[1].answered, gone[1].since, gone[1].error) == (
         "stacks_20261207_010000.txt",
@@ -177,8 +177,8 @@ def test_no_rank_is_said_gone_where_the_newest_round_does_not_show_it(tmp_path: 
         _stacks({0: True, 1: False}, _partial(1, 2, [1]))
     )
     (tmp_path / "stacks_20261207_010008.txt").write_text(_stacks({0: True, 1: True}))
-    assert stopped_answering([tmp_path]) == {}
+    assert read_stacks([tmp_path]).no_answer == {}
     (tmp_path / "stacks_20261207_010012.txt").write_text(_partial(0, 2, [0, 1]))
-    assert stopped_answering([tmp_path]) == {}
+    assert read_stacks([tmp_path]).no_answer == {}
     (tmp_path / "stacks_20261207_010016.txt").write_text(_partial(1, 3, [2]))
-    assert stopped_answering([tmp_path]) == {}
+    assert read_stacks([tmp_path]).no_answer == {}
