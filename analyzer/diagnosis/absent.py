@@ -176,13 +176,12 @@ def absent_doubts(facts: Facts, dead: set[int], judged: Mapping[int, Culprit]) -
             out[r] = _awaited_with(r, others, facts.inferred.get(r))
     absent = sorted(facts.unblamed_missing)
     world = facts.tables.world_size
-    blamed = [r for r in dead if r not in out and judged[r].confidence is Confidence.LIKELY]
+    blamed = [r for r in sorted(dead) if r not in out and judged[r].confidence is Confidence.LIKELY]
     # Half the files absent, or three ranks or more blamed each for its absent file: files
     # not collected (a host's) is the likelier reading than as many faults at once.
     if len(absent) >= 2 and (2 * len(absent) >= world or len(blamed) >= _MANY_ABSENT):
-        for r in sorted(dead):
-            if r not in out and judged[r].confidence is Confidence.LIKELY:
-                out[r] = _among_absent(r, absent, world)
+        for r in blamed:
+            out[r] = _among_absent(r, absent, world)
     if out:
         doubted = {r for r in dead if r in out or judged[r].confidence is Confidence.SUSPECT}
         out.update({c.rank: c for c in _held_between(facts, doubted, set(judged))})

@@ -29,12 +29,13 @@ def _not_joined(findings: Sequence[Finding]) -> list[int]:
 
 def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str, bool]:
     """Culprits that never joined and may instead be stuck inside their last collective:
-    (ranks, where, whether their buffers report completion) when two or more of them are every member of one group, each one's newest
-    entry is the same collective of that group, and the buffer that entry comes from reports
-    no completion and retires an op when it is issued (the hook over a backend without
-    completion reports), or reports completion and shows it not completed. Every member
-    entered it and none went past: held inside it or all stalled after it, the dumps look
-    the same. A rank's other buffers (gloo's, beside the hook's) do not decide it."""
+    (ranks, where, whether their buffers report completion) when two or more of them are
+    every member of one group, each one's newest entry is the same collective of that group,
+    and the buffer that entry comes from reports no completion and retires an op when it is
+    issued (the hook over a backend without completion reports), or reports completion and
+    shows it not completed. Every member entered it and none went past: held inside it or
+    all stalled after it, the dumps look the same. A rank's other buffers (gloo's, beside
+    the hook's) do not decide it."""
     stalled = sorted(
         {
             r
@@ -45,47 +46,38 @@ def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], s
     )
     if len(stalled) < 2:
         return [], "", False
-    lasts = [facts.last_entry(r) for r in stalled]
-    if any(x is None or not _may_hold(facts, r, x) for r, x in zip(stalled, lasts, strict=True)):
+    read = [x for r in stalled if (x := _read_by(facts, r)) is not None]
+    if len(read) != len(stalled):
         return [], "", False
     keys = {
         (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
-        for x in lasts
-        if x is not None and not bool(x["is_p2p"])
+        for x, _ in read
+        if not bool(x["is_p2p"])
     }
     if len(keys) != 1:
         return [], "", False
     group, seq, op, desc = keys.pop()
     if sorted(facts.members.get(group, ())) != stalled:
         return [], "", False
-    observed = all(
-        str(x["state"]) != "completed" and _observed(facts, r, x)
-        for r, x in zip(stalled, lasts, strict=True)
-        if x is not None
-    )
+    observed = all(d.completion_observed for _, d in read)
     return stalled, f"{op} in {desc or f'group {group}'} seq {seq}", observed
 
 
-def _may_hold(facts: Facts, rank: int, last: pd.Series) -> bool:
-    """Whether ``rank`` may be inside its newest entry ``last``, read by the dialect of the
-    buffer it comes from: one that retires at issue and reports no completion, or one that
-    reports completion and shows it not completed (gloo's own recorder and TorchComms' on
-    CPU are read by rules of their own)."""
-    d = _buffer_dialect(facts, rank, last)
-    if d is None or is_retire_on_end(d) or is_retired_done(d):
-        return False
-    return not d.completion_observed or str(last["state"]) != "completed"
-
-
-def _observed(facts: Facts, rank: int, last: pd.Series) -> bool:
-    d = _buffer_dialect(facts, rank, last)
-    return d is not None and d.completion_observed
-
-
-def _buffer_dialect(facts: Facts, rank: int, entry: pd.Series) -> Dialect | None:
-    """The dialect ``entry`` of ``rank`` is read by: its buffer's, else the rank's."""
+def _read_by(facts: Facts, rank: int) -> tuple[pd.Series, Dialect] | None:
+    """``rank``'s newest entry and the dialect of the buffer it comes from (its own, where
+    the rank holds several), where the rank may be inside it: that buffer retires at issue
+    and reports no completion, or reports completion and shows the entry not completed
+    (gloo's own recorder and TorchComms' on CPU are read by rules of their own); else None."""
+    last = facts.last_entry(rank)
+    if last is None:
+        return None
     dialects = facts.matching.dialects
-    return dialects.by_buffer.get((rank, str(entry["backend"]))) or dialects.of(rank)
+    d = dialects.by_buffer.get((rank, str(last["backend"]))) or dialects.of(rank)
+    if d is None or is_retire_on_end(d) or is_retired_done(d):
+        return None
+    if d.completion_observed and str(last["state"]) == "completed":
+        return None
+    return last, d
 
 
 def _lone_last_ops(facts: Facts, ranks: Sequence[int]) -> list[tuple[int, str]]:
