@@ -6,7 +6,9 @@ streams that are closed or full.
   batch folder and any file being written are removed) and the process exits with 128 plus
   the signal's number (143, 129, 130). A second signal while unwinding ends the process at
   once with the same code (the parser processes end with it: :mod:`analyzer.load`), and so
-  does a run still going :data:`GRACE_S` seconds after the signal.
+  does a run still going :data:`GRACE_S` seconds after the signal. A signal that lands in a
+  finalizer (``__del__``, a weakref callback, where Python prints and drops any exception)
+  is delivered again a moment later, outside it, and nothing is printed.
 - **Streams.** A standard stream that was closed when the process started is opened on
   ``/dev/null``, so that no file the run opens takes its number (and receives what is
   printed). What the run writes to stdout and cannot (closed, a full device) is exit code 6
@@ -64,7 +66,16 @@ def _end_after_grace(code: int) -> None:
     os._exit(code)
 
 
+#: Signals whose exception a finalizer dropped, to be raised again when delivered again.
+_DROPPED: list[int] = []
+#: Seconds before a signal whose exception a finalizer dropped is delivered again.
+REDELIVER_S = 0.05
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _DROPPED:  # the same signal again, its first exception dropped in a finalizer
+        _DROPPED.clear()
+        raise Signalled(signum)
     if _RECEIVED:  # a second signal while unwinding: end now
         os._exit(128 + _RECEIVED[0])
     _RECEIVED.append(signum)
@@ -74,9 +85,31 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Signalled(signum)
 
 
+def _redeliver(signum: int) -> None:
+    time.sleep(REDELIVER_S)  # the finalizer has returned by then
+    signal.raise_signal(signum)  # its Python handler runs in the main thread
+
+
+def _on_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A :class:`Signalled` that a finalizer dropped: say nothing, and deliver the signal
+    again from another thread (the handler then raises outside the finalizer). Any other
+    exception goes to Python's own hook."""
+    exc = unraisable.exc_value
+    if isinstance(exc, Signalled) and not _DROPPED:
+        _DROPPED.append(exc.signum)
+        threading.Thread(
+            target=_redeliver, args=(exc.signum,), name="hangscope-redeliver", daemon=True
+        ).start()
+        return
+    if isinstance(exc, Signalled):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def install_signal_handlers() -> None:
     """SIGINT, SIGTERM and SIGHUP unwind the run (see the module's doc). A signal that was
     ignored when the process started (``nohup``) stays ignored."""
+    sys.unraisablehook = _on_unraisable
     for sig in UNWINDING:
         try:
             if signal.getsignal(sig) is signal.SIG_IGN:

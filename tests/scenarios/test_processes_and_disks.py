@@ -161,6 +161,42 @@ def test_a_signal_mid_parse_unwinds_and_leaves_nothing(
     assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
 
 
+_IN_A_FINALIZER = """
+import os, signal, sys, time, weakref
+from analyzer.cli.process import Signalled, install_signal_handlers
+
+install_signal_handlers()
+class Thing: pass
+def callback(_ref):
+    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs inside this weakref callback
+    for _ in range(1000):
+        pass
+thing = Thing()
+ref = weakref.ref(thing, callback)
+start = time.monotonic()
+try:
+    del thing
+    while time.monotonic() - start < 3:
+        time.sleep(0.01)
+    print("went on")
+except Signalled as exc:
+    print("unwound", exc.signum, round(time.monotonic() - start, 1))
+"""
+
+
+def test_a_signal_landing_in_a_finalizer_unwinds_and_prints_nothing() -> None:
+    """Python drops (and prints) an exception a weakref callback raises: the signal is
+    delivered again outside it, the run unwinds at once and stderr stays empty."""
+    run = subprocess.run(
+        [sys.executable, "-c", _IN_A_FINALIZER],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert run.stderr == ""
+    word, signum, took = run.stdout.split()
+    assert (word, int(signum)) == ("unwound", signal.SIGTERM)
+    assert float(took) < 1.0  # not the grace period's end
+
+
 def test_parser_processes_die_with_a_killed_parent(
     mid_parse: tuple[subprocess.Popen[bytes], list[int]], job256: Path
 ) -> None:
