@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analyzer.diagnosis.evidence import RootEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
@@ -29,13 +30,15 @@ def _not_joined(findings: Sequence[Finding]) -> list[int]:
 
 def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], str, bool]:
     """Culprits that never joined and may instead be stuck inside their last collective:
-    (ranks, where, whether their buffers report completion) when two or more of them are
-    every member of one group, each one's newest entry is the same collective of that group,
-    and the buffer that entry comes from reports no completion and retires an op when it is
-    issued (the hook over a backend without completion reports), or reports completion and
-    shows it not completed. Every member entered it and none went past: held inside it or
-    all stalled after it, the dumps look the same. A rank's other buffers (gloo's, beside
-    the hook's) do not decide it."""
+    (the group's members, where, whether their buffers report completion) when each one's
+    newest entry is the same collective of one group, every member of that group has a dump
+    whose newest entry is it (members that are no culprit too: their waiter's file may be
+    lost), and the buffer each entry comes from reports no completion and retires an op
+    when it is issued (the hook over a backend without completion reports), or reports
+    completion and shows it not completed. Every member entered it and none went past: held
+    inside it or all stalled after it, the dumps look the same. Not where a culprit went
+    past the send/recv it never joined (:func:`_went_past`). A rank's other buffers (gloo's,
+    beside the hook's) do not decide it."""
     stalled = sorted(
         {
             r
@@ -44,23 +47,46 @@ def stuck_alike(facts: Facts, findings: Sequence[Finding]) -> tuple[list[int], s
             for r in f.ranks
         }
     )
-    if len(stalled) < 2:
-        return [], "", False
-    read = [x for r in stalled if (x := _read_by(facts, r)) is not None]
-    if len(read) != len(stalled):
+    if not stalled or _went_past(facts, findings):
         return [], "", False
     keys = {
         (str(x["pg_name"]), int(x["seq"]), str(x["op"]), str(x["pg_desc"]))
-        for x, _ in read
-        if not bool(x["is_p2p"])
+        for r in stalled
+        if (x := facts.last_entry(r)) is not None and not bool(x["is_p2p"])
     }
     if len(keys) != 1:
         return [], "", False
     group, seq, op, desc = keys.pop()
-    if sorted(facts.members.get(group, ())) != stalled:
+    members = sorted(facts.members.get(group, ()))
+    if len(members) < 2 or not set(stalled) <= set(members):
+        return [], "", False
+    read = [y for r in members if (y := _read_by(facts, r)) is not None]  # stalled among them
+    if len(read) != len(members) or any(
+        bool(x["is_p2p"]) or (str(x["pg_name"]), int(x["seq"])) != (group, seq) for x, _ in read
+    ):
         return [], "", False
     observed = all(d.completion_observed for _, d in read)
-    return stalled, f"{op} in {desc or f'group {group}'} seq {seq}", observed
+    return members, f"{op} in {desc or f'group {group}'} seq {seq}", observed
+
+
+def _went_past(facts: Facts, findings: Sequence[Finding]) -> bool:
+    """Whether a culprit that never joined a send/recv issued send/recv of that group from
+    the same p2p seq on: it went past the op it skipped (a pipeline stage that stopped
+    sending but still posts its recvs), so being held inside its newest collective does not
+    explain the op it never joined."""
+    e = facts.tables.entries
+    for f in findings:
+        if not (f.culprit and f.kind == FindingKind.NOT_JOINED.value):
+            continue
+        if not isinstance(f.evidence, RootEvidence):
+            continue
+        for w in f.evidence.waited_in:
+            if w.kind != "p2p":
+                continue
+            mine = e[e["rank"].isin(f.ranks) & (e["pg_name"] == w.group) & e["is_p2p"]]
+            if bool((mine["p2p_seq"] >= w.seq).any()):
+                return True
+    return False
 
 
 def _read_by(facts: Facts, rank: int) -> tuple[pd.Series, Dialect] | None:

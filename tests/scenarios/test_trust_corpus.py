@@ -464,3 +464,8 @@ def test_members_inside_one_collective_beside_a_gloo_buffer_are_suspects(tmp_pat
         observed = name.endswith("_states")
         assert ("none of them completed it" in because) == observed
         assert ("this backend reports no completion" in because) == (not observed)
+        # Rank 1's file lost: nobody visible waits on rank 0, but its newest entry is the same.
+        for f in folder.rglob("*rank_1*"):
+            f.unlink()
+        d = analyzer.analyze(folder, jobs=1).diagnosis
+        assert confidences(d) == {0: "suspect", 2: "suspect"}, d.headline
