@@ -599,3 +599,35 @@ def test_hook_json_cases_from_their_first_seed() -> None:
             assert older.world == older.tp * older.cp * older.pp * older.dp
             assert older.hook_json == s.hook_json  # both attempts written alike
         assert CaseSpec.from_json(json.loads(json.dumps(s.to_json()))) == s
+
+
+def test_a_frozen_ranks_peer_that_had_not_entered_its_op_discards_the_run(tmp_path: Path) -> None:
+    """stuck_in_collective is kept only where every peer of the frozen rank entered its op
+    before the first failure; a peer still outside it (load) leaves dumps of a stall."""
+    from tools.corpus.truth import judge, read_logs
+
+    spec = next(
+        s
+        for seed in range(4400, 4700)
+        if (s := draw(seed, "2.15")).fault.kind == "stuck_in_collective" and s.policy == "all"
+    )
+    frozen, peer = spec.fault.ranks[0], (spec.fault.ranks[0] + 1) % spec.world
+    where = f"{spec.fault.step}.{spec.fault.index}"
+
+    def logs(joins_at: float) -> dict:
+        for r in range(spec.world):
+            lines = [f"[rank {r} 1.0] OP {where}"]
+            if r == frozen:
+                lines += [f"[rank {r} 1.1] FAULT stuck_in_collective freezing in {where}"]
+                lines += [f"[rank {r} 1.2] DUMPED a"]
+            if r == peer:
+                lines += [f"[rank {r} 1.0] AWAITS {where}", f"[rank {r} {joins_at}] JOINS {where}"]
+            if r == (frozen + 2) % spec.world:
+                lines += [f"[rank {r} 5.0] ERROR at {where}: timed out"]
+            (tmp_path / f"rank_{r}.log").write_text("\n".join(lines) + "\n")
+        return read_logs(tmp_path, spec.world)
+
+    everyone = set(range(spec.world))
+    assert judge(spec, logs(joins_at=1.5), set(), everyone) is None
+    late = judge(spec, logs(joins_at=6.0), set(), everyone)
+    assert late == f"ranks [{peer}] had not entered the frozen rank's op when the first op failed"

@@ -2,7 +2,8 @@
 
 A run is kept only when its fault fired as designed: every injected rank logged its
 ``FAULT`` line, no op failed before the fault fired (a timeout caused by load, not by the
-fault), a hang fault made some op fail and a healthy run made none, no rank died that was not
+fault), every peer of a rank frozen inside a collective entered it before the first failure
+(else its dumps show a stall), a hang fault made some op fail and a healthy run made none, no rank died that was not
 meant to (except the receiver gloo aborts in a desync), and every rank that should have
 written a file did. Otherwise :func:`judge` says why the run is discarded.
 """
@@ -32,6 +33,8 @@ class RankLog:
     faults: list[tuple[float, str]] = field(default_factory=list)
     errors: list[tuple[float, str]] = field(default_factory=list)
     dumped: list[str] = field(default_factory=list)
+    awaits: bool = False  # a peer of the frozen rank (stuck_in_collective)
+    joined: list[float] = field(default_factory=list)  # when it entered the frozen rank's op
     done: bool = False
     last_op: str = ""
     terminated: bool = False  # the process printed a C++ abort (gloo's transport)
@@ -55,6 +58,10 @@ def read_logs(log_dir: Path, world: int) -> dict[int, RankLog]:
                 logs[r].errors.append((t, msg))
             elif msg.startswith("DUMPED"):
                 logs[r].dumped.append(msg.split()[1])
+            elif msg.startswith("AWAITS"):
+                logs[r].awaits = True
+            elif msg.startswith("JOINS"):
+                logs[r].joined.append(t)
             elif msg == "BODY DONE":
                 logs[r].done = True
             elif msg.startswith("OP "):
@@ -87,6 +94,14 @@ def judge(spec: CaseSpec, logs: dict[int, RankLog], died: set[int], dumped: set[
         return "no op failed: the job did not hang"
     if errors[0] < t_fire:
         return "an op failed before the fault fired (load, not the fault)"
+    if f.kind == "stuck_in_collective":
+        late = sorted(
+            r
+            for r, log in logs.items()
+            if log.awaits and not any(t < errors[0] for t in log.joined)
+        )
+        if late:  # the dumps would show them never entering it: a stall, not the design
+            return f"ranks {late} had not entered the frozen rank's op when the first op failed"
     crashed = set(f.ranks) if _crashes(spec) else set()
     unplanned = died - crashed
     if unplanned and f.kind not in DESYNCS:

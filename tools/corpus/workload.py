@@ -274,10 +274,12 @@ def _op(job: Job, step: int, index: int, kind: str, group_key: str) -> None:
             work.wait()
             return
         if job.rank in job.members.get(group_key, []) and culprit in job.members[group_key]:
+            job.log(f"AWAITS {job.where}")  # a peer of the frozen rank
             job.side.wait([f"frozen_{culprit}"])
             import time
 
             time.sleep(0.3)  # the culprit stops
+            job.log(f"JOINS {job.where}")  # the run is kept only if this comes before a failure
     if kind in ("pp_send_recv", "pp_batch_isend_irecv", "eval_pp_send_recv"):
         _pp(job, kind == "pp_batch_isend_irecv")
     elif kind == "cp_ring":
