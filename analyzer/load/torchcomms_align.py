@@ -13,17 +13,22 @@ Here each such comm is lined up with the members of that comm whose dumps start 
 (at ``record_id`` 0 where one kept every entry; else at the lowest first ``record_id`` ``j``,
 every member's buffer having wrapped): the shift (0 to ``k - j``) under which its ops agree
 with each of theirs at the same positions. Where several shifts fit (a run of the same op fits
-many), the one the ``record_id`` s give decides, if they give one: where a member's entries and
-this dump's hold the same comm and op at every ``record_id`` both hold, the two processes
-issued the same entries (the same number before the first one kept here too), and an entry of
-the comm sits at the position the member's entry of the same ``record_id`` has. No shift is
-made where no such member is there, or where nothing decides among the shifts that fit. Up
-to :data:`_MAX_REFERENCES` of those members are read per comm (each is read against every
-dump that lost more), and the ``record_id`` s only where several shifts fit.
+many; a shift under which this dump's entries of the comm meet none of theirs fits too: they
+may all be newer than the member's newest), the one the ``record_id`` s give decides, if they
+give one: where a member's entries and this dump's hold the same comm at every ``record_id``
+both hold (and the same op, a send and a recv alike: the two ends of one transfer), the two
+processes issued the same entries (the same number before the first one kept here too), and
+an entry of the comm sits where the member's entries of lower ``record_id`` s end. Else, among
+the shifts under which the two meet, the one under which the comm's own entries carry the
+same ``record_id`` s wherever they meet. No shift is made where no such member is there, or
+where nothing decides among the shifts that fit. Up to :data:`_MAX_REFERENCES` of those
+members are read per comm (each is read against every dump that lost more), and the
+``record_id`` s only where several shifts fit.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -55,13 +60,18 @@ def _ops_by_comm(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> tuple[Ops
     return out, records
 
 
+#: Ops the two ends of one transfer issue differently: one op in a stream.
+_P2P = {"send": "p2p", "recv": "p2p"}
+
+
 def _stream(d: ParsedDump, names: np.ndarray, ops: np.ndarray) -> dict[int, tuple[str, str]]:
-    """Every entry of the dump by ``record_id``: (comm name, op). The name without its member
-    set: two ranks of one program issue their own ``cp`` comm's entries at the same
-    ``record_id`` s, though their ``cp`` comms differ (``cp[0,2]``, ``cp[8,10]``)."""
+    """Every entry of the dump by ``record_id``: (comm name, op, a send and a recv alike).
+    The name without its member set: two ranks of one program issue their own ``cp`` comm's
+    entries at the same ``record_id`` s, though their ``cp`` comms differ (``cp[0,2]``,
+    ``cp[8,10]``); the two ends of a transfer issue a send and a recv."""
     ids = np.asarray(d.ints["record_id"], dtype=np.int64).tolist()
     return {
-        int(r): (_name_of(str(n)), str(o))
+        int(r): (_name_of(str(n)), _P2P.get(str(o), str(o)))
         for r, n, o in zip(ids, names.tolist(), ops.tolist(), strict=True)
     }
 
@@ -82,9 +92,10 @@ def _same_stream(mine: dict[int, tuple[str, str]], theirs: dict[int, tuple[str, 
 
 
 def _by_record(mine: list[int], theirs: list[int]) -> int | None:
-    """The shift that puts this dump's first entry of a comm (``record_id`` ``mine[0]``) at
-    the position of the member's entry of the same ``record_id``, or None."""
-    return theirs.index(mine[0]) if mine and mine[0] in theirs else None
+    """The shift that puts this dump's first entry of a comm (``record_id`` ``mine[0]``)
+    where the member's entries of lower ``record_id`` s end (at its entry of the same
+    ``record_id``, or after its newest), or None where there is none."""
+    return bisect_left(theirs, mine[0]) if mine else None
 
 
 def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
@@ -101,18 +112,24 @@ def _fits(mine: list[str], theirs: list[str], shift: int) -> int:
 
 
 def _shift(
-    mine: list[str], refs: list[list[str]], lost: int, hint: Callable[[list[int]], int | None]
+    mine: list[str],
+    refs: list[list[str]],
+    lost: int,
+    hint: Callable[[list[int]], int | None],
+    same_program: Callable[[], int | None] = lambda: None,
 ) -> tuple[int, bool]:
-    """The one shift in 0..``lost`` under which ``mine`` agrees with every reference (and
-    meets one of them at least); where several do, ``hint(fit)`` (the one of them the
-    ``record_id`` s give, read only then). With whether it was decided: where several fit and
+    """The shift in 0..``lost`` under which ``mine`` agrees with every reference: where
+    several do (those under which it meets none of them too), ``same_program()`` (the one a
+    member running the same program gives by its ``record_id`` s) if it is one of them; else
+    the one under which it meets one of them at least, where one does; where several do,
+    ``hint(fit)`` (the one of them the comm's own ``record_id`` s give). The ``record_id`` s
+    are read only where several fit. With whether it was decided: where several fit and
     nothing picks one, 0, undecided."""
-
-    def agrees(s: int) -> bool:
-        counts = [_fits(mine, r, s) for r in refs]
-        return all(c >= 0 for c in counts) and any(c > 0 for c in counts)
-
-    fit = [s for s in range(lost + 1) if agrees(s)]
+    counts = {s: [_fits(mine, r, s) for r in refs] for s in range(lost + 1)}
+    loose = [s for s, c in counts.items() if all(x >= 0 for x in c)]
+    if len(loose) > 1 and (given := same_program()) in loose:
+        return given, True
+    fit = [s for s in loose if any(x > 0 for x in counts[s])]
     if len(fit) == 1:
         return fit[0], True
     if len(fit) < 2:
@@ -121,20 +138,16 @@ def _shift(
     return (given, True) if given in fit else (0, False)
 
 
-def _hint(
+def _same_program(
     d: ParsedDump,
     members: list[ParsedDump],
     name: str,
     by_comm: dict[int, tuple[Ops, Records]],
     read: dict[int, tuple[np.ndarray, np.ndarray]],
     streams: dict[int, dict[int, tuple[str, str]]],
-    fit: list[int],
 ) -> int | None:
-    """The shift of comm ``name`` of ``d`` among ``fit`` that the ``record_id`` s give: the
-    one every member whose whole stream of entries agrees with ``d``'s gives; else the one
-    fitting shift under which the comm's own entries carry the same ``record_id`` s on both
-    sides wherever they meet, for every member (the two processes issued as many entries
-    before each of them); else None."""
+    """The shift of comm ``name`` of ``d`` that every member whose whole stream of entries
+    agrees with ``d``'s gives by the ``record_id`` s (:func:`_by_record`), or None."""
     for x in (d, *members):
         if id(x) not in streams:
             streams[id(x)] = _stream(x, *read[id(x)])
@@ -144,8 +157,17 @@ def _hint(
         for w in members
         if _same_stream(streams[id(d)], streams[id(w)])
     }
-    if len(shifts) == 1 and (given := shifts.pop()) in fit:
-        return given
+    return shifts.pop() if len(shifts) == 1 else None
+
+
+def _hint(
+    d: ParsedDump, members: list[ParsedDump], by_comm: dict[int, tuple[Ops, Records]], name: str,
+    fit: list[int],
+) -> int | None:  # fmt: skip
+    """The shift of comm ``name`` of ``d`` among ``fit`` under which the comm's own entries
+    carry the same ``record_id`` s on both sides wherever they meet, for every member (the
+    two processes issued as many entries before each of them), where one does; else None."""
+    mine = by_comm[id(d)][1][name]
     theirs = [by_comm[id(w)][1][name] for w in members]
     same = [s for s in fit if all(_same_records(mine, t, s) for t in theirs)]
     return same[0] if len(same) == 1 else None
@@ -202,7 +224,8 @@ def align_wrapped(
                     mine,
                     refs,
                     lost - start[name],
-                    partial(_hint, d, members, name, by_comm, read, streams),
+                    partial(_hint, d, members, by_comm, name),
+                    partial(_same_program, d, members, name, by_comm, read, streams),
                 )
                 if refs
                 else (0, True)

@@ -33,7 +33,8 @@ def test_the_record_ids_decide_only_where_both_streams_agree() -> None:
     other = {6: ("dp", "rs"), 7: ("world", AR), 8: ("cp", "ag")}  # another program
     assert not _same_stream(other, rank3)
     assert not _same_stream({8: ("world", AR)}, rank3)  # one shared entry decides nothing
-    assert _by_record([12], [5, 8]) is None
+    assert _by_record([12], [5, 8]) == 2  # newer than the member's newest: after it
+    assert _by_record([], [5, 8]) is None
 
 
 def test_streams_compare_comm_names_not_member_sets() -> None:
@@ -43,9 +44,28 @@ def test_streams_compare_comm_names_not_member_sets() -> None:
     assert _name_of("tp") == "tp"
 
 
+def test_the_two_ends_of_a_transfer_are_one_stream() -> None:
+    """A send on one rank and the recv on its peer at the same ``record_id``: one program."""
+    rank1 = {28: ("cp", "p2p"), 29: ("cp", "p2p"), 30: ("world", AR)}
+    rank3 = {28: ("cp", "p2p"), 29: ("cp", "p2p"), 30: ("world", AR)}
+    assert _same_stream(rank1, rank3)
+
+
+def test_a_newer_op_than_the_members_newest_is_not_lined_up_with_an_older_one() -> None:
+    """Rank 1 lost one more entry than rank 3, and its one entry of ``cp`` (record 36) is
+    newer than rank 3's newest: rank 3's one ``cp`` entry (record 24, the same op of the
+    step before) fits at shift 0, and shift 1 (meeting none of it) fits too. A member running
+    the same program puts record 36 after record 24: shift 1, decided (the op rank 3 never
+    issued is not read as the one it did)."""
+    ag = "all_gather_single"
+    assert _shift([ag], [[ag]], 1, lambda fit: None, lambda: 1) == (1, True)
+    assert _shift([ag], [[ag]], 1, lambda fit: None) == (0, True)  # no same program: as before
+    assert _shift([ag], [["x"]], 1, lambda fit: None, lambda: 0) == (0, True)  # none meets
+
+
 def test_a_comms_own_record_ids_decide_where_the_streams_differ() -> None:
-    """Where the whole streams differ (a send on one, a recv on the other), the comm's own
-    entries carrying the same ``record_id`` s under one fitting shift decide it."""
+    """Where the whole streams differ (another program: one rank issues more entries), the
+    comm's own entries carrying the same ``record_id`` s under one fitting shift decide it."""
     assert _same_records([22, 23], [13, 14, 22, 23], 2)
     assert not _same_records([22, 23], [13, 14, 22, 23], 0)
     assert _same_records([30], [13, 14], 2)  # nothing met: nothing says otherwise
