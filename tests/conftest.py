@@ -183,3 +183,33 @@ def corpus_case(name: str, tmp_path: Path) -> tuple[dict[str, Any], Path]:
 def confidences(d: Any) -> dict[int, str]:
     """Each culprit of a diagnosis and how sure it is: rank -> certain, likely or suspect."""
     return {c.rank: str(c.confidence) for c in d.culprits}
+
+
+def undecided_torchcomms_job(folder: Path) -> Path:
+    """Two ranks of a TorchComms job (its recorder, ``tools/torchcomms_fr.py``) where rank
+    1's 8-entry buffer wrapped and no line-up of it is decided: its 7 ``world`` all_reduces
+    fit 6 positions among rank 0's, and rank 1 also issued one op on a comm of its own, so
+    neither the two streams nor the record ids of ``world`` agree under any of them. Rank 0
+    waits in one more all_reduce."""
+    from tools.torchcomms_fr import FlightRecorder
+
+    class Tensor:
+        shape, dtype = (4,), "float32"
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in (0, 1):
+        fr = FlightRecorder(max_entries=8 if rank else 64)
+        world = fr.register("world", "gloo", [0, 1])
+        solo = fr.register("solo", "gloo", [1])
+        op_id = 0
+        for i in range(12 if rank else 13):
+            if rank and i == 8:
+                fr.record(solo, ("solo", "gloo"), op_id, "gloo:all_reduce", [Tensor()], [Tensor()])
+                fr.retire(op_id)
+                op_id += 1
+            fr.record(world, ("world", "gloo"), op_id, "gloo:all_reduce", [Tensor()], [Tensor()])
+            if i < 12:
+                fr.retire(op_id)
+            op_id += 1
+        (folder / f"comm_lib_trace_rank_{rank}").write_bytes(fr.dump())
+    return folder
