@@ -6,7 +6,7 @@ far each member of each group got, and how to read each backend's dump (its dial
 from analyzer.match.blocked import blocked_in, stuck_collectives
 from analyzer.match.dialect import is_retire_on_end, is_retired_done
 from analyzer.match.dialect_defaults import Dialect
-from analyzer.match.expectations import barrier_op_gap
+from analyzer.match.expectations import barrier_op_gap, completes_without_every_member
 from analyzer.match.matching import Matching, match
 from analyzer.match.mismatches import NO_MAJORITY
 
@@ -16,6 +16,7 @@ __all__ = [
     "Matching",
     "barrier_op_gap",
     "blocked_in",
+    "completes_without_every_member",
     "is_retire_on_end",
     "is_retired_done",
     "match",

@@ -24,6 +24,7 @@ __all__ = [
     "UNKNOWN_OP",
     "Expectation",
     "barrier_op_gap",
+    "completes_without_every_member",
     "expectation",
     "monitored_barrier_gaps",
     "size_checked_ops",
@@ -47,6 +48,13 @@ class Expectation:
     """Recorded dumps (``sample_dumps/...``) that show this line holds, or where it was seen.
     Every line checked on ``opmix_healthy_w4`` (torch 2.13) holds on ``opmix_healthy_w4_t215``
     (torch 2.15) too, and in the stalled ``opmix_*`` samples of both."""
+    rooted: bool = False
+    """Data flows from or to one root along a tree or a chain, so a member may complete it
+    while another never joined (a broadcast's members upstream of a dead one): one member's
+    completion does not show that every member joined. Seen in
+    ``crash_sigkill_tp1pp1dp8_nccl2_restart_cpu_t215_s04527_states`` (corpus): ranks 2, 4
+    and 6 completed the checkpoint's size broadcast, ranks 0, 3, 5 and 7 did not, rank 1 had
+    died before it."""
 
 
 #: The table. Ops absent from it: dtypes of both sides must agree (every op PyTorch has moves
@@ -78,6 +86,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "source's side leaves the other side empty; broadcast_object_list is a Long size "
         "broadcast then a Byte broadcast of the largest pickled object, alike on every member",
         "sample_dumps/opmix_healthy_w4 (broadcast, broadcast_object_list, scatter_object_list)",
+        rooted=True,
     ),
     Expectation(
         ("reduce",),
@@ -87,6 +96,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "every member contributes a tensor of one shape; the result lands on the root only, and "
         "a recorder may leave non-root outputs empty",
         "sample_dumps/opmix_healthy_w4 (reduce)",
+        rooted=True,
     ),
     Expectation(
         ("gather",),
@@ -97,6 +107,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "(the others record none); gather_object is an all_gather of Long sizes then a Byte "
         "gather padded to the largest object",
         "sample_dumps/opmix_healthy_w4 (gather, gather_object)",
+        rooted=True,
     ),
     Expectation(
         ("scatter",),
@@ -107,6 +118,7 @@ EXPECTATIONS: tuple[Expectation, ...] = (
         "inputs; scatter_object_list is a Long broadcast, then Byte and Long scatters from the "
         "source",
         "sample_dumps/opmix_healthy_w4 (scatter, scatter_object_list)",
+        rooted=True,
     ),
     Expectation(
         ("all_to_all", "all_to_all_single", "alltoall", "alltoall_base"),
@@ -208,6 +220,13 @@ def expectation(op: str) -> Expectation:
         "coalesced: " + "; ".join(line.why for line in lines),
         "",
     )
+
+
+def completes_without_every_member(op: str) -> bool:
+    """Whether a member may complete ``op`` while another never joined it (a rooted op, or
+    a coalesced entry with one); an op of no line does not (it is read as one that needs
+    every member)."""
+    return any(_BY_OP.get(p, UNKNOWN_OP).rooted for p in op.split("+"))
 
 
 def sides(value: str) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ import pandas as pd
 from analyzer import schema
 from analyzer.config import DEFAULT_CONFIG, AnalysisConfig
 from analyzer.kinds import PeerState, WaitKind
-from analyzer.match import Matching, stuck_collectives
+from analyzer.match import Matching, completes_without_every_member, stuck_collectives
 from analyzer.normalize import Tables
 from analyzer.waits.cycle_guard import (
     Block,
@@ -103,11 +103,16 @@ def _silent_waits(g: Groups, i: int, found: _Found, config: AnalysisConfig) -> N
         if s != "not_recorded"
     ]
     # A known member that has not joined explains the other waits; a collective some rank
-    # completed (by a recorder that reports completion) every member joined.
+    # completed (by a recorder that reports completion) every member joined, unless it is
+    # rooted (a broadcast completes upstream of a member that never joined).
     waiting_on_silent = [
         (int(w), int(n))
         for w, n in zip(*pend, strict=True)
-        if (lowest_known is None or lowest_known >= int(n)) and (name, int(n)) not in g.completed
+        if (lowest_known is None or lowest_known >= int(n))
+        and (
+            (name, int(n)) not in g.completed
+            or completes_without_every_member(g.ops.get((name, int(n)), ""))
+        )
     ]
     block = None
     if len(waiting_on_silent) * len(silent) > config.max_block_edges:

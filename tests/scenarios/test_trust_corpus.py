@@ -471,3 +471,29 @@ def test_members_inside_one_collective_beside_a_gloo_buffer_are_suspects(tmp_pat
         d = analyzer.analyze(folder, jobs=1).diagnosis
         assert confidences(d) == {0: "suspect", 2: "suspect"}, d.headline
 
+
+def test_a_broadcast_some_members_completed_still_waits_on_a_member_with_no_dump(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 was killed before the checkpoint's broadcast_object_list. Ranks 2, 4 and 6
+    completed its size broadcast (seq 11: upstream of rank 1 in gloo's tree) and wait in the
+    data broadcast (seq 12); ranks 0, 3, 5 and 7 never completed seq 11 (the states show it).
+    A broadcast completes on some members without every member joining: seq 11's
+    completions do not show that rank 1 joined it. Before: ranks 0, 3, 5 and 7 stalled,
+    certain (found by a fresh case)."""
+    name = "crash_sigkill_tp1pp1dp8_nccl2_restart_cpu_t215_s04527_states"
+    truth, folder = corpus_case(name, tmp_path / name)
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [1]
+    assert confidences(d) == {1: "likely"}, d.headline
+    assert d.kind == "missing_dump"
+    assert "broadcast in default_pg (group 0) seq 11 (awaited by ranks 0, 3, 5, 7)" in d.headline
+
+
+def test_only_rooted_ops_complete_without_every_member() -> None:
+    from analyzer.match import completes_without_every_member
+
+    for op in ("broadcast", "reduce", "gather", "scatter", "all_reduce+broadcast"):
+        assert completes_without_every_member(op), op
+    for op in ("all_reduce", "all_gather", "_reduce_scatter_base", "barrier", "unknown_op"):
+        assert not completes_without_every_member(op), op
