@@ -10,11 +10,17 @@ import pandas as pd
 from analyzer.diagnosis.evidence import RootEvidence
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
-from analyzer.kinds import FindingKind
+from analyzer.kinds import FindingKind, WaitKind
 from analyzer.match import Dialect, is_retire_on_end, is_retired_done
 from analyzer.terms import plural, rank_runs
 
-__all__ = ["kinds_also_possible", "peerless_p2p_in_flight", "stuck_alike"]
+__all__ = [
+    "BLIND_PAIR",
+    "blind_stalled",
+    "kinds_also_possible",
+    "peerless_p2p_in_flight",
+    "stuck_alike",
+]
 
 
 def _not_joined(findings: Sequence[Finding]) -> list[int]:
@@ -143,7 +149,11 @@ def kinds_also_possible(
                 f"entered last: {why}",
             ),
         )
-    sure = {c.rank for c in culprits if c.confidence is not Confidence.SUSPECT}
+    sure = {
+        c.rank
+        for c in culprits
+        if c.confidence is not Confidence.SUSPECT or c.because.endswith(BLIND_PAIR)
+    }
     stalled = [r for r in _not_joined(findings) if r in sure]
     named = {c.rank for c in culprits}
     lone = _lone_last_ops(facts, [r for r in _not_joined(findings) if r in named])
@@ -157,7 +167,7 @@ def kinds_also_possible(
                 "waits on them there (collectives of two groups in different orders)",
             ),
         )
-    blind = [r for r in stalled if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
+    blind = _blind(facts, stalled)
     held = [r for r in stalled if r not in blind and _in_unpaired_recv(facts, r)]
     if len(blind) + len(held) < 2 or len(blind) + len(held) != len(stalled):
         return ()
@@ -175,6 +185,46 @@ def kinds_also_possible(
             f"other (each receiving first): {why}",
         ),
     )
+
+
+#: The end of the reason of a culprit that may only wait on another in a send/recv.
+BLIND_PAIR = (
+    "this backend records no send/recv: one of them may have stopped and the rest be blocked "
+    "in one with it"
+)
+
+
+def _blind(facts: Facts, ranks: Sequence[int]) -> list[int]:
+    """Of ``ranks``, those whose backend records no send/recv (gloo)."""
+    return [r for r in ranks if (d := facts.matching.dialects.of(r)) and not d.records_p2p]
+
+
+def blind_stalled(facts: Facts, findings: Sequence[Finding], sure: set[int]) -> list[int]:
+    """Culprits of ``sure`` that never joined, two or more, every one on a backend that
+    records no send/recv (gloo), each awaited in ops of a group that the others' op
+    counters show ran unrecorded right after where it stopped, a group another of them is a
+    member of: one of them may have stopped and the others be blocked in a send/recv there
+    with it (a pipeline peer receiving from a stalled stage); their dumps read the same as
+    all of them stopped. Else []."""
+    stalled = [r for r in _not_joined(findings) if r in sure]
+    blind = _blind(facts, stalled)
+    if len(blind) < 2 or len(blind) != len(stalled):
+        return []
+    unrecorded: dict[int, set[str]] = {}
+    for f in findings:
+        if (
+            f.culprit
+            and f.kind == FindingKind.NOT_JOINED.value
+            and isinstance(f.evidence, RootEvidence)
+        ):
+            groups = {w.group for w in f.evidence.waited_in if w.kind == WaitKind.UNRECORDED.value}
+            for r in f.ranks:
+                unrecorded.setdefault(r, set()).update(groups)
+    for r in blind:
+        others = set(blind) - {r}
+        if not any(others & set(facts.members.get(g, ())) for g in unrecorded.get(r, ())):
+            return []
+    return blind
 
 
 def peerless_p2p_in_flight(facts: Facts, rank: int) -> pd.Series | None:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analyzer.diagnosis.absent import absent_doubts, beside_proven
-from analyzer.diagnosis.alternatives import peerless_p2p_in_flight, stuck_alike
+from analyzer.diagnosis.alternatives import (
+    BLIND_PAIR,
+    blind_stalled,
+    peerless_p2p_in_flight,
+    stuck_alike,
+)
 from analyzer.diagnosis.beside import (
     HeldBeside,
     held_beside_absent,
@@ -337,6 +342,16 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
         out.setdefault(p.rank, p)
     for p in inside_with_stale(facts, dead, set(out)):
         out.setdefault(p.rank, p)
+    sure = {r for r, c in out.items() if c.confidence is not Confidence.SUSPECT}
+    pair = blind_stalled(facts, findings, sure)
+    for r in pair:
+        others = [x for x in pair if x != r]
+        out[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"{out[r].because}; but {plural(others)} {rank_runs(others)} never joined it either, "
+            f"and {BLIND_PAIR}",
+        )
     held, where, observed = stuck_alike(facts, findings)
     for r in held:
         out[r] = Culprit(

@@ -497,3 +497,21 @@ def test_only_rooted_ops_complete_without_every_member() -> None:
         assert completes_without_every_member(op), op
     for op in ("all_reduce", "all_gather", "_reduce_scatter_base", "barrier", "unknown_op"):
         assert not completes_without_every_member(op), op
+
+
+def test_two_ranks_stopped_alike_where_unrecorded_send_recv_ran_are_suspects(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 stalled before its pipeline send/recv with rank 0 (gloo 2.13 records neither);
+    rank 0 blocked in it. Both dumps end at the same all_reduce, and ranks 2 and 3 show
+    unrecorded ops of the default group right after it: either may have stopped and the
+    other wait on it there. Before: ranks 0 and 1 stalled, certain (found by a fresh case).
+    Two stalls where no unrecorded op ran between them stay certain."""
+    truth, folder = corpus_case("stall_compute_tp1pp2dp2_gloo_restart_t213_s04166", tmp_path / "a")
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert truth["culprits"] == [1]
+    assert d.verdict == "inconclusive" and confidences(d) == {0: "suspect", 1: "suspect"}
+    assert "may have stopped and the rest be blocked in one with it" in d.culprits[0].because
+    truth, folder = corpus_case("two_faults_tp2pp1dp4_gloo_t213_s00006", tmp_path / "b")
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {1: "certain", 6: "certain"} and truth["culprits"] == [1, 6]
