@@ -286,6 +286,25 @@ def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int,
     return out
 
 
+def _blind_pair(
+    facts: Facts, findings: Sequence[Finding], out: dict[int, Culprit]
+) -> dict[int, Culprit]:
+    """The sure culprits of :func:`blind_stalled`, each a suspect: one of them may have
+    stopped and the rest be blocked in a send/recv gloo does not record."""
+    sure = {r for r, c in out.items() if c.confidence is not Confidence.SUSPECT}
+    pair = blind_stalled(facts, findings, sure)
+    judged = {}
+    for r in pair:
+        others = [x for x in pair if x != r]
+        judged[r] = Culprit(
+            r,
+            Confidence.SUSPECT,
+            f"{out[r].because}; but {plural(others)} {rank_runs(others)} never joined it either, "
+            f"and {BLIND_PAIR}",
+        )
+    return judged
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump whose only group peer changed size or dtype in the op it died in is a
@@ -342,16 +361,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
         out.setdefault(p.rank, p)
     for p in inside_with_stale(facts, dead, set(out)):
         out.setdefault(p.rank, p)
-    sure = {r for r, c in out.items() if c.confidence is not Confidence.SUSPECT}
-    pair = blind_stalled(facts, findings, sure)
-    for r in pair:
-        others = [x for x in pair if x != r]
-        out[r] = Culprit(
-            r,
-            Confidence.SUSPECT,
-            f"{out[r].because}; but {plural(others)} {rank_runs(others)} never joined it either, "
-            f"and {BLIND_PAIR}",
-        )
+    out.update(_blind_pair(facts, findings, out))
     held, where, observed = stuck_alike(facts, findings)
     for r in held:
         out[r] = Culprit(
