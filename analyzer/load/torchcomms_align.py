@@ -125,9 +125,14 @@ def _shift(
     ``hint(fit)`` (the one of them the comm's own ``record_id`` s give). The ``record_id`` s
     are read only where several fit. With whether it was decided: where several fit and
     nothing picks one, 0, undecided."""
-    counts = {s: [_fits(mine, r, s) for r in refs] for s in range(lost + 1)}
+    # From the longest reference's length on, a shift meets nothing: those are read once
+    # (a buffer that lost millions of entries is not a million shifts to try).
+    top = min(lost, max((len(r) for r in refs), default=0))
+    counts = {s: [_fits(mine, r, s) for r in refs] for s in range(top + 1)}
     loose = [s for s, c in counts.items() if all(x >= 0 for x in c)]
-    if len(loose) > 1 and (given := same_program()) in loose:
+    beyond = lost - top  # shifts past ``top``, each meeting nothing
+    given = same_program() if len(loose) + beyond > 1 else None
+    if given is not None and (given in loose or top < given <= lost):
         return given, True
     fit = [s for s in loose if any(x > 0 for x in counts[s])]
     if len(fit) == 1:

@@ -69,3 +69,15 @@ def test_a_comms_own_record_ids_decide_where_the_streams_differ() -> None:
     assert _same_records([22, 23], [13, 14, 22, 23], 2)
     assert not _same_records([22, 23], [13, 14, 22, 23], 0)
     assert _same_records([30], [13, 14], 2)  # nothing met: nothing says otherwise
+
+
+def test_a_buffer_that_lost_millions_of_entries_is_not_millions_of_shifts() -> None:
+    """Past the longest reference, every shift meets nothing: they are read as one (not a
+    dict of ten million shifts)."""
+    ag = "all_gather_single"
+    assert _shift([ag], [[ag]], 10_000_000, lambda fit: None, lambda: 5_000_000) == (
+        5_000_000,
+        True,
+    )
+    assert _shift([ag], [[ag]], 10_000_000, lambda fit: None) == (0, True)
+    assert _shift([ag], [[ag]], 10_000_000, lambda fit: None, lambda: 10_000_001) == (0, True)
