@@ -87,7 +87,7 @@ def _went_past(facts: Facts, findings: Sequence[Finding]) -> bool:
         if not isinstance(f.evidence, RootEvidence):
             continue
         for w in f.evidence.waited_in:
-            if w.kind != "p2p":
+            if w.kind != WaitKind.P2P.value:
                 continue
             mine = e[e["rank"].isin(f.ranks) & (e["pg_name"] == w.group) & e["is_p2p"]]
             if bool((mine["p2p_seq"] >= w.seq).any()):

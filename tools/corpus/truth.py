@@ -3,9 +3,9 @@
 A run is kept only when its fault fired as designed: every injected rank logged its
 ``FAULT`` line, no op failed before the fault fired (a timeout caused by load, not by the
 fault), every peer of a rank frozen inside a collective entered it before the first failure
-(else its dumps show a stall), a hang fault made some op fail and a healthy run made none, no rank died that was not
-meant to (except the receiver gloo aborts in a desync), and every rank that should have
-written a file did. Otherwise :func:`judge` says why the run is discarded.
+(else its dumps show a stall), a hang fault made some op fail and a healthy run made none,
+no rank died that was not meant to (except the receiver gloo aborts in a desync), and every
+rank that should have written a file did. Otherwise :func:`judge` says why the run is discarded.
 """
 
 from __future__ import annotations
