@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
-from analyzer.diagnosis.evidence import RootEvidence
+from analyzer.diagnosis.evidence import RootEvidence, WaitedIn
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind, WaitKind
@@ -81,18 +81,21 @@ def _went_past(facts: Facts, findings: Sequence[Finding]) -> bool:
     sending but still posts its recvs), so being held inside its newest collective does not
     explain the op it never joined."""
     e = facts.tables.entries
-    for f in findings:
-        if not (f.culprit and f.kind == FindingKind.NOT_JOINED.value):
-            continue
-        if not isinstance(f.evidence, RootEvidence):
-            continue
-        for w in f.evidence.waited_in:
-            if w.kind != WaitKind.P2P.value:
-                continue
-            mine = e[e["rank"].isin(f.ranks) & (e["pg_name"] == w.group) & e["is_p2p"]]
-            if bool((mine["p2p_seq"] >= w.seq).any()):
-                return True
+    for ranks, w in _culprit_waits(findings, WaitKind.P2P):
+        mine = e[e["rank"].isin(ranks) & (e["pg_name"] == w.group) & e["is_p2p"]]
+        if bool((mine["p2p_seq"] >= w.seq).any()):
+            return True
     return False
+
+
+def _culprit_waits(
+    findings: Sequence[Finding], kind: WaitKind
+) -> Iterator[tuple[tuple[int, ...], WaitedIn]]:
+    """Each wait of ``kind`` that culprits that never joined are awaited in, with them."""
+    for f in findings:
+        ev = f.evidence
+        if f.culprit and f.kind == FindingKind.NOT_JOINED.value and isinstance(ev, RootEvidence):
+            yield from ((f.ranks, w) for w in ev.waited_in if w.kind == kind.value)
 
 
 def _read_by(facts: Facts, rank: int) -> tuple[pd.Series, Dialect] | None:
@@ -211,15 +214,9 @@ def blind_stalled(facts: Facts, findings: Sequence[Finding], sure: set[int]) -> 
     if len(blind) < 2 or len(blind) != len(stalled):
         return []
     unrecorded: dict[int, set[str]] = {}
-    for f in findings:
-        if (
-            f.culprit
-            and f.kind == FindingKind.NOT_JOINED.value
-            and isinstance(f.evidence, RootEvidence)
-        ):
-            groups = {w.group for w in f.evidence.waited_in if w.kind == WaitKind.UNRECORDED.value}
-            for r in f.ranks:
-                unrecorded.setdefault(r, set()).update(groups)
+    for ranks, w in _culprit_waits(findings, WaitKind.UNRECORDED):
+        for r in ranks:
+            unrecorded.setdefault(r, set()).add(w.group)
     for r in blind:
         others = set(blind) - {r}
         if not any(others & set(facts.members.get(g, ())) for g in unrecorded.get(r, ())):
