@@ -28,6 +28,7 @@ __all__ = [
     "members_unknown",
     "missing_suspects",
     "silent_partners",
+    "stale_alike",
     "unlisted_members",
     "unproven_waits",
     "unseen_suspect",
@@ -250,6 +251,31 @@ def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Cul
             "it (network, GPU, host)",
         )
     return [out[r] for r in sorted(out)] if len(out) <= _MAX_SILENT else []
+
+
+def stale_alike(facts: Facts, named: set[int]) -> list[Culprit]:
+    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
+    the other ranks with no dump of this round (an older round's only, or none). The chain
+    ends at a named rank only because no newer file shows where it went after its older
+    dump; it may wait there on any of these, which may have stopped first (a desync, a
+    crash, a stall). Each a suspect (at most :data:`_MAX_SILENT`)."""
+    stale = set(facts.stale)
+    if not named or not named <= stale:
+        return []
+    others = sorted(facts.unblamed_missing - named)
+    if not others or len(others) > _MAX_SILENT:
+        return []
+    at = f"{plural(sorted(named))} {rank_runs(sorted(named))}"
+    return [
+        Culprit(
+            r,
+            Confidence.SUSPECT,
+            ("its only dump is an older round's too" if r in stale else "it wrote no dump")
+            + f": where it is now is in no file, as with {at}, where the others' waits end; "
+            "that rank may wait on this one, which may have stopped first",
+        )
+        for r in others
+    ]
 
 
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:

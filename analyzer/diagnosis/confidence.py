@@ -29,6 +29,7 @@ from analyzer.diagnosis.beside import (
     inside_with_stale,
     members_unknown,
     silent_partners,
+    stale_alike,
     unlisted_members,
     unproven_waits,
     wait_verb,
@@ -359,7 +360,8 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
         out.setdefault(p.rank, p)
     for p in unproven_waits(facts, dead, set(out)):
         out.setdefault(p.rank, p)
-    for p in inside_with_stale(facts, dead, set(out)):
+    named = set(out)
+    for p in [*inside_with_stale(facts, dead, named), *stale_alike(facts, named)]:
         out.setdefault(p.rank, p)
     out.update(_blind_pair(facts, findings, out))
     held, where, observed = stuck_alike(facts, findings)

@@ -273,6 +273,24 @@ def test_ranks_inside_a_collective_with_older_rounds_ranks_are_suspects(tmp_path
     assert "still in flight" in because[3] and "only an older round's dump" in because[3]
 
 
+def test_ranks_with_only_an_older_rounds_dump_beside_a_chain_ending_at_one_are_suspects(
+    tmp_path: Path,
+) -> None:
+    """Rank 5 sent a larger all_reduce (TorchComms, gloo); ranks 1, 4, 5 and 7 have only an
+    older round's file. Rank 0 waits on rank 4, so the chain ends there, but where rank 4 went
+    after its older dump is in no file: it may wait on rank 1, 5 or 7. Before: suspects 0 and
+    4 only, so the rank that sent the odd size was not among them (a wrong answer)."""
+    truth, folder = corpus_case(
+        "size_desync_tp2pp2dp2_torchcomms_eval_restart_rounds_late_t213_s04162", tmp_path
+    )
+    assert truth["culprits"] == [5]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {r: "suspect" for r in (0, 1, 4, 5, 7)}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "older round's too" in because[5] and "as with rank 4" in because[5]
+
+
 def test_a_collective_in_flight_in_a_group_of_one_known_member_holds_nobody(
     tmp_path: Path,
 ) -> None:
