@@ -1,10 +1,9 @@
 """Ranks beside the culprits that the dumps cannot rule out, each a suspect with the fact
 that is missing: members with no dump beside a rank that never joined (did they join?),
 ranks with no dump beside a stuck collective whose members no dump lists, waiters whose wait
-on a crashed rank only a retired entry shows (they may have stopped after it), waiters in a
-collective still in flight on ranks with only an older round's dump (they may be inside it
-together), ranks with no dump where nobody else can be blamed, and a rank no file gives the
-number of.
+on a crashed rank only a retired entry shows (they may have stopped after it), ranks with no
+dump where nobody else can be blamed, and a rank no file gives the number of. Those beside
+ranks with only an older round's dump are in :mod:`analyzer.diagnosis.older_round`.
 
 Each reading is in docs/diagnosis.md ("How sure"); :mod:`analyzer.diagnosis.confidence`
 weighs the culprits themselves and adds these beside them.
@@ -17,18 +16,18 @@ from dataclasses import dataclass
 
 from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.lookup import newest_collective
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
+    "MAX_SILENT",
     "HeldBeside",
     "held_beside_absent",
-    "inside_with_stale",
     "members_unknown",
     "missing_suspects",
     "silent_partners",
-    "stale_alike",
     "unlisted_members",
     "unproven_waits",
     "unseen_suspect",
@@ -53,7 +52,7 @@ def with_silent_partners(
 ) -> tuple[Culprit, list[Culprit]]:
     """``culprit``, which never joined ``where``, and the members of its group with no dump,
     each a suspect. Where the culprit's backend records no send/recv (gloo), it may be
-    blocked in one with them: then it is a suspect too. Beyond :data:`_MAX_SILENT` of them
+    blocked in one with them: then it is a suspect too. Beyond :data:`MAX_SILENT` of them
     they are not named each (files not collected, more than a second fault), but the
     culprit stays a suspect where its backend is blind: many silent members are no less
     doubt than a few."""
@@ -68,7 +67,7 @@ def with_silent_partners(
             f"it never enqueued {where}, but {them} wrote no dump and this backend records no "
             "send/recv: it may be blocked in one with them, or stopped on its own",
         )
-    if len(silent) > _MAX_SILENT:
+    if len(silent) > MAX_SILENT:
         return culprit, []
     return culprit, [
         Culprit(
@@ -88,7 +87,7 @@ def with_silent_partners(
 
 #: Members with no dump named as suspects beside one culprit, at most (more are no second
 #: fault but files that were not collected; the culprit's own doubt stays).
-_MAX_SILENT = 8
+MAX_SILENT = 8
 
 
 def silent_partners(
@@ -125,14 +124,14 @@ def silent_partners(
 def unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int]) -> list[Culprit]:
     """Ranks with no dump that may be members of a collective its known members are all stuck
     in, where no dump lists that group's members (gloo 2.13): the 'stuck' collective may be
-    one such a member never joined. Each a suspect (at most :data:`_MAX_SILENT`)."""
+    one such a member never joined. Each a suspect (at most :data:`MAX_SILENT`)."""
     missing = facts.unblamed_missing - named
     if not missing:
         return []
     out: list[Culprit] = []
     for f in findings:
         if f.culprit and f.kind == FindingKind.STUCK_IN_COLLECTIVE.value and f.group:
-            if f.group not in facts.unlisted_groups or len(missing) > _MAX_SILENT:
+            if f.group not in facts.unlisted_groups or len(missing) > MAX_SILENT:
                 continue
             where = place_of(f)
             out.extend(
@@ -148,19 +147,6 @@ def unlisted_members(facts: Facts, findings: Sequence[Finding], named: set[int])
     return out
 
 
-def _newest_collective(
-    facts: Facts, rank: int, group: object, seq: object, *, retired: bool
-) -> str | None:
-    """The name of ``group`` to show, where ``rank``'s newest entry is its collective
-    ``seq``, retired or not as ``retired`` asks; None otherwise."""
-    last = facts.last_entry(rank)
-    if last is None or bool(last["is_p2p"]) or bool(last["retired"]) != retired:
-        return None
-    if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(str(seq)):
-        return None
-    return str(last.get("pg_desc") or "") or str(group)
-
-
 def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
     """Ranks whose own wait on a culprit with no dump (``dead``) rests on their newest entry,
     retired by a backend that retires an op that timed out as one that completed (gloo), or
@@ -168,7 +154,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     after it, a second fault beside the crash. A suspect where others wait on it, or where
     every culprit named (``named``) is doubted in its own dump (its only dump an older
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
-    rank that stopped (at most :data:`_MAX_SILENT` of them)."""
+    rank that stopped (at most :data:`MAX_SILENT` of them)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
     )
@@ -179,7 +165,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     g = facts.graph
     doubted = set(facts.unsure) if named and named <= set(facts.unsure) else set()
     beside_doubted = {int(r) for r in w.loc[w["holder"].isin(sorted(doubted)), "waiter"]}
-    if len(beside_doubted) > _MAX_SILENT:
+    if len(beside_doubted) > MAX_SILENT:
         beside_doubted = set()
     out: dict[int, Culprit] = {}
     for waiter, holder, group, seq, op in w[
@@ -191,7 +177,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
         if not waiters and not (r in beside_doubted and int(holder) in doubted):
             continue
-        desc = _newest_collective(facts, r, group, seq, retired=True)
+        desc = newest_collective(facts.last_entry(r), group, seq, retired=True)
         if desc is None:
             continue
         waiters = sorted(int(p) for p in g.predecessors(r))
@@ -223,67 +209,12 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     return [out[r] for r in sorted(out)]
 
 
-def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
-    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
-    the ranks whose wait on one of them (``dead``) is their newest entry, a collective still
-    in flight (not retired). That rank may have joined it since its older dump: every member
-    would then be inside, held by one of them, and which one is in no file. Each a suspect
-    (at most :data:`_MAX_SILENT`)."""
-    stale = dead & set(facts.stale)
-    if not stale or not named or not named <= set(facts.stale):
-        return []
-    w = facts.waits
-    w = w[w["holder"].isin(sorted(stale)) & ~w["waiter"].isin(sorted(named))]
-    out: dict[int, Culprit] = {}
-    for waiter, holder, group, seq, op in w[
-        ["waiter", "holder", "pg_name", "seq", "op"]
-    ].itertuples(index=False):
-        r = int(waiter)
-        desc = None if r in out else _newest_collective(facts, r, group, seq, retired=False)
-        if desc is None:
-            continue
-        out[r] = Culprit(
-            r,
-            Confidence.SUSPECT,
-            f"it waits on rank {int(holder)} (only an older round's dump) in its last op, {op} "
-            f"in {desc} seq {int(seq)}, still in flight: if rank {int(holder)} joined it "
-            "after that dump, every member is inside it and this rank may be the one holding "
-            "it (network, GPU, host)",
-        )
-    return [out[r] for r in sorted(out)] if len(out) <= _MAX_SILENT else []
-
-
-def stale_alike(facts: Facts, named: set[int]) -> list[Culprit]:
-    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
-    the other ranks with no dump of this round (an older round's only, or none). The chain
-    ends at a named rank only because no newer file shows where it went after its older
-    dump; it may wait there on any of these, which may have stopped first (a desync, a
-    crash, a stall). Each a suspect (at most :data:`_MAX_SILENT`)."""
-    stale = set(facts.stale)
-    if not named or not named <= stale:
-        return []
-    others = sorted(facts.unblamed_missing - named)
-    if not others or len(others) > _MAX_SILENT:
-        return []
-    at = f"{plural(sorted(named))} {rank_runs(sorted(named))}"
-    return [
-        Culprit(
-            r,
-            Confidence.SUSPECT,
-            ("its only dump is an older round's too" if r in stale else "it wrote no dump")
-            + f": where it is now is in no file, as with {at}, where the others' waits end; "
-            "that rank may wait on this one, which may have stopped first",
-        )
-        for r in others
-    ]
-
-
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
     """Where ops are pending but nobody is blamed and no dump lists any group's members:
-    the ranks with no dump (at most :data:`_MAX_SILENT`), each a suspect. They may be members
+    the ranks with no dump (at most :data:`MAX_SILENT`), each a suspect. They may be members
     of the groups the others stopped in, and what those wait on."""
     missing = sorted(facts.unblamed_missing)
-    if not missing or len(missing) > _MAX_SILENT or not facts.nothing_listed:
+    if not missing or len(missing) > MAX_SILENT or not facts.nothing_listed:
         return ()
     return tuple(
         Culprit(
@@ -326,7 +257,7 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     * (retired only) every member of its group with a dump recorded it and none went past,
       and members with no dump did not: it may have timed out there waiting on them (where no
       dump lists the group's members, any rank with no dump may be one; at most
-      :data:`_MAX_SILENT`).
+      :data:`MAX_SILENT`).
 
     None otherwise."""
     last = facts.last_entry(rank)
@@ -347,7 +278,7 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     absent = members - dumped
     if group in facts.unlisted_groups:  # members no dump lists: any rank with no dump may be one
         absent |= set(facts.unblamed_missing) - members
-    if not absent or len(absent) > _MAX_SILENT:
+    if not absent or len(absent) > MAX_SILENT:
         return None
     e = facts.tables.entries
     coll = e[(e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]

@@ -26,10 +26,8 @@ from analyzer.diagnosis.alternatives import (
 from analyzer.diagnosis.beside import (
     HeldBeside,
     held_beside_absent,
-    inside_with_stale,
     members_unknown,
     silent_partners,
-    stale_alike,
     unlisted_members,
     unproven_waits,
     wait_verb,
@@ -43,6 +41,7 @@ from analyzer.diagnosis.evidence import (
 )
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.gone import gone_culprits
+from analyzer.diagnosis.older_round import inside_with_stale, stale_alike
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs

@@ -8,7 +8,7 @@ import pandas as pd
 
 from analyzer.normalize import Tables
 
-__all__ = ["describe_entry", "entry_at", "last_entry", "stack_frames"]
+__all__ = ["describe_entry", "entry_at", "last_entry", "newest_collective", "stack_frames"]
 
 
 def stack_frames(tables: Tables, stack_id: int) -> tuple[dict[str, Any], ...]:
@@ -46,6 +46,18 @@ def last_entry(tables: Tables, rank: int) -> pd.Series | None:
     if rows.empty:
         return None
     return rows.iloc[int(rows["record_id"].to_numpy().argmax())]
+
+
+def newest_collective(
+    last: pd.Series | None, group: object, seq: object, *, retired: bool
+) -> str | None:
+    """The name of ``group`` to show, where ``last`` (a rank's newest entry) is its
+    collective ``seq``, retired or not as ``retired`` asks; None otherwise."""
+    if last is None or bool(last["is_p2p"]) or bool(last["retired"]) != retired:
+        return None
+    if str(last["pg_name"]) != str(group) or int(last["seq"]) != int(str(seq)):
+        return None
+    return str(last.get("pg_desc") or "") or str(group)
 
 
 def describe_entry(row: pd.Series | None) -> dict[str, Any]:
