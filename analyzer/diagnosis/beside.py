@@ -154,7 +154,8 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     after it, a second fault beside the crash. A suspect where others wait on it, or where
     every culprit named (``named``) is doubted in its own dump (its only dump an older
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
-    rank that stopped (at most :data:`MAX_SILENT` of them)."""
+    rank that stopped (at most :data:`MAX_SILENT` of them). Not where two or more wait
+    alike and none can have run an unrecorded op after it (:func:`_one_cause`)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
     )
@@ -168,6 +169,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     if len(beside_doubted) > MAX_SILENT:
         beside_doubted = set()
     out: dict[int, Culprit] = {}
+    keys: dict[int, tuple[int, str, int]] = {}
     for waiter, holder, group, seq, op in w[
         ["waiter", "holder", "pg_name", "seq", "op"]
     ].itertuples(index=False):
@@ -206,7 +208,38 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
                 else ""
             ),
         )
-    return [out[r] for r in sorted(out)]
+        keys[r] = (int(holder), str(group), int(seq))
+    return [out[r] for r in sorted(out) if not _one_cause(facts, keys, r)]
+
+
+def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -> bool:
+    """Whether ``rank``'s doubt is dropped (:func:`unproven_waits`): two or more ranks wait,
+    in the same retired op as their newest entry, on the same rank with no dump (not doubted,
+    as an older round's only dump is), and none can have run an op its buffers did not record
+    after it. For that op to have finished, the rank they wait on joined it: it and each of
+    them then stopped right after it, every one on its own; one rank that never joined
+    explains them all."""
+    alike = [r for r, k in keys.items() if k == keys[rank]]
+    if len(alike) < 2 or keys[rank][0] in facts.unsure:
+        return False
+    return all(_nothing_unrecorded(facts, r) for r in alike)
+
+
+def _nothing_unrecorded(facts: Facts, rank: int) -> bool:
+    """Every buffer of ``rank`` records send/recv, or its ``pg_status`` counters (op_id
+    units) run ahead of the newest recorded op of no group: no op ran that no entry shows."""
+    buffers = facts.matching.dialects.buffers_of(rank)
+    blind = [d for d in buffers if not d.records_p2p]
+    if not buffers or not blind:
+        return bool(buffers)
+    e, st = facts.tables.entries, facts.tables.status
+    st = st[(st["rank"] == rank) & (st["pg_name"] != "")]
+    if any(d.counter != "op_id" for d in blind) or st.empty:
+        return False
+    top = e[e["rank"] == rank].groupby("pg_name", observed=True)["op_id"].max()
+    newest = {str(g): int(v) for g, v in zip(top.index.tolist(), top.tolist(), strict=True)}
+    counters = zip(st["pg_name"].astype(str), st["last_enqueued"].tolist(), strict=True)
+    return all(int(c) <= newest.get(g, 0) for g, c in counters)
 
 
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:

@@ -4,9 +4,11 @@ rule out instead of a confident wrong culprit, kind or no-hang."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import analyzer
+from analyzer.diagnosis.engine import diagnose
 from analyzer.render import render_text, to_json
 from analyzer.render.sentences import verdict_line
 from tests.conftest import confidences, corpus_case, undecided_torchcomms_job
@@ -533,3 +535,27 @@ def test_two_ranks_stopped_alike_where_unrecorded_send_recv_ran_are_suspects(
     truth, folder = corpus_case("two_faults_tp2pp1dp4_gloo_t213_s00006", tmp_path / "b")
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {1: "certain", 6: "certain"} and truth["culprits"] == [1, 6]
+
+
+def test_waiters_alike_on_a_crash_are_no_second_faults(tmp_path: Path) -> None:
+    """Rank 6 stalled (nccl2, gloo's DP groups beside; only ranks whose own ops timed out
+    dump). Ranks 0, 2 and 4 each wait on it only in their newest entry, the same DP gloo
+    all_reduce, which gloo retired, and ranks 1, 3 and 5 wait on them. For that all_reduce to
+    have finished, rank 6 joined it, and 0, 2, 4 and 6 then each stopped right after it on
+    their own: one rank that never joined explains them all, and no op ran after it that no
+    buffer shows. Before: suspects 0, 2 and 4 beside rank 6. Where rank 0's counters show an
+    op after its newest entry (a send/recv gloo does not record), the doubt stays."""
+    truth, folder = corpus_case(
+        "stall_compute_tp2pp1dp4_nccl2_eval_cpu_snap_hookwrap_t215_s03460", tmp_path
+    )
+    assert truth["culprits"] == [6]
+    a = analyzer.analyze(folder, jobs=1)
+    assert a.diagnosis.verdict == "hang" and confidences(a.diagnosis) == {6: "likely"}
+
+    st = a.tables.status.copy()
+    at = (st["rank"] == 0) & (st["pg_name"] == "7")  # rank 0's DP gloo group
+    assert st.loc[at, "last_enqueued"].tolist() == [2]
+    st.loc[at, "last_enqueued"] = 3
+    tables = dataclasses.replace(a.tables, status=st)
+    d = diagnose(tables, a.matching, a.waits, a.graph)
+    assert confidences(d) == {0: "suspect", 2: "suspect", 4: "suspect", 6: "likely"}
