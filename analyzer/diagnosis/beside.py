@@ -216,7 +216,7 @@ def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -
     """Whether ``rank``'s doubt is dropped (:func:`unproven_waits`): two or more ranks wait,
     in the same retired op as their newest entry, on the same rank with no dump (not doubted,
     as an older round's only dump is), and none can have run an op its buffers did not record
-    after it. For that op to have finished, the rank they wait on joined it: it and each of
+    after it (every buffer records send/recv). For that op to have finished, the rank they wait on joined it: it and each of
     them then stopped right after it, every one on its own; one rank that never joined
     explains them all."""
     alike = [r for r, k in keys.items() if k == keys[rank]]
@@ -226,20 +226,11 @@ def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -
 
 
 def _nothing_unrecorded(facts: Facts, rank: int) -> bool:
-    """Every buffer of ``rank`` records send/recv, or its ``pg_status`` counters (op_id
-    units) run ahead of the newest recorded op of no group: no op ran that no entry shows."""
+    """Every buffer of ``rank`` records send/recv: no op can have run after its newest entry
+    that no entry shows. (gloo's ``pg_status`` counters stop at the newest recorded op: the
+    send/recv it ran after it, a ``monitored_barrier``'s, leave them as they were.)"""
     buffers = facts.matching.dialects.buffers_of(rank)
-    blind = [d for d in buffers if not d.records_p2p]
-    if not buffers or not blind:
-        return bool(buffers)
-    e, st = facts.tables.entries, facts.tables.status
-    st = st[(st["rank"] == rank) & (st["pg_name"] != "")]
-    if any(d.counter != "op_id" for d in blind) or st.empty:
-        return False
-    top = e[e["rank"] == rank].groupby("pg_name", observed=True)["op_id"].max()
-    newest = {str(g): int(v) for g, v in zip(top.index.tolist(), top.tolist(), strict=True)}
-    counters = zip(st["pg_name"].astype(str), st["last_enqueued"].tolist(), strict=True)
-    return all(int(c) <= newest.get(g, 0) for g, c in counters)
+    return bool(buffers) and all(d.records_p2p for d in buffers)
 
 
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
