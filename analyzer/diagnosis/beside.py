@@ -154,8 +154,9 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     after it, a second fault beside the crash. A suspect where others wait on it, or where
     every culprit named (``named``) is doubted in its own dump (its only dump an older
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
-    rank that stopped (at most :data:`MAX_SILENT` of them). Not where two or more wait
-    alike and none can have run an unrecorded op after it (:func:`_one_cause`)."""
+    rank that stopped (at most :data:`MAX_SILENT` of them), or where dumped ranks on a
+    backend that records no send/recv wait on nobody in any recorded op (they may be blocked
+    in one it holds: :func:`_idle_blind`). Not where two or more wait alike and none can have run an unrecorded op after it (:func:`_one_cause`)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
     )
@@ -177,39 +178,67 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         if r in out or r not in g:
             continue
         waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
-        if not waiters and not (r in beside_doubted and int(holder) in doubted):
+        idle = [] if waiters else _idle_blind(facts, r)
+        if not waiters and not idle and not (r in beside_doubted and int(holder) in doubted):
             continue
         desc = newest_collective(facts.last_entry(r), group, seq, retired=True)
         if desc is None:
             continue
-        waiters = sorted(int(p) for p in g.predecessors(r))
-        own = facts.matching.dialects.dumps_on_own_timeout(r)
-        held = (
-            f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits"
-            if waiters
-            else "it waits"
-        )
-        them = (
-            f"rank {int(holder)} (no dump)"
-            if int(holder) not in facts.unsure
-            else f"rank {int(holder)} (no dump of this round, so a suspect itself)"
-        )
-        out[r] = Culprit(
-            r,
-            Confidence.SUSPECT,
-            f"{held} on {them} only in its last op, {op} in {desc} seq {int(seq)}, which "
-            "its backend retired: it retires an op that timed out as one that completed (or "
-            "every op when issued), so it may have finished that op and stopped after it, a "
-            "second fault beside the first"
-            + (
-                " (its own file shows a timeout only if it was written on its own timeout, "
-                "not on a request to every rank)"
-                if own
-                else ""
-            ),
-        )
+        at = f"{op} in {desc} seq {int(seq)}"
+        out[r] = Culprit(r, Confidence.SUSPECT, _retired_wait(facts, r, int(holder), at, idle))
         keys[r] = (int(holder), str(group), int(seq))
     return [out[r] for r in sorted(out) if not _one_cause(facts, keys, r)]
+
+
+def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]) -> str:
+    """Why ``rank``, which waits on ``holder`` (no dump) only in its newest entry ``at``,
+    retired, may have finished it and stopped after it; ``idle``: the ranks that may be
+    blocked in a send/recv it holds (:func:`_idle_blind`)."""
+    waiters = sorted(int(p) for p in facts.graph.predecessors(rank))
+    held = (
+        f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits"
+        if waiters
+        else "it waits"
+    )
+    them = (
+        f"rank {holder} (no dump)"
+        if holder not in facts.unsure
+        else f"rank {holder} (no dump of this round, so a suspect itself)"
+    )
+    own = facts.matching.dialects.dumps_on_own_timeout(rank)
+    return (
+        f"{held} on {them} only in its last op, {at}, which its backend retired: it retires "
+        "an op that timed out as one that completed (or every op when issued), so it may have "
+        "finished that op and stopped after it, a second fault beside the first"
+        + (
+            " (its own file shows a timeout only if it was written on its own timeout, not on "
+            "a request to every rank)"
+            if own
+            else ""
+        )
+        + (
+            f"; {plural(idle)} {rank_runs(idle)} {wait_verb(idle)} on nobody in any recorded "
+            "op, and their backend records no send/recv: they may be blocked in one (a "
+            "monitored_barrier's) that this rank holds"
+            if idle
+            else ""
+        )
+    )
+
+
+def _idle_blind(facts: Facts, rank: int) -> list[int]:
+    """The dumped ranks but ``rank`` on a backend that records no send/recv (gloo) that
+    wait on nobody and that nobody waits on in any recorded op: every op they recorded
+    ended, so what holds them, a send/recv (a ``monitored_barrier``'s), is in no entry."""
+    g, dialects = facts.graph, facts.matching.dialects
+    dumped = {int(r) for r in facts.tables.entries["rank"].unique()} - {rank}
+    return sorted(
+        r
+        for r in dumped
+        if (d := dialects.of(r)) is not None
+        and not d.records_p2p
+        and (r not in g or g.degree(r) == 0)
+    )
 
 
 def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -> bool:

@@ -562,3 +562,21 @@ def test_waiters_alike_where_gloo_may_run_unrecorded_send_recv_stay_suspects(
     assert truth["culprits"] == [6]
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {0: "suspect", 2: "suspect", 4: "suspect", 6: "likely"}
+
+
+def test_a_retired_wait_beside_gloo_ranks_idle_in_no_recorded_op_is_a_suspect(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 stalled and rank 1 crashed, both before a monitored_barrier (gloo 2.13). Rank
+    0's file ends at the context-parallel all_gather with rank 1, retired; ranks 2 and 3 wait
+    in the barrier, which gloo runs on send/recv it does not record, so their files end at an
+    all_gather that ended and nobody waits on rank 0 in any recorded op. Rank 0 may have
+    finished its all_gather and be the rank that holds them. Before: `suspect rank 1, or a
+    rank with no dump`, without rank 0 (a wrong answer, pinned)."""
+    truth, folder = corpus_case("two_faults_tp1cp2pp1dp2_gloo_mb_snap_copies_t213_s04159", tmp_path)
+    assert sorted(truth["culprits"]) == [0, 1]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {0: "suspect", 1: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "ranks 2, 3 wait on nobody in any recorded op" in because[0]
