@@ -156,7 +156,8 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
     rank that stopped (at most :data:`MAX_SILENT` of them), or where dumped ranks on a
     backend that records no send/recv wait on nobody in any recorded op (they may be blocked
-    in one it holds: :func:`_idle_blind`). Not where two or more wait alike and none can have run an unrecorded op after it (:func:`_one_cause`)."""
+    in one it holds: :func:`_idle_blind`). Not where two or more wait alike and none can
+    have run an unrecorded op after it (:func:`_one_cause`)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
     )
@@ -245,9 +246,9 @@ def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -
     """Whether ``rank``'s doubt is dropped (:func:`unproven_waits`): two or more ranks wait,
     in the same retired op as their newest entry, on the same rank with no dump (not doubted,
     as an older round's only dump is), and none can have run an op its buffers did not record
-    after it (every buffer records send/recv). For that op to have finished, the rank they wait on joined it: it and each of
-    them then stopped right after it, every one on its own; one rank that never joined
-    explains them all."""
+    after it (every buffer records send/recv). For that op to have finished, the rank they
+    wait on joined it: it and each of them then stopped right after it, every one on its own;
+    one rank that never joined explains them all."""
     alike = [r for r, k in keys.items() if k == keys[rank]]
     if len(alike) < 2 or keys[rank][0] in facts.unsure:
         return False
