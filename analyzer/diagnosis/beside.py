@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
+from analyzer.diagnosis.alternatives import peerless_p2p_in_flight
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import newest_collective
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
@@ -154,9 +155,9 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     after it, a second fault beside the crash. A suspect where others wait on it, or where
     every culprit named (``named``) is doubted in its own dump (its only dump an older
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
-    rank that stopped (at most :data:`MAX_SILENT` of them), or where dumped ranks on a
-    backend that records no send/recv wait on nobody in any recorded op (they may be blocked
-    in one it holds: :func:`_idle_blind`). Not where two or more wait alike and none can
+    rank that stopped (at most :data:`MAX_SILENT` of them), or where dumped ranks wait on
+    nobody in any recorded op that names its peer (they may be blocked in a send/recv it
+    holds: :func:`_idle_blind`). Not where two or more wait alike and none can
     have run an unrecorded op after it (:func:`_one_cause`)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
@@ -219,8 +220,9 @@ def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]
         )
         + (
             f"; {plural(idle)} {rank_runs(idle)} {wait_verb(idle)} on nobody in any recorded "
-            "op, and their backend records no send/recv: they may be blocked in one (a "
-            "monitored_barrier's) that this rank holds"
+            "op that names its peer: what holds them may be a send/recv (gloo records none, "
+            "a monitored_barrier's among them; TorchComms writes no peer in a comm of more "
+            "than two) that this rank holds"
             if idle
             else ""
         )
@@ -228,17 +230,19 @@ def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]
 
 
 def _idle_blind(facts: Facts, rank: int) -> list[int]:
-    """The dumped ranks but ``rank`` on a backend that records no send/recv (gloo) that
-    wait on nobody and that nobody waits on in any recorded op: every op they recorded
-    ended, so what holds them, a send/recv (a ``monitored_barrier``'s), is in no entry."""
+    """The dumped ranks but ``rank`` that wait on nobody and that nobody waits on in any
+    recorded op, where their backend records no send/recv (gloo: every op they recorded
+    ended, so what holds them, a send/recv, a ``monitored_barrier``'s, is in no entry) or
+    their newest entry is a send/recv in flight with no peer written (TorchComms in a comm
+    of more than two): ``rank`` may be the one a send/recv of theirs waits on."""
     g, dialects = facts.graph, facts.matching.dialects
     dumped = {int(r) for r in facts.tables.entries["rank"].unique()} - {rank}
     return sorted(
         r
         for r in dumped
         if (d := dialects.of(r)) is not None
-        and not d.records_p2p
         and (r not in g or g.degree(r) == 0)
+        and (not d.records_p2p or peerless_p2p_in_flight(facts, r) is not None)
     )
 
 

@@ -580,3 +580,22 @@ def test_a_retired_wait_beside_gloo_ranks_idle_in_no_recorded_op_is_a_suspect(
     assert confidences(d) == {0: "suspect", 1: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert "ranks 2, 3 wait on nobody in any recorded op" in because[0]
+
+
+def test_a_retired_wait_beside_torchcomms_ranks_in_peerless_send_recv_is_a_suspect(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 crashed and rank 2 stalled before the pipeline's batch send/recv (TorchComms on
+    CUDA: every op retired at issue, no completion; the send/recv on the world comm, whose
+    peers it does not write). Rank 2's file ends at the world all_reduce before, where it
+    reads as waiting on rank 1; ranks 0 and 3 are in send/recv in flight with no peer, so
+    nobody waits on rank 2 in an op that names it. Rank 2 may have finished the all_reduce
+    and be the rank rank 3 waits on. Before: `culprit rank 1` alone (a missed culprit)."""
+    truth, folder = corpus_case(
+        "two_faults_tp1cp2pp2dp1_torchcomms_eval_restart_cuda_mixed_t215_s04644", tmp_path
+    )
+    assert sorted(truth["culprits"]) == [1, 2]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {1: "likely", 2: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert "ranks 0, 3 wait on nobody in any recorded op that names its peer" in because[2]
