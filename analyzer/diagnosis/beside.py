@@ -11,6 +11,7 @@ weighs the culprits themselves and adds these beside them.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -172,7 +173,8 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     if len(beside_doubted) > MAX_SILENT:
         beside_doubted = set()
     out: dict[int, Culprit] = {}
-    keys: dict[int, tuple[int, str, int]] = {}
+    alike: dict[tuple[int, str, int], list[int]] = defaultdict(list)  # (holder, group, seq)
+    idle_ranks: list[int] | None = None  # read once, where a waiter first needs them
     for waiter, holder, group, seq, op in w[
         ["waiter", "holder", "pg_name", "seq", "op"]
     ].itertuples(index=False):
@@ -180,7 +182,10 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         if r in out or r not in g:
             continue
         waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
-        idle = [] if waiters else _idle_blind(facts, r)
+        idle: list[int] = []
+        if not waiters:
+            idle_ranks = _idle_blind(facts) if idle_ranks is None else idle_ranks
+            idle = [x for x in idle_ranks if x != r]
         if not waiters and not idle and not (r in beside_doubted and int(holder) in doubted):
             continue
         desc = newest_collective(facts.last_entry(r), group, seq, retired=True)
@@ -188,8 +193,9 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
             continue
         at = f"{op} in {desc} seq {int(seq)}"
         out[r] = Culprit(r, Confidence.SUSPECT, _retired_wait(facts, r, int(holder), at, idle))
-        keys[r] = (int(holder), str(group), int(seq))
-    return [out[r] for r in sorted(out) if not _one_cause(facts, keys, r)]
+        alike[(int(holder), str(group), int(seq))].append(r)
+    dropped = {r for key, ranks in alike.items() if _one_cause(facts, key, ranks) for r in ranks}
+    return [out[r] for r in sorted(out) if r not in dropped]
 
 
 def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]) -> str:
@@ -229,14 +235,14 @@ def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]
     )
 
 
-def _idle_blind(facts: Facts, rank: int) -> list[int]:
-    """The dumped ranks but ``rank`` that wait on nobody and that nobody waits on in any
-    recorded op, where their backend records no send/recv (gloo: every op they recorded
-    ended, so what holds them, a send/recv, a ``monitored_barrier``'s, is in no entry) or
-    their newest entry is a send/recv in flight with no peer written (TorchComms in a comm
-    of more than two): ``rank`` may be the one a send/recv of theirs waits on."""
+def _idle_blind(facts: Facts) -> list[int]:
+    """The dumped ranks that wait on nobody and that nobody waits on in any recorded op,
+    where their backend records no send/recv (gloo: every op they recorded ended, so what
+    holds them, a send/recv, a ``monitored_barrier``'s, is in no entry) or their newest entry
+    is a send/recv in flight with no peer written (TorchComms in a comm of more than two): a
+    rank whose wait rests on a retired entry may be the one a send/recv of theirs waits on."""
     g, dialects = facts.graph, facts.matching.dialects
-    dumped = {int(r) for r in facts.tables.entries["rank"].unique()} - {rank}
+    dumped = {int(r) for r in facts.tables.entries["rank"].unique()}
     return sorted(
         r
         for r in dumped
@@ -246,17 +252,16 @@ def _idle_blind(facts: Facts, rank: int) -> list[int]:
     )
 
 
-def _one_cause(facts: Facts, keys: dict[int, tuple[int, str, int]], rank: int) -> bool:
-    """Whether ``rank``'s doubt is dropped (:func:`unproven_waits`): two or more ranks wait,
-    in the same retired op as their newest entry, on the same rank with no dump (not doubted,
-    as an older round's only dump is), and none can have run an op its buffers did not record
-    after it (every buffer records send/recv). For that op to have finished, the rank they
-    wait on joined it: it and each of them then stopped right after it, every one on its own;
-    one rank that never joined explains them all."""
-    alike = [r for r, k in keys.items() if k == keys[rank]]
-    if len(alike) < 2 or keys[rank][0] in facts.unsure:
+def _one_cause(facts: Facts, key: tuple[int, str, int], ranks: list[int]) -> bool:
+    """Whether the doubt of ``ranks`` is dropped (:func:`unproven_waits`): two or more of them
+    wait, in the same retired op as their newest entry (``key``: holder, group, seq), on the
+    same rank with no dump (not doubted, as an older round's only dump is), and none can have
+    run an op its buffers did not record after it (every buffer records send/recv). For that
+    op to have finished, the rank they wait on joined it: it and each of them then stopped
+    right after it, every one on its own; one rank that never joined explains them all."""
+    if len(ranks) < 2 or key[0] in facts.unsure:
         return False
-    return all(_nothing_unrecorded(facts, r) for r in alike)
+    return all(_nothing_unrecorded(facts, r) for r in ranks)
 
 
 def _nothing_unrecorded(facts: Facts, rank: int) -> bool:
