@@ -44,7 +44,7 @@ from analyzer.diagnosis.roots import NO_DUMP_OWN_TIMEOUT
 from analyzer.diagnosis.rules import LEVELS, TAXONOMY, VERDICTS
 from analyzer.diagnosis.unrecorded import unrecorded_text
 
-SCHEMA_VERSION = "hangscope.diagnosis/1.4"
+SCHEMA_VERSION = "hangscope.diagnosis/1.5"
 
 #: Every finding kind, in the order findings are listed.
 KINDS: tuple[str, ...] = tuple(row.kind.value for row in TAXONOMY)

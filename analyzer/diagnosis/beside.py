@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SILENT",
     "HeldBeside",
     "held_beside_absent",
+    "idle_blind",
     "members_unknown",
     "missing_suspects",
     "silent_partners",
@@ -158,7 +159,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     round's, say) and it waits on one of them: no file then sets such waiters apart from a
     rank that stopped (at most :data:`MAX_SILENT` of them), or where dumped ranks wait on
     nobody in any recorded op that names its peer (they may be blocked in a send/recv it
-    holds: :func:`_idle_blind`). Not where two or more wait alike and none can
+    holds: :func:`idle_blind`). Not where two or more wait alike and none can
     have run an unrecorded op after it (:func:`_one_cause`)."""
     unobserved = (
         facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
@@ -184,7 +185,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         waiters = sorted(int(p) for p in g.predecessors(r) if int(p) != int(holder))
         idle: list[int] = []
         if not waiters:
-            idle_ranks = _idle_blind(facts) if idle_ranks is None else idle_ranks
+            idle_ranks = idle_blind(facts) if idle_ranks is None else idle_ranks
             idle = [x for x in idle_ranks if x != r]
         if not waiters and not idle and not (r in beside_doubted and int(holder) in doubted):
             continue
@@ -201,7 +202,7 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
 def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]) -> str:
     """Why ``rank``, which waits on ``holder`` (no dump) only in its newest entry ``at``,
     retired, may have finished it and stopped after it; ``idle``: the ranks that may be
-    blocked in a send/recv it holds (:func:`_idle_blind`)."""
+    blocked in a send/recv it holds (:func:`idle_blind`)."""
     waiters = sorted(int(p) for p in facts.graph.predecessors(rank))
     held = (
         f"{plural(waiters)} {rank_runs(waiters)} {wait_verb(waiters)} on it, and it waits"
@@ -235,7 +236,7 @@ def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]
     )
 
 
-def _idle_blind(facts: Facts) -> list[int]:
+def idle_blind(facts: Facts) -> list[int]:
     """The dumped ranks that wait on nobody and that nobody waits on in any recorded op,
     where their backend records no send/recv (gloo: every op they recorded ended, so what
     holds them, a send/recv, a ``monitored_barrier``'s, is in no entry) or their newest entry

@@ -16,7 +16,8 @@ from analyzer.diagnosis.beside import missing_suspects, unseen_suspect
 from analyzer.diagnosis.confidence import culprits_of
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.fingerprint import fingerprint_of
-from analyzer.diagnosis.records import Confidence, Diagnosis, Finding, Verdict
+from analyzer.diagnosis.not_ruled_out import not_ruled_out
+from analyzer.diagnosis.records import Confidence, Culprit, Diagnosis, Finding, Verdict
 from analyzer.diagnosis.rules import (
     LEVELS,
     TAXONOMY,
@@ -194,12 +195,7 @@ def diagnose(
     if not judged and row.name == "pending":  # nobody blamed: ranks with no dump may be held
         judged = missing_suspects(facts)
     culprits = {c.rank for c in judged}  # a desync's odd rank may join its dead partner
-    if (
-        verdict is Verdict.HANG
-        and all(c.confidence is Confidence.SUSPECT for c in judged)
-        and kind != FindingKind.STUCK_IN_COLLECTIVE.value
-    ):  # nobody singled out: the culprits are suspects. A collective every member is stuck
-        verdict = Verdict.INCONCLUSIVE  # in is a hang for certain, whichever member holds it
+    verdict = _unless_all_suspects(verdict, judged, kind)
     order = {k.kind.value: i for i, k in enumerate(TAXONOMY)}
     findings.sort(key=lambda f: (not f.culprit, order.get(f.kind, 99), f.ranks, f.group, f.seq))
     return Diagnosis(
@@ -218,5 +214,21 @@ def diagnose(
         if verdict is not Verdict.NO_HANG and kind == FindingKind.NOT_JOINED.value
         else (),
         unseen_suspect=unseen_suspect(facts, findings) if verdict is not Verdict.NO_HANG else "",
+        not_ruled_out=not_ruled_out(facts, findings, judged)
+        if verdict is not Verdict.NO_HANG
+        else (),
         fingerprint=fingerprint_of(verdict.value, kind, findings),
     )
+
+
+def _unless_all_suspects(verdict: Verdict, judged: Sequence[Culprit], kind: str) -> Verdict:
+    """``inconclusive`` for a hang whose culprits are all suspects: nobody is singled out.
+    Except a collective every member is stuck in: a hang for certain, whichever member holds
+    it."""
+    if (
+        verdict is Verdict.HANG
+        and all(c.confidence is Confidence.SUSPECT for c in judged)
+        and kind != FindingKind.STUCK_IN_COLLECTIVE.value
+    ):
+        return Verdict.INCONCLUSIVE
+    return verdict

@@ -104,6 +104,9 @@ class Diagnosis:
     unseen_suspect: str = ""
     """Why a rank that wrote no file and that no dump names may be the culprit ("" when the
     dumps rule that out): the ranks named are then not all the suspects."""
+    not_ruled_out: tuple[Culprit, ...] = ()
+    """Dumped ranks the files cannot rule out as a second culprit, beside the culprits and
+    suspects, and set apart by nothing in them (:mod:`analyzer.diagnosis.not_ruled_out`)."""
     fingerprint: Fingerprint = NO_FINGERPRINT
     """What makes this hang this hang, without ranks, times or sizes
     (:mod:`analyzer.diagnosis.fingerprint`): two diagnoses of one id are the same hang."""

@@ -53,6 +53,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "culprits": [c.to_dict() for c in d.culprits],
         "also_possible": [{"kind": k, "because": why} for k, why in d.also_possible],
         "unseen_suspect": d.unseen_suspect or None,
+        "not_ruled_out": [{"rank": c.rank, "because": c.because} for c in d.not_ruled_out],
         "incidents": [i.to_dict() for i in analysis.loaded.incidents]
         if analysis.loaded is not None
         else [],

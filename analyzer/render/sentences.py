@@ -25,7 +25,7 @@ from analyzer.terms import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from analyzer.analysis import Analysis
-    from analyzer.diagnosis import Diagnosis, Fingerprint
+    from analyzer.diagnosis import Culprit, Diagnosis, Fingerprint
     from analyzer.load import Incident
     from analyzer.waits import Wait
 
@@ -127,6 +127,14 @@ def verdict_head(d: Diagnosis) -> str:
 _UNSEEN = ", or a rank with no dump"
 
 
+def _unruled(d: Diagnosis) -> str:
+    """``; ranks 1-3 not ruled out`` where the files cannot rule out a second culprit
+    (``Diagnosis.not_ruled_out``): on an inconclusive verdict's first line, whose suspects
+    they follow (a hang's names them among its details only)."""
+    ranks = [c.rank for c in d.not_ruled_out]
+    return f"; {plural(ranks)} {rank_runs(ranks)} not ruled out" if ranks else ""
+
+
 #: How the first line names a kind the dumps do not rule out (``Diagnosis.also_possible``).
 _ALSO_SHORT: dict[str, str] = {
     FindingKind.DEADLOCK: "deadlocked",
@@ -148,7 +156,8 @@ def verdict_line(d: Diagnosis) -> str:
         ranks = [c.rank for c in d.culprits]
         return (
             f"INCONCLUSIVE: suspect {plural(ranks)} {', '.join(str(r) for r in ranks)}"
-            f"{_UNSEEN if d.unseen_suspect else ''} ({kind_title(d)}{_undecided(d)}); the dumps do not single anyone out"
+            f"{_UNSEEN if d.unseen_suspect else ''}{_unruled(d)} ({kind_title(d)}{_undecided(d)}); "
+            "the dumps do not single anyone out"
         )
     blind = [f for f in d.findings if f.kind == "inconclusive"]
     if d.verdict.value == "inconclusive" and blind:
@@ -175,7 +184,19 @@ def confidence_lines(d: Diagnosis) -> list[str]:
         ]
         + [f"or {KIND_TITLES.get(kind, kind)}: {why}" for kind, why in d.also_possible]
         + ([f"or a rank with no dump: {d.unseen_suspect}"] if d.unseen_suspect else [])
+        + [
+            f"not ruled out, {plural(ranks)} {rank_runs(ranks)}: {because}"
+            for because, ranks in _by_reason(d.not_ruled_out).items()
+        ]
     )
+
+
+def _by_reason(culprits: Sequence[Culprit]) -> dict[str, list[int]]:
+    """The ranks of ``culprits`` by their reason, in first-seen order."""
+    out: dict[str, list[int]] = {}
+    for c in culprits:
+        out.setdefault(c.because, []).append(c.rank)
+    return out
 
 
 def verdict_detail(d: Diagnosis) -> str:
