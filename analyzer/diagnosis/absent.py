@@ -40,12 +40,18 @@ from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
+    "MAX_SILENT",
     "UNSEEN",
     "absent_doubts",
     "awaited_together",
     "beside_proven",
     "unknown_member_groups",
 ]
+
+#: Members with no dump named as suspects beside one culprit, at most (more are no second
+#: fault but files that were not collected; the culprit's own doubt stays).
+MAX_SILENT = 8
+
 
 #: Stands, among the ranks awaited together, for a rank that no file names.
 UNSEEN = -1

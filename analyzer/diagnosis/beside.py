@@ -13,20 +13,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from analyzer.diagnosis.absent import UNSEEN, awaited_together, unknown_member_groups
+from analyzer.diagnosis.absent import (
+    MAX_SILENT,
+    UNSEEN,
+    awaited_together,
+    unknown_member_groups,
+)
 from analyzer.diagnosis.alternatives import peerless_p2p_in_flight
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.held import held_beside_absent
 from analyzer.diagnosis.lookup import newest_collective
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
 __all__ = [
-    "MAX_SILENT",
-    "HeldBeside",
-    "held_beside_absent",
     "idle_blind",
     "members_unknown",
     "missing_suspects",
@@ -86,11 +88,6 @@ def with_silent_partners(
         )
         for p in silent
     ]
-
-
-#: Members with no dump named as suspects beside one culprit, at most (more are no second
-#: fault but files that were not collected; the culprit's own doubt stays).
-MAX_SILENT = 8
 
 
 def silent_partners(
@@ -290,67 +287,6 @@ def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
         )
         for r in missing
     )
-
-
-@dataclass(frozen=True, slots=True)
-class HeldBeside:
-    """Where a rank blamed for never joining an op may be held instead: its newest entry, a
-    collective that may not have completed, beside members with no file."""
-
-    at: str
-    """``all_reduce in TP seq 4``."""
-    state: str
-    """``still in flight``, or ``retired, as a timed-out op is`` (gloo)."""
-    absent: tuple[int, ...]
-    """The members with no dump it may wait on there; () where the group has no other
-    member any file names (:attr:`alone`)."""
-
-    @property
-    def alone(self) -> bool:
-        """No other dump holds the group and none lists it: the member it may wait on is one
-        no file names."""
-        return not self.absent
-
-
-def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
-    """Why ``rank``'s newest entry may hold it, where it is a collective still in flight, or
-    one gloo retired (finished or timed out alike), and either
-
-    * its group's members no dump lists and no other dump holds the group (alone: no other
-      member recorded it, so a member with no file may be the one it waits on there), or
-    * (retired only) every member of its group with a dump recorded it and none went past,
-      and members with no dump did not: it may have timed out there waiting on them (where no
-      dump lists the group's members, any rank with no dump may be one; at most
-      :data:`MAX_SILENT`).
-
-    None otherwise."""
-    last = facts.last_entry(rank)
-    if last is None or bool(last["is_p2p"]):
-        return None
-    retired = bool(last["retired"])
-    if retired and rank not in facts.matching.dialects.retire_on_end_ranks:
-        return None  # retired by a backend that reports completion: it finished
-    group, seq = str(last["pg_name"]), int(last["seq"])
-    at = f"{last['op']} in {str(last['pg_desc'] or '') or group} seq {seq}"
-    state = "retired, as a timed-out op is" if retired else "still in flight"
-    members = set(facts.members.get(group, ()))
-    if group in facts.unlisted_groups and members == {rank}:
-        return HeldBeside(at, state, ())
-    if not retired:
-        return None
-    dumped = set(facts.tables.dumped_ranks)
-    absent = members - dumped
-    if group in facts.unlisted_groups:  # members no dump lists: any rank with no dump may be one
-        absent |= set(facts.unblamed_missing) - members
-    if not absent or len(absent) > MAX_SILENT:
-        return None
-    e = facts.tables.entries
-    coll = e[(e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
-    if not (members & dumped) <= {int(r) for r in coll.loc[coll["seq"] == seq, "rank"]}:
-        return None  # a member with a dump never issued it: another reading holds
-    if bool((coll["seq"] > seq).any()):
-        return None  # a member went past it: it completed, every member joined
-    return HeldBeside(at, state, tuple(sorted(absent)))
 
 
 def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:

@@ -24,8 +24,6 @@ from analyzer.diagnosis.alternatives import (
     stuck_alike,
 )
 from analyzer.diagnosis.beside import (
-    HeldBeside,
-    held_beside_absent,
     members_unknown,
     silent_partners,
     unlisted_members,
@@ -41,6 +39,7 @@ from analyzer.diagnosis.evidence import (
 )
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.gone import gone_culprits
+from analyzer.diagnosis.held import HeldBeside, held_beside_absent
 from analyzer.diagnosis.older_round import inside_with_stale, stale_alike
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind

@@ -5,7 +5,7 @@ ranks went after their older dumps is in no file. Read in docs/diagnosis.md ("Ho
 
 from __future__ import annotations
 
-from analyzer.diagnosis.beside import MAX_SILENT
+from analyzer.diagnosis.absent import MAX_SILENT
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import newest_collective
 from analyzer.diagnosis.records import Confidence, Culprit
