@@ -141,6 +141,13 @@ def _held_text(f: Finding, held: HeldBeside) -> str:
             "wrote no file"
         )
     absent = list(held.absent)
+    if not absent:  # a rooted op in a group no dump lists
+        return (
+            f"it never enqueued {place_of(f)}, but its last op, {held.at}, which its backend "
+            "retired (ended or timed out alike), completes for the other members without every "
+            "member, and no dump lists its group's members: a member that wrote no file may "
+            "hold it there (it may have timed out there, waiting on it)"
+        )
     return (
         f"it never enqueued {place_of(f)}, but its last op, {held.at}, which its backend retired "
         f"(ended or timed out alike), may never have been joined by {plural(absent)} "

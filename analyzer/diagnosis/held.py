@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.diagnosis.absent import MAX_SILENT
+from analyzer.diagnosis.absent import MAX_SILENT, unknown_member_groups
 from analyzer.diagnosis.facts import Facts
+from analyzer.match import completes_without_every_member
 
 __all__ = ["HeldBeside", "held_beside_absent"]
 
@@ -25,14 +26,17 @@ class HeldBeside:
     state: str
     """``still in flight``, or ``retired, as a timed-out op is`` (gloo)."""
     absent: tuple[int, ...]
-    """The members with no dump it may wait on there; () where the group has no other
-    member any file names (:attr:`alone`)."""
+    """The members with no dump it may wait on there; () where that member is one no file
+    names (:attr:`alone`, or a rooted op in a group no dump lists)."""
+    rooted: bool = False
+    """The op completes for the other members without every member (a broadcast, a
+    reduce, a gather, a scatter): the others going past it does not show it completed here."""
 
     @property
     def alone(self) -> bool:
         """No other dump holds the group and none lists it: the member it may wait on is one
         no file names."""
-        return not self.absent
+        return not self.absent and not self.rooted
 
 
 def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
@@ -44,7 +48,11 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     * (retired only) every member of its group with a dump recorded it and none went past,
       and members with no dump did not: it may have timed out there waiting on them (where no
       dump lists the group's members, any rank with no dump may be one; at most
-      :data:`MAX_SILENT`).
+      :data:`MAX_SILENT`). Where the op is rooted (:attr:`HeldBeside.rooted`), the others may
+      have gone past it; where no dump lists the group's members and no rank is known to have
+      no dump, the member it waits on may be one no file names (gloo 2.13: a broadcast a
+      stalled rank relays, ``stall_compute_tp1cp2pp1dp4h_gloo_mb_snap_copies_t213_s04286``
+      with ranks 0-3's files only).
 
     None otherwise."""
     last = facts.last_entry(rank)
@@ -65,12 +73,14 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     absent = members - dumped
     if group in facts.unlisted_groups:  # members no dump lists: any rank with no dump may be one
         absent |= set(facts.unblamed_missing) - members
-    if not absent or len(absent) > MAX_SILENT:
+    rooted = completes_without_every_member(str(last["op"]))
+    unseen = rooted and not absent and group in unknown_member_groups(facts)
+    if not unseen and (not absent or len(absent) > MAX_SILENT):
         return None
     e = facts.tables.entries
     coll = e[(e["pg_name"] == group) & ~e["is_p2p"].to_numpy(bool)]
     if not (members & dumped) <= {int(r) for r in coll.loc[coll["seq"] == seq, "rank"]}:
         return None  # a member with a dump never issued it: another reading holds
-    if bool((coll["seq"] > seq).any()):
+    if not rooted and bool((coll["seq"] > seq).any()):
         return None  # a member went past it: it completed, every member joined
-    return HeldBeside(at, state, tuple(sorted(absent)))
+    return HeldBeside(at, state, tuple(sorted(absent)), rooted)

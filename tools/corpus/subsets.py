@@ -53,7 +53,9 @@ def blocks(world: int) -> list[range]:
     return [range(lo, min(lo + size, world)) for lo in range(0, world, size)] if size else []
 
 
-def _copy_kept(folder: Path, into: Path, keep: Container[int]) -> None:
+def copy_kept(folder: Path, into: Path, keep: Container[int]) -> None:
+    """The files of ``folder`` into ``into`` (subfolders kept), but a rank's dump only where
+    its rank is in ``keep``: junk and files of no rank stay."""
     from analyzer.load.discover import rank_from_name
 
     for f in folder.rglob("*"):
@@ -79,7 +81,7 @@ def variants(paths: list[Path]) -> Iterator[Variant]:
                 if dumped is not None and not set(dumped) & set(keep):
                     continue
                 sub = Path(tmp) / f"kept_{keep.start}_{keep.stop - 1}"
-                _copy_kept(folder, sub, keep)
+                copy_kept(folder, sub, keep)
                 narrowed = dict(truth)
                 if dumped is not None:
                     narrowed["dumped_ranks"] = [r for r in dumped if r in keep]
@@ -123,7 +125,7 @@ def lost_one(paths: list[Path]) -> Iterator[Variant]:
             assert folder is not None
             for gone in _lost(truth):
                 sub = Path(tmp) / f"lost_{gone}"
-                _copy_kept(folder, sub, _AllBut(gone))
+                copy_kept(folder, sub, _AllBut(gone))
                 narrowed = dict(truth)
                 narrowed["dumped_ranks"] = [r for r in truth["dumped_ranks"] if r != gone]
                 said = read_said(analyze_folder(sub))

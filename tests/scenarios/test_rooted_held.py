@@ -1,0 +1,60 @@
+"""A rank blamed for never joining an op, whose own last op is a rooted one (a broadcast)
+that gloo retired: the others going past that op does not show it completed for this rank,
+so where no dump lists the group's members a rank no file names may hold it there
+(:func:`analyzer.diagnosis.held.held_beside_absent`). On real recorded cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import analyzer
+from analyzer.render import to_json
+from tests.conftest import confidences, corpus_case
+from tools.corpus.check import classify, read_said
+from tools.corpus.subsets import copy_kept
+
+_CASE = "stall_compute_tp1cp2pp1dp4h_gloo_mb_snap_copies_t213_s04286"
+
+
+def test_a_rank_behind_a_broadcast_with_half_the_files_is_a_suspect(tmp_path: Path) -> None:
+    """Rank 5 stalled before a checkpoint's broadcast_object (gloo 2.13, eight ranks). With
+    ranks 0-3's files only, rank 1's file ends at the first broadcast, retired, while 0, 2
+    and 3 went on to the second: rank 1 reads as stalled right after it. But gloo relays a
+    broadcast, and ended one that timed out as one that completed: rank 1 may have timed out
+    there, held by a rank whose file is absent. Before: `HANG: culprit rank 1`, certain (a
+    confident wrong culprit, `make accuracy-subsets`)."""
+    truth, folder = corpus_case(_CASE, tmp_path / "case")
+    assert truth["culprits"] == [5]
+    kept = tmp_path / "kept_0_3"
+    copy_kept(folder, kept, range(4))
+    analysis = analyzer.analyze(kept, jobs=1)
+    d = analysis.diagnosis
+    assert d.verdict == "inconclusive" and confidences(d) == {1: "suspect"}
+    assert "broadcast in default_pg seq 19" in d.culprits[0].because
+    assert "completes for the other members without every member" in d.culprits[0].because
+    assert d.unseen_suspect
+    kept_truth = {**truth, "dumped_ranks": [0, 1, 2, 3]}  # as `make accuracy-subsets` scores it
+    assert classify(kept_truth, read_said(to_json(analysis)))[0] == "unsure"
+
+
+def test_with_every_file_the_rank_behind_is_named(tmp_path: Path) -> None:
+    """The same case with all eight files: rank 5 is behind in the ops gloo did not record."""
+    truth, folder = corpus_case(_CASE, tmp_path)
+    assert truth["culprits"] == [5]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {5: "suspect"}
+
+
+def test_a_stall_right_after_a_broadcast_is_certain_once_the_world_is_known(
+    tmp_path: Path,
+) -> None:
+    """Rank 2 stalled right after a broadcast on the default group (gloo 2.13, which lists no
+    member): a rank no file names may relay that broadcast to it, so rank 2 is a suspect (the
+    cost of the rule: this answer was right). A world size given settles it."""
+    truth, folder = corpus_case("stall_lock_tp2pp1dp2_gloo_t213_s00080", tmp_path)
+    assert truth["culprits"] == [2]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive" and confidences(d) == {2: "suspect"}
+    assert d.unseen_suspect
+    d = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
+    assert d.verdict == "hang" and confidences(d) == {2: "certain"}
