@@ -155,6 +155,9 @@ def banner_html(analysis: Analysis) -> str:
         f"<li class='missing'>{for_html(missing_text(analysis))}</li>" if d.missing_dumps else ""
     )
     cycles = "".join(f"<li class='cycle'>{for_html(cycle_line(c))}</li>" for c in d.deadlock_cycles)
+    cycles += "".join(
+        f"<li class='unruled'>{for_html(line)}</li>" for line in wording.not_ruled_out_lines(d)
+    )
     return "".join(
         [
             f"<header class='banner {for_html(d.verdict.value)}' id='verdict'>",

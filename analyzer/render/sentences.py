@@ -43,6 +43,7 @@ __all__ = [
     "full_dialect_text",
     "kind_title",
     "missing_text",
+    "not_ruled_out_lines",
     "verdict_detail",
     "verdict_head",
     "verdict_line",
@@ -184,11 +185,17 @@ def confidence_lines(d: Diagnosis) -> list[str]:
         ]
         + [f"or {KIND_TITLES.get(kind, kind)}: {why}" for kind, why in d.also_possible]
         + ([f"or a rank with no dump: {d.unseen_suspect}"] if d.unseen_suspect else [])
-        + [
-            f"not ruled out, {plural(ranks)} {rank_runs(ranks)}: {because}"
-            for because, ranks in _by_reason(d.not_ruled_out).items()
-        ]
+        + not_ruled_out_lines(d)
     )
+
+
+def not_ruled_out_lines(d: Diagnosis) -> list[str]:
+    """``not ruled out, ranks 1-3: <why>``, the ranks of one reason on one line
+    (``Diagnosis.not_ruled_out``)."""
+    return [
+        f"not ruled out, {plural(ranks)} {rank_runs(ranks)}: {because}"
+        for because, ranks in _by_reason(d.not_ruled_out).items()
+    ]
 
 
 def _by_reason(culprits: Sequence[Culprit]) -> dict[str, list[int]]:
