@@ -204,23 +204,15 @@ def _blind(facts: Facts, ranks: Sequence[int]) -> list[int]:
 
 def blind_stalled(facts: Facts, findings: Sequence[Finding], sure: set[int]) -> list[int]:
     """Culprits of ``sure`` that never joined, two or more, every one on a backend that
-    records no send/recv (gloo), each awaited in ops of a group that the others' op
-    counters show ran unrecorded right after where it stopped, a group another of them is a
-    member of: one of them may have stopped and the others be blocked in a send/recv there
-    with it (a pipeline peer receiving from a stalled stage); their dumps read the same as
-    all of them stopped. Else []."""
+    records no send/recv (gloo): one of them may have stopped and the others be blocked in a
+    send/recv no entry shows, with it or with a rank blocked behind it (a pipeline peer
+    receiving from a stalled stage, a context-parallel ring); their dumps read the same as
+    all of them stopped. gloo's op counters stop at the newest recorded op, so no file shows
+    a send/recv run after it. Else []."""
     stalled = [r for r in _not_joined(findings) if r in sure]
     blind = _blind(facts, stalled)
     if len(blind) < 2 or len(blind) != len(stalled):
         return []
-    unrecorded: dict[int, set[str]] = {}
-    for ranks, w in _culprit_waits(findings, WaitKind.UNRECORDED):
-        for r in ranks:
-            unrecorded.setdefault(r, set()).add(w.group)
-    for r in blind:
-        others = set(blind) - {r}
-        if not any(others & set(facts.members.get(g, ())) for g in unrecorded.get(r, ())):
-            return []
     return blind
 
 
