@@ -20,7 +20,6 @@ from analyzer.diagnosis.absent import absent_doubts, beside_proven
 from analyzer.diagnosis.alternatives import (
     BLIND_PAIR,
     blind_stalled,
-    peerless_p2p_in_flight,
     stuck_alike,
 )
 from analyzer.diagnosis.beside import (
@@ -39,7 +38,12 @@ from analyzer.diagnosis.evidence import (
 )
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.gone import gone_culprits
-from analyzer.diagnosis.held import HeldBeside, held_beside_absent
+from analyzer.diagnosis.held import (
+    HeldBeside,
+    held_beside_absent,
+    held_in_unpaired_p2p,
+    unpaired_holders,
+)
 from analyzer.diagnosis.older_round import inside_with_stale, stale_alike
 from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
@@ -55,30 +59,6 @@ _NO_MAJORITY_ORDER = (
 )
 
 _DESYNC = (FindingKind.OP_MISMATCH, FindingKind.SIZE_MISMATCH, FindingKind.DTYPE_MISMATCH)
-
-
-def _in_unpaired_p2p(facts: Facts, rank: int) -> str:
-    """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
-    recorder did not write and that may still wait (:func:`peerless_p2p_in_flight`); else ""."""
-    last = peerless_p2p_in_flight(facts, rank)
-    return (
-        "" if last is None else f"{last['op']} in {str(last['pg_desc'] or '') or last['pg_name']}"
-    )
-
-
-def _held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
-    """Where ``rank`` is in such a send/recv (:func:`_in_unpaired_p2p`) in a group with a
-    member that wrote no dump, or with another member that stopped outside communication:
-    either may be the peer that holds it. Two ranks each in one may hold each other (a
-    deadlock, said by :mod:`~analyzer.diagnosis.alternatives`): not counted here."""
-    held = _in_unpaired_p2p(facts, rank)
-    if not held:
-        return ""
-    last = facts.last_entry(rank)
-    assert last is not None
-    stopped = {r for r in facts.roots.roots if r != rank and not _in_unpaired_p2p(facts, r)}
-    holders = (facts.unblamed_missing - {rank}) | stopped
-    return held if set(facts.members.get(str(last["pg_name"]), ())) & holders else ""
 
 
 def _no_sure_majority(facts: Facts, f: Finding) -> str:
@@ -190,7 +170,7 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         )
     if kind is FindingKind.NOT_JOINED and (beside := held_beside_absent(facts, rank)):
         return Confidence.SUSPECT, _held_text(f, beside)
-    if kind is FindingKind.NOT_JOINED and (held := _held_in_unpaired_p2p(facts, rank)):
+    if kind is FindingKind.NOT_JOINED and (held := held_in_unpaired_p2p(facts, rank)):
         return Confidence.SUSPECT, (
             f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "
             "waiting and its recorder writes no peer: it may be held there by a member that "
@@ -363,10 +343,12 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                 out.setdefault(r, Culprit(r, Confidence.SUSPECT, _NO_MAJORITY_ORDER))
     for p in unlisted_members(facts, findings, set(out)):
         out.setdefault(p.rank, p)
-    for p in unproven_waits(facts, dead, set(out)):
+    blamed = set(out)  # the waiters unproven_waits adds are doubts of a rank, not blame
+    for p in unproven_waits(facts, dead, blamed):
         out.setdefault(p.rank, p)
-    named = set(out)
-    for p in [*inside_with_stale(facts, dead, named), *stale_alike(facts, named)]:
+    for p in [*inside_with_stale(facts, dead, blamed), *stale_alike(facts, set(out))]:
+        out.setdefault(p.rank, p)
+    for p in unpaired_holders(facts, findings, out):
         out.setdefault(p.rank, p)
     out.update(_blind_pair(facts, findings, out))
     held, where, observed = stuck_alike(facts, findings)

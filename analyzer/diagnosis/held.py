@@ -1,19 +1,30 @@
-"""Where a rank blamed for never joining an op may be held instead: its newest entry, a
-collective that may not have completed for it, beside members with no file. Then it is a
-suspect, not certain (:mod:`analyzer.diagnosis.confidence`), and a rank no file names may be
-the one that holds it (:func:`analyzer.diagnosis.beside.unseen_suspect`).
-docs/diagnosis.md ("How sure").
+"""Where a rank blamed for never joining an op may be held instead, so that it is a suspect,
+not certain (:mod:`analyzer.diagnosis.confidence`): its newest entry, a collective that may
+not have completed for it beside members with no file (a rank no file names may be the one
+that holds it: :func:`analyzer.diagnosis.beside.unseen_suspect`), or a send/recv whose peer
+the recorder does not write, which a member with no dump may hold (each such member is then a
+suspect too). docs/diagnosis.md ("How sure").
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from analyzer.diagnosis.absent import MAX_SILENT, unknown_member_groups
+from analyzer.diagnosis.alternatives import peerless_p2p_in_flight
 from analyzer.diagnosis.facts import Facts
+from analyzer.diagnosis.records import Confidence, Culprit, Finding
+from analyzer.kinds import FindingKind
 from analyzer.match import completes_without_every_member
 
-__all__ = ["HeldBeside", "held_beside_absent"]
+__all__ = [
+    "HeldBeside",
+    "held_beside_absent",
+    "held_in_unpaired_p2p",
+    "in_unpaired_p2p",
+    "unpaired_holders",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +95,67 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     if not rooted and bool((coll["seq"] > seq).any()):
         return None  # a member went past it: it completed, every member joined
     return HeldBeside(at, state, tuple(sorted(absent)), rooted)
+
+
+def in_unpaired_p2p(facts: Facts, rank: int) -> str:
+    """``recv in world[0-3]`` where ``rank``'s newest entry is a send/recv whose peer the
+    recorder did not write and that may still wait (:func:`peerless_p2p_in_flight`); else ""."""
+    last = peerless_p2p_in_flight(facts, rank)
+    return (
+        "" if last is None else f"{last['op']} in {str(last['pg_desc'] or '') or last['pg_name']}"
+    )
+
+
+def held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
+    """Where ``rank`` is in such a send/recv (:func:`in_unpaired_p2p`) in a group with a
+    member that wrote no dump, or with another member that stopped outside communication:
+    either may be the peer that holds it. Two ranks each in one may hold each other (a
+    deadlock, said by :mod:`~analyzer.diagnosis.alternatives`): not counted here."""
+    held = in_unpaired_p2p(facts, rank)
+    if not held:
+        return ""
+    last = facts.last_entry(rank)
+    assert last is not None
+    stopped = {r for r in facts.roots.roots if r != rank and not in_unpaired_p2p(facts, r)}
+    holders = (facts.unblamed_missing - {rank}) | stopped
+    return held if set(facts.members.get(str(last["pg_name"]), ())) & holders else ""
+
+
+def unpaired_holders(
+    facts: Facts, findings: Sequence[Finding], judged: Mapping[int, Culprit]
+) -> list[Culprit]:
+    """For each rank blamed for never joining and judged a suspect because its newest entry
+    is a send/recv whose peer the recorder does not write (:func:`held_in_unpaired_p2p`):
+    the members of that comm with no dump of this round (none, or an older round's only),
+    none of them judged yet. Any may be the peer that holds it (it stopped, crashed, or waits
+    in a send/recv of its own), and no file says which. Each a suspect (at most
+    :data:`MAX_SILENT` a rank)."""
+    out: dict[int, Culprit] = {}
+    for f in findings:
+        if not f.culprit or f.kind != FindingKind.NOT_JOINED.value:
+            continue
+        for rank in f.ranks:
+            c = judged.get(rank)
+            held = held_in_unpaired_p2p(facts, rank) if c is not None else ""
+            if not held or c is None or c.confidence is not Confidence.SUSPECT:
+                continue
+            last = facts.last_entry(rank)
+            assert last is not None
+            members = set(facts.members.get(str(last["pg_name"]), ()))
+            holders = sorted((members & facts.unblamed_missing) - {rank})
+            if not holders or set(holders) & set(judged) or len(holders) > MAX_SILENT:
+                continue  # a possible holder is judged already: the answer covers that reading
+            for r in holders:
+                out.setdefault(
+                    r, Culprit(r, Confidence.SUSPECT, _holder_text(facts, r, rank, held))
+                )
+    return [out[r] for r in sorted(out)]
+
+
+def _holder_text(facts: Facts, r: int, rank: int, held: str) -> str:
+    own = "its only dump is an older round's" if r in facts.stale else "it wrote no dump"
+    return (
+        f"{own}, and it is a member of the comm of rank {rank}'s newest entry, {held}, which "
+        "may still wait and whose peer the recorder does not write: it may be the peer that "
+        f"holds rank {rank} there (stopped, crashed, or in a send/recv of its own)"
+    )

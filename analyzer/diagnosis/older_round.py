@@ -15,7 +15,9 @@ __all__ = ["inside_with_stale", "stale_alike"]
 
 
 def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Culprit]:
-    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
+    """Where every culprit named (``named``: those the findings blame, not the waiters whose
+    own retired wait is in doubt, :func:`analyzer.diagnosis.beside.unproven_waits`) is a rank
+    whose only dump was an older round's:
     the ranks whose wait on one of them (``dead``) is their newest entry, a collective still
     in flight (not retired). That rank may have joined it since its older dump: every member
     would then be inside, held by one of them, and which one is in no file. Each a suspect
@@ -47,7 +49,9 @@ def inside_with_stale(facts: Facts, dead: set[int], named: set[int]) -> list[Cul
 
 
 def stale_alike(facts: Facts, named: set[int]) -> list[Culprit]:
-    """Where every culprit named (``named``) is a rank whose only dump was an older round's:
+    """Where every culprit named (``named``: those the findings blame, not the waiters whose
+    own retired wait is in doubt, :func:`analyzer.diagnosis.beside.unproven_waits`) is a rank
+    whose only dump was an older round's:
     the other ranks with no dump of this round (an older round's only, or none). The chain
     ends at a named rank only because no newer file shows where it went after its older
     dump; it may wait there on any of these, which may have stopped first (a desync, a

@@ -616,3 +616,21 @@ def test_a_retired_wait_beside_torchcomms_ranks_in_peerless_send_recv_is_a_suspe
     assert confidences(d) == {1: "likely", 2: "suspect"}
     because = {c.rank: c.because for c in d.culprits}
     assert "ranks 0, 3 wait on nobody in any recorded op that names its peer" in because[2]
+
+
+def test_a_rank_in_flight_beside_waiters_doubted_on_an_older_rounds_rank_is_a_suspect(
+    tmp_path: Path,
+) -> None:
+    """Rank 2 froze inside a world all_reduce (gloo 2.13, dumps in rounds, restarted). In the
+    newest round rank 0 has no file (its only dump is an older round's), ranks 1 and 3 wait on
+    it in the all_reduce, retired, and rank 2's entry of it is still in flight. Ranks 1 and 3
+    are suspects for their retired wait; that doubt on rank 0 is no blame from a current file,
+    so the ranks in flight in the same wait are suspects too. Before: `suspect ranks 0, 1, 3`
+    without rank 2 (a wrong answer, found by a fresh case)."""
+    truth, folder = corpus_case(
+        "stuck_in_collective_tp1cp2pp2dp1_gloo_eval_restart_rounds_late_t213_s04347", tmp_path
+    )
+    assert truth["culprits"] == [2]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}

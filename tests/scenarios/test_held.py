@@ -1,7 +1,7 @@
-"""A rank blamed for never joining an op, whose own last op is a rooted one (a broadcast)
-that gloo retired: the others going past that op does not show it completed for this rank,
-so where no dump lists the group's members a rank no file names may hold it there
-(:func:`analyzer.diagnosis.held.held_beside_absent`). On real recorded cases."""
+"""A rank blamed for never joining an op may be held instead
+(:mod:`analyzer.diagnosis.held`): in its last op, a rooted one (a broadcast) that gloo retired,
+which completes for the others without every member; or in a send/recv whose peer the recorder
+does not write, which a member with no dump of this round may hold. On real recorded cases."""
 
 from __future__ import annotations
 
@@ -58,3 +58,23 @@ def test_a_stall_right_after_a_broadcast_is_certain_once_the_world_is_known(
     assert d.unseen_suspect
     d = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
     assert d.verdict == "hang" and confidences(d) == {2: "certain"}
+
+
+def test_the_members_with_no_dump_of_a_peerless_recv_that_holds_a_rank_are_suspects(
+    tmp_path: Path,
+) -> None:
+    """Pipeline stages 2 and 3 both receive first (TorchComms on CUDA, restarted, dumps in
+    rounds): rank 2's newest entry is a recv on the world comm, whose peer TorchComms does not
+    write, and ranks 1 and 3 have only an older round's file. Rank 2 is a suspect (it may be
+    held there); now so is each member that may be its peer. Before: `suspect rank 2` alone,
+    rank 3 left out (a wrong answer, found by a fresh case)."""
+    truth, folder = corpus_case(
+        "p2p_deadlock_tp1pp2dp2_torchcomms_restart_cuda_rounds_late_mixed_t213_s04351", tmp_path
+    )
+    assert sorted(truth["culprits"]) == [2, 3]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == {1: "suspect", 2: "suspect", 3: "suspect"}
+    because = {c.rank: c.because for c in d.culprits}
+    assert because[3].startswith("its only dump is an older round's, and it is a member of")
+    assert "may be the peer that holds rank 2 there" in because[3]
