@@ -248,27 +248,39 @@ def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
 _MAX_PAIR_CHECKS = 64
 
 
-def _partners_changed(facts: Facts, dead: set[int]) -> dict[int, list[tuple[int, str, str]]]:
-    """For culprits with no dump (``dead``): rank -> (waiter, where, change) for each member
-    that waits on it in a group where it is the only other member and whose op there changed
-    size or dtype from its own history (gloo aborts the receiver of a size mismatch)."""
+def _partners_changed(
+    facts: Facts, dead: set[int]
+) -> dict[int, list[tuple[int, str, str, list[int]]]]:
+    """For culprits with no dump (``dead``): rank -> (waiter, where, change, others) for each
+    member that waits on it in a group where no other member wrote a dump (``others``: its
+    only other member, or every one of them) and whose op there changed size or dtype from
+    its own history (gloo aborts the receiver of a size mismatch): no other member's entry
+    can show the mismatch, so the odd rank's own history is the only witness."""
     w = facts.waits
     w = w[w["holder"].isin(sorted(dead))]
     members = facts.members
+    dumped = set(facts.tables.dumped_ranks) - set(facts.stale)
     pairs = [
         (int(holder), int(waiter), str(group), int(seq), str(op))
         for holder, waiter, group, seq, op in w[
             ["holder", "waiter", "pg_name", "seq", "op"]
         ].itertuples(index=False)
-        if set(members.get(group, ())) == {int(waiter), int(holder)}
+        if int(holder) in members.get(group, ())
+        and not (set(members.get(group, ())) - {int(waiter)}) & dumped
     ]
-    out: dict[int, list[tuple[int, str, str]]] = {}
+    out: dict[int, list[tuple[int, str, str, list[int]]]] = {}
     descs = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["pg_desc"], strict=True))
-    for holder, waiter, group, seq, op in pairs[:_MAX_PAIR_CHECKS]:
-        change = _changed(facts, waiter, group, seq)
-        if change:
+    seen: dict[tuple[int, str, int], str | None] = {}  # one check per waiter's op
+    for holder, waiter, group, seq, op in pairs:
+        key = (waiter, group, seq)
+        if key not in seen:
+            if len(seen) >= _MAX_PAIR_CHECKS:
+                continue
+            seen[key] = _changed(facts, waiter, group, seq)
+        if change := seen[key]:
             where = f"{op} in {descs.get(group) or group} seq {seq}"
-            out.setdefault(holder, []).append((waiter, where, change))
+            others = sorted(int(m) for m in members.get(group, ()) if int(m) != waiter)
+            out.setdefault(holder, []).append((waiter, where, change, others))
     return out
 
 
@@ -291,11 +303,39 @@ def _blind_pair(
     return judged
 
 
+def _desync_beside_death(
+    r: int, peer: int, where: str, change: str, others: Sequence[int]
+) -> tuple[Culprit, Culprit]:
+    """Rank ``r`` (no dump) and ``peer``, the only member with a dump of the group of
+    ``where``, whose op there changed ``change`` from its own history: both suspects
+    (:func:`_partners_changed`)."""
+    pair = len(others) == 1
+    dead = Culprit(
+        r,
+        Confidence.SUSPECT,
+        f"it wrote no dump and {'its only peer' if pair else 'the only member with a dump'}"
+        f" in {where}, rank {peer}, changed {change} there: a desync may have aborted "
+        "it (gloo aborts the receiver of a size mismatch), or it crashed on its own",
+    )
+    odd = Culprit(
+        peer,
+        Confidence.SUSPECT,
+        f"a suspect desync: it changed {change} in {where} from what it posted "
+        + (
+            f"before, and its peer rank {r} died in that op"
+            if pair
+            else f"before, and its peers {rank_runs(others)}, none of which wrote "
+            "a dump to compare, may have died in that op"
+        ),
+    )
+    return dead, odd
+
+
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
-    with no dump whose only group peer changed size or dtype in the op it died in is a
-    suspect, and so is that peer (a desync whose partner died: the odd rank's own history is
-    the only witness)."""
+    with no dump where the only member of its group with a dump changed size or dtype in the
+    op it died in is a suspect, and so is that member (a desync whose partner died: the odd
+    rank's own history is the only witness)."""
     out: dict[int, Culprit] = {}
     missing = FindingKind.MISSING_DUMP.value
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
@@ -315,23 +355,9 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
                 out.setdefault(p.rank, p)
         if f.kind != missing:
             continue
-        for peer, where, change in changed.get(r, ()):
-            out[r] = Culprit(
-                r,
-                Confidence.SUSPECT,
-                f"it wrote no dump and its only peer in {where}, rank {peer}, changed {change} "
-                "there: a desync may have aborted it (gloo aborts the receiver of a size "
-                "mismatch), or it crashed on its own",
-            )
-            out.setdefault(
-                peer,
-                Culprit(
-                    peer,
-                    Confidence.SUSPECT,
-                    f"a suspect desync: it changed {change} in {where} from what it posted "
-                    f"before, and its peer rank {r} died in that op",
-                ),
-            )
+        for peer, where, change, others in changed.get(r, ()):
+            out[r], odd = _desync_beside_death(r, peer, where, change, others)
+            out.setdefault(peer, odd)
     for r, c in beside_proven(facts, findings, dead | alive, out).items():
         out[r] = c
     for c in absent_doubts(facts, dead | alive, out):

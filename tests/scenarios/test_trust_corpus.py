@@ -634,3 +634,21 @@ def test_a_rank_in_flight_beside_waiters_doubted_on_an_older_rounds_rank_is_a_su
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
+
+
+def test_the_only_dump_of_a_group_that_changed_size_is_a_suspect_desync(tmp_path: Path) -> None:
+    """Rank 2 sent a larger world all_reduce (TorchComms on gloo, torch 2.15); only rank 2's
+    own timeout wrote a file. Its newest all_reduce is [[12]] after [[8]] ones, and no other
+    member's entry can show the mismatch: the odd rank is a suspect beside the seven ranks
+    with no dump. Before: `suspect ranks 0, 1, 3-7`, without rank 2 (a wrong answer, found by
+    a fresh case)."""
+    truth, folder = corpus_case(
+        "size_desync_tp2cp2pp2dp1_torchcomms_snap_copies_t215_s04733", tmp_path
+    )
+    assert truth["culprits"] == [2]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d) == dict.fromkeys(range(8), "suspect")
+    because = {c.rank: c.because for c in d.culprits}
+    assert because[2].startswith("a suspect desync: it changed size [[8]] -> [[12]]")
+    assert "none of which wrote a dump to compare" in because[2]
