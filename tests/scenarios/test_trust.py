@@ -86,7 +86,7 @@ def test_a_truncated_dump_of_a_real_rank_is_never_a_confident_answer(tmp_path: P
 )
 def test_every_culprit_says_how_sure_in_json(sample: str, confidence: str) -> None:
     doc = json.loads(json.dumps(to_json(analyzer.analyze(SAMPLES / sample, jobs=1))))
-    assert doc["schema"].endswith("/1.4")
+    assert doc["schema"].endswith("/1.5")
     assert [c["rank"] for c in doc["culprits"]] == doc["culprit_ranks"]
     assert {c["confidence"] for c in doc["culprits"]} == {confidence}
     assert all(c["because"] for c in doc["culprits"])

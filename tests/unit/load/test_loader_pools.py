@@ -99,7 +99,7 @@ def test_the_cli_starts_the_parse_before_it_imports_the_analysis(tmp_path: Path)
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "heavy before the parse: []" in res.stderr, res.stderr
-    assert res.returncode in (0, 1), res.stderr
+    assert res.returncode in (0, 1, 5), res.stderr  # a verdict: no hang, hang, inconclusive
     assert res.stdout.rstrip().endswith("}")  # the whole document came out before the exit
 
 
