@@ -136,8 +136,10 @@ def unpaired_holders(
             continue
         for rank in f.ranks:
             c = judged.get(rank)
-            held = held_in_unpaired_p2p(facts, rank) if c is not None else ""
-            if not held or c is None or c.confidence is not Confidence.SUSPECT:
+            if c is None or c.confidence is not Confidence.SUSPECT:
+                continue
+            held = held_in_unpaired_p2p(facts, rank)  # scans the roots: only for suspects
+            if not held:
                 continue
             last = facts.last_entry(rank)
             assert last is not None
