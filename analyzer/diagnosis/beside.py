@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from analyzer.diagnosis.absent import (
     MAX_SILENT,
@@ -28,12 +29,16 @@ from analyzer.diagnosis.records import Confidence, Culprit, Finding, place_of
 from analyzer.kinds import FindingKind
 from analyzer.terms import plural, rank_runs
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
 __all__ = [
     "idle_blind",
     "members_unknown",
     "missing_suspects",
     "silent_partners",
     "unlisted_members",
+    "unobserved_waits_on",
     "unproven_waits",
     "unseen_suspect",
     "wait_verb",
@@ -158,13 +163,9 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
     nobody in any recorded op that names its peer (they may be blocked in a send/recv it
     holds: :func:`idle_blind`). Not where two or more wait alike and none can
     have run an unrecorded op after it (:func:`_one_cause`)."""
-    unobserved = (
-        facts.matching.dialects.unobserved_ranks - facts.matching.dialects.retired_done_ranks
-    )
-    if not dead or not unobserved:
+    w = unobserved_waits_on(facts, dead, named)
+    if w.empty:
         return []
-    w = facts.waits
-    w = w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved - named))]
     g = facts.graph
     doubted = set(facts.unsure) if named and named <= set(facts.unsure) else set()
     beside_doubted = {int(r) for r in w.loc[w["holder"].isin(sorted(doubted)), "waiter"]}
@@ -194,6 +195,19 @@ def unproven_waits(facts: Facts, dead: set[int], named: set[int]) -> list[Culpri
         alike[(int(holder), str(group), int(seq))].append(r)
     dropped = {r for key, ranks in alike.items() if _one_cause(facts, key, ranks) for r in ranks}
     return [out[r] for r in sorted(out) if r not in dropped]
+
+
+def unobserved_waits_on(facts: Facts, dead: set[int], skip: set[int]) -> pd.DataFrame:
+    """The waits on a rank of ``dead`` (no dump) of the ranks, not in ``skip``, whose backend
+    retires an op that timed out as one that completed (gloo) or every op when issued: rows
+    of ``facts.waits``, empty where there are none. A wait that rests on such a rank's newest
+    entry, retired, does not show it is still in that op."""
+    dialects = facts.matching.dialects
+    unobserved = dialects.unobserved_ranks - dialects.retired_done_ranks - skip
+    w = facts.waits
+    if not dead or not unobserved:
+        return w.iloc[0:0]
+    return w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved))]
 
 
 def _retired_wait(facts: Facts, rank: int, holder: int, at: str, idle: list[int]) -> str:

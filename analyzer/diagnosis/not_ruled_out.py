@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analyzer.diagnosis.beside import idle_blind
+from analyzer.diagnosis.beside import idle_blind, unobserved_waits_on
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.lookup import newest_collective
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
@@ -52,12 +52,7 @@ def not_ruled_out(
 def _retired_waits(facts: Facts, dead: set[int], named: set[int]) -> dict[int, Culprit]:
     """The ranks that wait on a rank of ``dead`` (no dump) only in their newest entry,
     retired, where some buffer of theirs records no send/recv."""
-    dialects = facts.matching.dialects
-    unobserved = dialects.unobserved_ranks - dialects.retired_done_ranks - named
-    if not dead or not unobserved:
-        return {}
-    w = facts.waits
-    w = w[w["holder"].isin(sorted(dead)) & w["waiter"].isin(sorted(unobserved))]
+    w = unobserved_waits_on(facts, dead, named)
     out: dict[int, Culprit] = {}
     for waiter, holder, group, seq, op in w[
         ["waiter", "holder", "pg_name", "seq", "op"]

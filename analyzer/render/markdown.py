@@ -17,6 +17,7 @@ from analyzer.render.sentences import (
     fingerprint_text,
     incidents_note,
     kind_title,
+    ranks_by_reason,
     verdict_head,
     verdict_line,
 )
@@ -71,10 +72,7 @@ def _culprit_lines(analysis: Analysis) -> list[str]:
     if len(groups) > MAX_CULPRITS:
         rest = [r for _, rs in list(groups.items())[MAX_CULPRITS:] for r in rs]
         out.append(f"- **More {word.lower()}s:** ranks {rank_runs(rest, 16)}")
-    unruled: dict[str, list[int]] = {}
-    for c in analysis.diagnosis.not_ruled_out:
-        unruled.setdefault(c.because, []).append(c.rank)
-    for because, ranks in unruled.items():
+    for because, ranks in ranks_by_reason(analysis.diagnosis.not_ruled_out).items():
         out.append(f"- **Not ruled out:** {plural(ranks)} {rank_runs(ranks, 16)}: {md(because)}")
     return out
 

@@ -155,7 +155,7 @@ def banner_html(analysis: Analysis) -> str:
         f"<li class='missing'>{for_html(missing_text(analysis))}</li>" if d.missing_dumps else ""
     )
     cycles = "".join(f"<li class='cycle'>{for_html(cycle_line(c))}</li>" for c in d.deadlock_cycles)
-    cycles += "".join(
+    unruled = "".join(
         f"<li class='unruled'>{for_html(line)}</li>" for line in wording.not_ruled_out_lines(d)
     )
     return "".join(
@@ -166,7 +166,9 @@ def banner_html(analysis: Analysis) -> str:
             f"<p class='headline'>{for_html(d.headline)}</p>",
             f"<p class='fingerprint'>fingerprint: "
             f"<code>{for_html(wording.fingerprint_text(d.fingerprint))}</code></p>",
-            f"<ul>{chains}{missing}{cycles}</ul>" if (chains or missing or cycles) else "",
+            f"<ul>{chains}{missing}{cycles}{unruled}</ul>"
+            if (chains or missing or cycles or unruled)
+            else "",
             "</header>",
         ]
     )

@@ -44,6 +44,7 @@ __all__ = [
     "kind_title",
     "missing_text",
     "not_ruled_out_lines",
+    "ranks_by_reason",
     "verdict_detail",
     "verdict_head",
     "verdict_line",
@@ -194,11 +195,11 @@ def not_ruled_out_lines(d: Diagnosis) -> list[str]:
     (``Diagnosis.not_ruled_out``)."""
     return [
         f"not ruled out, {plural(ranks)} {rank_runs(ranks)}: {because}"
-        for because, ranks in _by_reason(d.not_ruled_out).items()
+        for because, ranks in ranks_by_reason(d.not_ruled_out).items()
     ]
 
 
-def _by_reason(culprits: Sequence[Culprit]) -> dict[str, list[int]]:
+def ranks_by_reason(culprits: Sequence[Culprit]) -> dict[str, list[int]]:
     """The ranks of ``culprits`` by their reason, in first-seen order."""
     out: dict[str, list[int]] = {}
     for c in culprits:

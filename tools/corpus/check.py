@@ -5,17 +5,18 @@ injected ranks with a kind the truth allows (or ``missing_dump`` when an injecte
 no file); **unsure** when it says it is unsure (verdict
 ``inconclusive``, or a culprit whose ``confidence`` is ``suspect``) and the injected ranks are
 among the ranks it names, its suspects and the ranks it lists as not ruled out (or it names
-none, or it says "or a rank with no dump" and the injected ranks it leaves out wrote no file), or when it names exactly the injected ranks with
-another kind but lists the truth's kind in ``also_possible`` (the kind it cannot rule out);
-**wrong** otherwise: a confident wrong culprit,
+none, or it says "or a rank with no dump" and the injected ranks it leaves out wrote no
+file), or when it names exactly the injected ranks with another kind but lists the truth's
+kind in ``also_possible`` (the kind it cannot rule out); **wrong** otherwise: a confident
+wrong culprit,
 a missed culprit, a missed hang (``no_hang`` on a hang), a false alarm (a hang on a healthy
 run), a wrong kind, an unsure answer whose suspects leave the truth out, or an analysis that
 failed.
 
 Both forms of the diagnosis JSON are read: ``hangscope.diagnosis/1`` (``culprit_ranks``, every
 culprit confident) and ``hangscope.diagnosis/1.1`` (``culprits: [{rank, confidence,
-because}]``, ``suspects``; 1.2 adds ``also_possible``, 1.3 ``unseen_suspect``, 1.5 ``not_ruled_out``).
-Needs the analyzer, not torch.
+because}]``, ``suspects``; 1.2 adds ``also_possible``, 1.3 ``unseen_suspect``, 1.5
+``not_ruled_out``). Needs the analyzer, not torch.
 """
 
 from __future__ import annotations
