@@ -185,6 +185,11 @@ def confidences(d: Any) -> dict[int, str]:
     return {c.rank: str(c.confidence) for c in d.culprits}
 
 
+def reasons(d: Any) -> dict[int, str]:
+    """Each culprit of a diagnosis and the fact that decides how sure it is: rank -> because."""
+    return {c.rank: c.because for c in d.culprits}
+
+
 def undecided_torchcomms_job(folder: Path) -> Path:
     """Two ranks of a TorchComms job (its recorder, ``tools/torchcomms_fr.py``) where rank
     1's 8-entry buffer wrapped and no line-up of it is decided: its 7 ``world`` all_reduces

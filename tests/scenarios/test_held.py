@@ -9,7 +9,7 @@ from pathlib import Path
 
 import analyzer
 from analyzer.render import to_json
-from tests.conftest import confidences, corpus_case
+from tests.conftest import confidences, corpus_case, reasons
 from tools.corpus.check import classify, read_said
 from tools.corpus.subsets import copy_kept
 
@@ -75,6 +75,6 @@ def test_the_members_with_no_dump_of_a_peerless_recv_that_holds_a_rank_are_suspe
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == {1: "suspect", 2: "suspect", 3: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert because[3].startswith("its only dump is an older round's, and it is a member of")
     assert "may be the peer that holds rank 2 there" in because[3]

@@ -11,7 +11,7 @@ import pytest
 
 import analyzer
 from analyzer.render import render_text
-from tests.conftest import confidences, corpus_case
+from tests.conftest import confidences, corpus_case, reasons
 
 
 def test_a_retired_entry_on_cpu_returned_so_its_rank_waits_on_nobody_there(
@@ -60,7 +60,7 @@ def test_a_dtype_change_against_other_groups_when_the_partner_died(tmp_path: Pat
     assert truth["culprits"] == [3]
     assert d.verdict == "inconclusive"
     assert confidences(d) == {1: "suspect", 3: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert '["Float"] -> ["Long"]' in because[3] and "other groups" in because[3]
 
 
@@ -98,7 +98,7 @@ def test_buffers_that_all_wrapped_are_lined_up_with_the_earliest(tmp_path: Path)
     # Rank 3 never joined dp seq 4 because it is held in a recv whose peer TorchComms does
     # not write, in a comm with rank 2 (no dump): a suspect, not a certain stall.
     assert confidences(d) == {2: "likely", 3: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "recv in world[0-3]" in because[3] and "writes no peer" in because[3]
 
 
@@ -111,7 +111,7 @@ def test_a_rank_held_in_a_peerless_send_by_a_stalled_rank_is_a_suspect(tmp_path:
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [3] and truth["dumped_ranks"] == [0, 1, 2, 3]
     assert confidences(d) == {2: "suspect", 3: "certain"}
-    assert "send in world[0-3]" in {c.rank: c.because for c in d.culprits}[2]
+    assert "send in world[0-3]" in reasons(d)[2]
 
 
 def test_a_run_of_one_op_is_lined_up_by_record_ids(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 import analyzer
 from analyzer.load import load_dumps
 from analyzer.render import render_markdown, render_text, to_json
-from tests.conftest import confidences
+from tests.conftest import confidences, reasons
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_dumps"
 
@@ -49,7 +49,7 @@ def test_a_layout_with_no_world_given_fits_a_larger_job_as_well() -> None:
     d = analyzer.analyze(SAMPLES / "crash_tp_w8", jobs=1).diagnosis
     assert d.verdict == "inconclusive" and d.kind == "missing_dump"
     assert confidences(d) == {6: "suspect", 7: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "the layout fits a larger job as well" in because[7]
     assert "--world-size N" in because[7]
     assert d.unseen_suspect

@@ -9,7 +9,7 @@ from pathlib import Path
 import analyzer
 from analyzer.render import render_text, to_json
 from analyzer.render.sentences import verdict_line
-from tests.conftest import confidences, corpus_case, undecided_torchcomms_job
+from tests.conftest import confidences, corpus_case, reasons, undecided_torchcomms_job
 
 
 def test_crashed_ranks_beside_finished_peers_are_no_no_hang(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_a_crash_beside_a_stall_is_named_as_a_suspect(tmp_path: Path) -> None:
     assert truth["culprits"] == [0, 2]
     assert confidences(d) == {0: "suspect", 2: "suspect"}
     assert d.verdict == "inconclusive"
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "whether it joined" in because[0] and "records no send/recv" in because[2]
 
 
@@ -87,7 +87,7 @@ def test_a_rank_with_no_dump_may_be_the_member_a_stuck_gloo_collective_waits_on(
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [1]
     assert confidences(d)[1] == "suspect" and set(confidences(d).values()) == {"suspect"}
-    assert "no dump lists the members" in {c.rank: c.because for c in d.culprits}[1]
+    assert "no dump lists the members" in reasons(d)[1]
 
 
 def test_a_group_no_other_dump_shows_may_be_a_group_order_deadlock(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_waiter_whose_wait_on_a_crash_rests_on_a_retired_op_is_a_suspect(
     d = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
     assert truth["culprits"] == [0, 1] and truth["dumped_ranks"] == [1, 2, 3]
     assert d.verdict == "hang" and confidences(d) == {0: "likely", 1: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "only in its last op" in because[1] and "stopped after it" in because[1]
 
 
@@ -216,7 +216,7 @@ def test_a_rank_alone_in_the_first_op_of_a_group_beside_a_stalled_rank(tmp_path:
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert truth["culprits"] == [3]
     assert confidences(d) == {2: "suspect", 3: "certain"}
-    assert "is in a group no other dump holds" in {c.rank: c.because for c in d.culprits}[2]
+    assert "is in a group no other dump holds" in reasons(d)[2]
 
 
 def test_ranks_waiting_on_older_rounds_only_dumps_are_suspects_too(tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ def test_ranks_waiting_on_older_rounds_only_dumps_are_suspects_too(tmp_path: Pat
     assert result.tables.world_size == 4
     assert d.verdict == "inconclusive"
     assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "an older round" in because[3]
     assert "no dump of this round, so a suspect itself" in because[1]
     assert "barrier in default_pg seq 6" in because[1]
@@ -252,7 +252,7 @@ def test_a_rank_with_only_an_older_rounds_dump_is_blamed_as_one_with_no_dump(
     assert truth["culprits"] == [0, 1]
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {0: "suspect", 1: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "an older round" in because[1]
     assert "rank 1 wrote no dump and this backend records no send/recv" in because[0]
 
@@ -270,7 +270,7 @@ def test_ranks_inside_a_collective_with_older_rounds_ranks_are_suspects(tmp_path
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == {0: "suspect", 1: "suspect", 2: "suspect", 3: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "still in flight" in because[3] and "only an older round's dump" in because[3]
 
 
@@ -288,7 +288,7 @@ def test_ranks_with_only_an_older_rounds_dump_beside_a_chain_ending_at_one_are_s
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == {r: "suspect" for r in (0, 1, 4, 5, 7)}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "older round's too" in because[5] and "as with rank 4" in because[5]
 
 
@@ -404,7 +404,7 @@ def test_a_gloo_rank_that_never_joined_may_wait_on_a_crashed_pipeline_peer(
     assert truth["culprits"] == [10] and 10 not in truth["dumped_ranks"]
     assert d.verdict == "inconclusive"
     assert confidences(d)[11] == "suspect" and confidences(d)[10] == "suspect"
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "rank 10 wrote no dump" in because[11] and "records no send/recv" in because[11]
 
 
@@ -425,7 +425,7 @@ def test_a_rank_the_debug_server_stopped_reaching_is_said_so(tmp_path: Path) -> 
     )
     d = result.diagnosis
     assert confidences(d) == {4: "certain", 6: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "the debug server stopped reaching it (ConnectionError)" in because[6]
     assert "stopped reaching" not in because[4]
 
@@ -595,7 +595,7 @@ def test_a_retired_wait_beside_gloo_ranks_idle_in_no_recorded_op_is_a_suspect(
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == {0: "suspect", 1: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "ranks 2, 3 wait on nobody in any recorded op" in because[0]
 
 
@@ -614,7 +614,7 @@ def test_a_retired_wait_beside_torchcomms_ranks_in_peerless_send_recv_is_a_suspe
     assert sorted(truth["culprits"]) == [1, 2]
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert confidences(d) == {1: "likely", 2: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "ranks 0, 3 wait on nobody in any recorded op that names its peer" in because[2]
 
 
@@ -649,6 +649,6 @@ def test_the_only_dump_of_a_group_that_changed_size_is_a_suspect_desync(tmp_path
     d = analyzer.analyze(folder, jobs=1).diagnosis
     assert d.verdict == "inconclusive"
     assert confidences(d) == dict.fromkeys(range(8), "suspect")
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert because[2].startswith("a suspect desync: it changed size [[8]] -> [[12]]")
     assert "none of which wrote a dump to compare" in because[2]

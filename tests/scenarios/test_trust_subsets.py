@@ -10,7 +10,7 @@ from pathlib import Path
 
 import analyzer
 from analyzer.load.discover import rank_from_name
-from tests.conftest import confidences, corpus_case
+from tests.conftest import confidences, corpus_case, reasons
 
 
 def _keep(folder: Path, ranks: Iterable[int]) -> Path:
@@ -96,7 +96,7 @@ def test_half_the_files_absent_blames_no_absent_rank_as_sure(tmp_path: Path) -> 
     assert truth["culprits"] == [0]
     d = analyzer.analyze(_keep(folder, (0, 1)), jobs=1).diagnosis
     assert confidences(d) == {0: "suspect", 2: "suspect"}
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "(2 of the job's 4) have no dump" in because[2]
     assert "held in a deadlock" in because[0]
 
@@ -238,7 +238,7 @@ def test_a_lost_file_beside_a_deadlock_its_own_dumps_show(tmp_path: Path) -> Non
     assert truth["culprits"] == [3]
     d = analyzer.analyze(_keep(folder, (1, 2, 3)), jobs=1).diagnosis
     assert confidences(d) == {0: "suspect", 3: "certain"}, d.headline
-    because = {c.rank: c.because for c in d.culprits}
+    because = reasons(d)
     assert "rank 3's own dump shows where the job stopped" in because[0]
     assert "its file written but not collected" in because[0]
 
