@@ -9,7 +9,7 @@ DEMO   ?= sample_dumps/chain_tp_dp_w8
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 OUT    ?= out
 
-.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real accuracy-subsets accuracy-lost-one corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
+.PHONY: demo test test-fast browser torch bench bench-capture accuracy accuracy-real accuracy-subsets accuracy-lost-one accuracy-world corpus samples samples-hook fuzz fuzz-native fuzz-loader lint golden clean help
 
 help:
 	@echo "make demo   - analyze a bundled sample dump set (and write its HTML report)"
@@ -24,6 +24,7 @@ help:
 	@echo "make accuracy-real - accuracy over the corpus of real recorded hangs (corpus/cases)"
 	@echo "make accuracy-subsets - the same with one block of ranks' files kept (a subset of the files)"
 	@echo "make accuracy-lost-one - the same with one file lost (a rank that is no culprit)"
+	@echo "make accuracy-world - the same with the job's world size given (--world-size N)"
 	@echo "make corpus - record more corpus cases (CORPUS_213=N CORPUS_215=M; torch in .venv-torch*)"
 	@echo "make bench-capture - step time of a gloo job with and without analyzer.capture"
 	@echo "make fuzz-native - fuzz the compiled reader's C core (libFuzzer, ASan, UBSan; FUZZ_SECONDS=300)"
@@ -151,6 +152,11 @@ accuracy-subsets: $(STAMP)
 # The same with one file lost: each case without the file of one rank that is no culprit.
 accuracy-lost-one: $(STAMP)
 	$(BIN)/python bench/accuracy_real.py --lost-one
+
+# The same with the job's world size given, as a user who knows it types --world-size N:
+# last line 'real corpus with the world size given: N cases (K fault classes), R right, ...'.
+accuracy-world: $(STAMP)
+	$(BIN)/python bench/accuracy_real.py --world-given
 
 # Record more corpus cases (the next seeds) with torch 2.13 (gloo) and torch 2.15 (gloo and the
 # recorder hook's nccl2 / nccl-lazy); one case takes 10-40 s on two cores (30-60 s at 12 and 16

@@ -12,12 +12,15 @@ by what went wrong, and as its last line:
     python bench/accuracy_real.py --write-baseline     # pin the results in corpus/BASELINE.json
     python bench/accuracy_real.py --subsets            # each case with one host's files only
     python bench/accuracy_real.py --lost-one           # each case with one waiter's file lost
+    python bench/accuracy_real.py --world-given        # each case with --world-size N given
 
 ``--subsets`` scores each case with only one block of ranks' dumps kept
 (:mod:`tools.corpus.subsets`) and ends with
 ``real corpus subsets: N variants of M cases, R right, W wrong (C confident), U unsure``;
 ``--lost-one`` each case with the file of one rank that is no culprit taken away, the same
-line with ``one file lost``.
+line with ``one file lost``. ``--world-given`` analyzes each case as a user who knows the
+job's world size and types ``--world-size N`` (the truth's ``world``) and ends with
+``real corpus with the world size given: N cases (K fault classes), R right, W wrong, U unsure``.
 """
 
 from __future__ import annotations
@@ -63,12 +66,12 @@ def stratified(paths: list[Path], per_cell: int) -> list[Path]:
     return picked
 
 
-def last_line(outcomes: list[Outcome]) -> str:
+def last_line(outcomes: list[Outcome], world_given: bool = False) -> str:
     n = len(outcomes)
     k = len({o.fault for o in outcomes})
     c = Counter(o.result for o in outcomes)
     return (
-        f"real corpus: {n} cases ({k} fault classes), "
+        f"real corpus{' with the world size given' if world_given else ''}: {n} cases ({k} fault classes), "
         f"{c['right']} right, {c['wrong']} wrong, {c['unsure']} unsure"
     )
 
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     ap.add_argument("--subsets", action="store_true", help="each case with one host's files")
     ap.add_argument("--lost-one", action="store_true", help="each case with one waiter's file lost")
+    ap.add_argument("--world-given", action="store_true", help="each case with --world-size N")
     args = ap.parse_args(argv)
     paths = case_paths(args.cases)
     if args.sample:
@@ -180,18 +184,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.subsets or args.lost_one:
         return subsets_report(paths, lost=args.lost_one)
     started = time.monotonic()
-    outcomes = [check_case(p) for p in paths]
+    outcomes = [check_case(p, world_given=args.world_given) for p in paths]
     took = time.monotonic() - started
     records = [to_record(o) for o in outcomes]
     if args.json:
         args.json.write_text(dumps(records))
-    if args.write_baseline:
+    if args.write_baseline and not args.world_given:
         base = {r["case"]: r["result"] for r in records}
         BASELINE.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
     for line in table(outcomes) + wrong_lines(outcomes) + unsure_lines(outcomes):
         print(line)
     print(f"analyzed in {took:.1f} s")
-    print(last_line(outcomes))
+    print(last_line(outcomes, args.world_given))
     return 0
 
 

@@ -250,23 +250,27 @@ def read_case(path: Path, into: Path | None = None) -> tuple[dict[str, Any], Pat
     return truth, folder
 
 
-def analyze_folder(folder: Path) -> dict[str, Any]:
-    """The JSON answer for ``folder``, or an ``error`` verdict where the analysis failed."""
+def analyze_folder(folder: Path, world_size: int | None = None) -> dict[str, Any]:
+    """The JSON answer for ``folder`` (with ``--world-size world_size`` where given), or an
+    ``error`` verdict where the analysis failed."""
     import analyzer
     from analyzer.render import to_json
 
     try:
-        return to_json(analyzer.analyze(folder, jobs=1))
+        return to_json(analyzer.analyze(folder, jobs=1, world_size=world_size))
     except Exception as exc:  # noqa: BLE001 - a failed analysis is a wrong answer, not a crash
         return {"verdict": "error", "kind": type(exc).__name__, "headline": str(exc)[:200]}
 
 
-def check_case(path: Path, work: Path | None = None) -> Outcome:
-    """Analyze one case and score the answer."""
+def check_case(path: Path, work: Path | None = None, world_given: bool = False) -> Outcome:
+    """Analyze one case and score the answer; ``world_given``: with the job's world size
+    given, as a user who knows it types ``--world-size N`` (the truth's ``world``: the
+    newest attempt's, the one the answer is about)."""
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         truth, folder = read_case(path, Path(tmp))
         assert folder is not None
-        said = read_said(analyze_folder(folder))
+        world = int(truth["world"]) if world_given else None
+        said = read_said(analyze_folder(folder, world))
     result, why = classify(truth, said)
     return Outcome(
         case=truth.get("case", path.name),
