@@ -27,7 +27,7 @@ listed in ``missing_dumps``), and among waits only the roots of the graph are cu
 
 from __future__ import annotations
 
-from analyzer.diagnosis.engine import UNKNOWN_WORLD, diagnose
+from analyzer.diagnosis.engine import UNKNOWN_WORLD, UNSEEN_BARRIER_HEAD, diagnose
 from analyzer.diagnosis.fingerprint import Fingerprint, fingerprint_id, make_fingerprint
 from analyzer.diagnosis.hang_diff import (
     DIFF_SCHEMA,
@@ -58,6 +58,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TAXONOMY",
     "UNKNOWN_WORLD",
+    "UNSEEN_BARRIER_HEAD",
     "VERDICTS",
     "Confidence",
     "Culprit",

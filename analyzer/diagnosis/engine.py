@@ -32,10 +32,10 @@ from analyzer.diagnosis.unrecorded import unrecorded_text
 from analyzer.kinds import FindingKind
 from analyzer.match import Matching
 from analyzer.normalize import Tables
-from analyzer.terms import plural, rank_runs
+from analyzer.terms import group_label, plural, rank_runs
 from analyzer.waits import chain, chain_length
 
-__all__ = ["UNKNOWN_WORLD", "diagnose", "run_levels"]
+__all__ = ["UNKNOWN_WORLD", "UNSEEN_BARRIER", "UNSEEN_BARRIER_HEAD", "diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
 #: Why every op retired and the counters agreeing is no no-hang where ops retire when issued.
@@ -56,6 +56,22 @@ UNKNOWN_WORLD = (
     "groups' members (gloo 2.13 writes none): ranks that wrote no file cannot be ruled out, "
     "and this backend ends an op that timed out waiting on them as it ends one that completed "
     "(a world size given, --world-size N, settles it)"
+)
+#: Why every op ended and the counters agreeing is no no-hang where the job runs gloo's
+#: monitored_barrier: the recorder writes none, and the ranks blocked in one (or a rank that
+#: never reached it) leave the dumps of a job that finished.
+UNSEEN_BARRIER_HEAD = (
+    "every recorded op ended and their counters agree, but this job runs gloo's monitored_barrier"
+)
+UNSEEN_BARRIER = (
+    UNSEEN_BARRIER_HEAD + " (the gaps it leaves in op_id and the sequence numbers of {groups}), "
+    "which the recorder does not write: a rank that never reached the next one, or a hang "
+    "inside it, leaves these same dumps"
+)
+#: Added where no dump lists members either (gloo 2.13).
+_ALSO_WORLD = (
+    "; no dump lists its groups' members either (gloo 2.13 writes none): ranks that wrote no "
+    "file cannot be ruled out"
 )
 _NO_BLAME = "ops are still pending but no rank can be blamed from these dumps"
 
@@ -105,10 +121,18 @@ def run_levels(
     return findings, culprits, kind
 
 
-def _settled_findings(row: VerdictRow, matching: Matching) -> list[Finding]:
+def _settled_findings(row: VerdictRow, facts: Facts) -> list[Finding]:
     """The finding that says why nothing pending is (or is not) a no-hang."""
+    matching = facts.matching
     blind_p2p = _BLIND_P2P if matching.dialects.p2p_unrecorded else ""
     inconclusive = FindingKind.INCONCLUSIVE.value
+    if row.name == "barrier unseen":
+        g = facts.tables.groups
+        descs = dict(zip(g["pg_name"].astype(str), g["pg_desc"].astype(str), strict=True))
+        groups = ", ".join(group_label(n, descs.get(n, "")) for n in sorted(matching.barrier_gaps))
+        world = _ALSO_WORLD if facts.nothing_listed else ""
+        summary = UNSEEN_BARRIER.format(groups=groups) + world
+        return [Finding(kind=inconclusive, ranks=(), summary=summary)]
     if row.kind is FindingKind.NO_HANG:
         return [Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG + blind_p2p)]
     if row.name == "completion unknown":
@@ -186,7 +210,7 @@ def diagnose(
         kind = row.kind.value
     elif not culprits:
         kind = kind or FindingKind.INCONCLUSIVE.value
-    findings.extend(_settled_findings(row, matching))
+    findings.extend(_settled_findings(row, facts))
     unrecorded_groups = dict(matching.dialects.unrecorded_groups)
     chains = {r: chain(g, r) for r in sorted(culprits) if r in g and g.in_degree(r) > 0}
     chain_waits = {r: chain_length(g, r) for r, steps in chains.items() if len(steps) >= 8}

@@ -283,6 +283,14 @@ def _all_done(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
     )
 
 
+def _barrier_unseen(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
+    """Settled, but the job runs gloo's monitored_barrier (the op_id and sequence gaps it
+    leaves on every member), which the recorder does not write: a rank that never reached
+    the next one, and the ranks blocked in it, leave the dumps of a job that finished."""
+    m = facts.matching
+    return m.dialects.p2p_unrecorded and bool(m.barrier_gaps) and _settled(facts)
+
+
 def _unknown_world(facts: Facts, blamed: bool, findings: list[Finding]) -> bool:
     return _settled(facts) and _members_unread(facts)
 
@@ -304,6 +312,14 @@ VERDICTS: tuple[VerdictRow, ...] = (
         Verdict.INCONCLUSIVE,
         FindingKind.UNRECORDED_OPS,
         "the buffers miss ops and completion is not observed: a hang may hide in them",
+    ),
+    VerdictRow(
+        "barrier unseen",
+        _barrier_unseen,
+        Verdict.INCONCLUSIVE,
+        FindingKind.INCONCLUSIVE,
+        "every op ended and the counters agree, but the job runs monitored_barrier, which the "
+        "recorder does not write: a rank that never reached the next one looks the same",
     ),
     VerdictRow(
         "all done",

@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from analyzer.diagnosis import UNKNOWN_WORLD
+from analyzer.diagnosis import UNKNOWN_WORLD, UNSEEN_BARRIER_HEAD
 from analyzer.escape import clean
 from analyzer.kinds import FindingKind, WaitKind
 from analyzer.terms import (
@@ -73,6 +73,10 @@ _UNKNOWN_COMPLETION_LINE = (
 _UNKNOWN_WORLD_LINE = (
     "INCONCLUSIVE: nothing is pending in these dumps, but they list no group's members: "
     "ranks that wrote no file cannot be ruled out"
+)
+_UNSEEN_BARRIER_LINE = (
+    "INCONCLUSIVE: nothing is pending in these dumps, but the job runs monitored_barrier, which "
+    "gloo does not record: a rank that never reached it would look the same"
 )
 _NO_HANG_LINE = "NO HANG: every recorded op completed and the counters agree"
 _INCONCLUSIVE_LINE = "INCONCLUSIVE: ops are pending but no rank can be blamed from these dumps"
@@ -163,6 +167,8 @@ def verdict_line(d: Diagnosis) -> str:
         )
     blind = [f for f in d.findings if f.kind == "inconclusive"]
     if d.verdict.value == "inconclusive" and blind:
+        if blind[0].summary.startswith(UNSEEN_BARRIER_HEAD):
+            return _UNSEEN_BARRIER_LINE
         return (
             _UNKNOWN_WORLD_LINE
             if blind[0].summary.startswith(UNKNOWN_WORLD)

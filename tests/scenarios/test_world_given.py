@@ -1,0 +1,49 @@
+"""Answers with the job's world size given (``--world-size N``), as the inconclusive answer
+on gloo 2.13 advises, on cases of the real corpus (``corpus/cases``): the number settles
+which ranks exist, never what the recorder did not write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import analyzer
+from analyzer.render.sentences import verdict_line
+from tests.conftest import SAMPLES, corpus_case
+
+
+def test_a_stall_before_a_monitored_barrier_is_no_no_hang(tmp_path: Path) -> None:
+    """Rank 1 stalled in a lock before a step's monitored_barrier, which gloo runs as
+    send/recv the recorder does not write. Every recorded op ended; the op_id and sequence
+    gaps of earlier steps show the job runs one. Before: with the world size given, NO HANG."""
+    truth, folder = corpus_case(
+        "stall_lock_tp1pp1dp4h_gloo_eval_mb_snap_copies_t213_s03641", tmp_path
+    )
+    assert truth["culprits"] == [1] and truth["world"] == 4
+    for world in (None, 4):
+        d = analyzer.analyze(folder, jobs=1, world_size=world).diagnosis
+        assert d.verdict == "inconclusive" and d.kind == "inconclusive"
+        assert verdict_line(d).startswith(
+            "INCONCLUSIVE: nothing is pending in these dumps, but the job runs monitored_barrier"
+        )
+        assert "default_pg (group 0)" in d.headline
+        # Without the number, the ranks that wrote no file are said to be open too.
+        assert ("ranks that wrote no file cannot be ruled out" in d.headline) == (world is None)
+
+
+def test_a_job_whose_dumps_show_no_unrecorded_op_is_a_no_hang(tmp_path: Path) -> None:
+    """A healthy gloo 2.13 job with no monitored_barrier: with the world size given, every
+    recorded op ended, and no gap shows an op the recorder missed."""
+    truth, folder = corpus_case("healthy_tp1pp1dp4_gloo_eval_restart_t213_s04418", tmp_path)
+    assert truth["hang"] is False
+    assert analyzer.analyze(folder, jobs=1).diagnosis.verdict == "inconclusive"
+    given = analyzer.analyze(folder, jobs=1, world_size=truth["world"]).diagnosis
+    assert given.verdict == "no_hang"
+    assert "records no send/recv" in given.headline  # the caveat stays
+
+
+def test_the_first_monitored_barrier_leaves_no_gap(tmp_path: Path) -> None:
+    """The sample whose rank 2 stalls before the job's only monitored_barrier: no gap shows
+    that the job runs one, so the answer stays the no-hang with its caveat (a known limit,
+    docs/diagnosis.md)."""
+    d = analyzer.analyze(SAMPLES / "monitored_barrier_stall_w4", jobs=1).diagnosis
+    assert d.verdict == "no_hang" and "monitored_barrier among them" in d.headline
