@@ -37,6 +37,7 @@ __all__ = [
     "members_unknown",
     "missing_suspects",
     "silent_partners",
+    "stuck_holder_doubt",
     "unlisted_members",
     "unobserved_waits_on",
     "unproven_waits",
@@ -55,6 +56,30 @@ def members_unknown(facts: Facts, group: str) -> bool:
     group, from the highest rank a file gives) and nothing declares the world: a member may
     exist that no file names."""
     return group in unknown_member_groups(facts)
+
+
+def stuck_holder_doubt(facts: Facts, group: str | None) -> str:
+    """Why the member of a collective of ``group`` that its entries single out as holding
+    it (never timed out, enqueued last) may hold nobody, or "": no dump lists the group's
+    members, so a member may have written no dump, and the others then all wait on it there
+    (the one singled out only timed out last). Either nothing declares the world (a rank no
+    file names), or ranks with no dump are known (``--world-size``):
+    ``crash_exit_tp1pp1dp4_gloo_t213_s01010`` with the world given, rank 3 crashed."""
+    if group is None:
+        return ""
+    if members_unknown(facts, group):
+        return (
+            "no dump lists that group's members nor the job's ranks: a member that wrote no "
+            "file at all may be the one they all wait on"
+        )
+    missing = sorted(facts.unblamed_missing)
+    if group not in facts.unlisted_groups or not missing:
+        return ""
+    return (
+        f"no dump lists that group's members and {plural(missing)} {rank_runs(missing)} "
+        f"wrote no dump: if one is a member, the others all wait on it there, and this rank's "
+        "entry only outlasted theirs"
+    )
 
 
 def with_silent_partners(
@@ -321,7 +346,9 @@ def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
                 f"no dump lists the members of the group of {place_of(f)} nor the job's "
                 "ranks: a rank that no file names may be one the others wait on there"
             )
-    if facts.nothing_listed:
+    # With the world known, the ranks with no dump that may be that member are named each
+    # (silent partners) unless they are too many to: then they are this rank with no dump.
+    if facts.nothing_listed or len(facts.unblamed_missing) > MAX_SILENT:
         for f in findings:
             for r in f.ranks if f.culprit and f.kind == FindingKind.NOT_JOINED.value else ():
                 if (held := held_beside_absent(facts, r)) and not held.absent:

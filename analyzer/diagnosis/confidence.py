@@ -23,8 +23,8 @@ from analyzer.diagnosis.alternatives import (
     stuck_alike,
 )
 from analyzer.diagnosis.beside import (
-    members_unknown,
     silent_partners,
+    stuck_holder_doubt,
     unlisted_members,
     unproven_waits,
     wait_verb,
@@ -199,11 +199,9 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
             f"every member enqueued {place_of(f)} and none completed it; no member stands out "
             "(what holds it inside, network, GPU or host, is not in the files)"
         )
-    if kind is FindingKind.STUCK_IN_COLLECTIVE and members_unknown(facts, f.group):
+    if kind is FindingKind.STUCK_IN_COLLECTIVE and (doubt := stuck_holder_doubt(facts, f.group)):
         return Confidence.SUSPECT, (
-            f"it is the one whose entry of {place_of(f)} never completed or timed out, but no dump "
-            "lists that group's members nor the job's ranks: a member that wrote no file at all "
-            "may be the one they all wait on"
+            f"it is the one whose entry of {place_of(f)} never completed or timed out, but {doubt}"
         )
     if kind is FindingKind.STUCK_IN_COLLECTIVE:
         return Confidence.LIKELY, (

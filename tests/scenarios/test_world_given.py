@@ -8,7 +8,7 @@ from pathlib import Path
 
 import analyzer
 from analyzer.render.sentences import verdict_line
-from tests.conftest import SAMPLES, corpus_case
+from tests.conftest import SAMPLES, confidences, corpus_case, reasons
 
 
 def test_a_stall_before_a_monitored_barrier_is_no_no_hang(tmp_path: Path) -> None:
@@ -47,3 +47,31 @@ def test_the_first_monitored_barrier_leaves_no_gap(tmp_path: Path) -> None:
     docs/diagnosis.md)."""
     d = analyzer.analyze(SAMPLES / "monitored_barrier_stall_w4", jobs=1).diagnosis
     assert d.verdict == "no_hang" and "monitored_barrier among them" in d.headline
+
+
+def test_the_member_that_never_timed_out_is_a_suspect_beside_a_rank_with_no_dump(
+    tmp_path: Path,
+) -> None:
+    """Rank 3 crashed before a data-parallel all_reduce; ranks 0 and 2 timed out in it, rank 1
+    enqueued it last and had not yet. No dump lists the group's members, and rank 3 wrote
+    none: if it is a member, the others all wait on it. Before: with the world size given,
+    rank 1 'likely' holds the collective."""
+    truth, folder = corpus_case("crash_exit_tp1pp1dp4_gloo_t213_s01010", tmp_path)
+    assert truth["culprits"] == [3] and truth["world"] == 4
+    d = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
+    assert confidences(d) == {1: "suspect", 3: "suspect"}
+    assert "rank 3 wrote no dump" in reasons(d)[1]
+
+
+def test_too_many_ranks_with_no_dump_to_name_are_one_rank_with_no_dump(tmp_path: Path) -> None:
+    """Rank 11 of 16 crashed before an all_to_all of its data-parallel group {3, 7, 11, 15};
+    rank 3 timed out there and never reached the world's all_reduce. The newest round holds
+    seven ranks' files, so nine have no dump: too many to name each as a suspect beside rank
+    3. Before: with the world size given, rank 3 alone."""
+    case = "crash_exit_tp1pp4dp4h_gloo_wide_restart_rounds_late_t213_s04049"
+    truth, folder = corpus_case(case, tmp_path)
+    assert truth["culprits"] == [11] and truth["world"] == 16
+    d = analyzer.analyze(folder, jobs=1, world_size=16).diagnosis
+    assert d.verdict == "inconclusive" and confidences(d) == {3: "suspect"}
+    assert d.unseen_suspect
+    assert verdict_line(d).startswith("INCONCLUSIVE: suspect rank 3, or a rank with no dump")
