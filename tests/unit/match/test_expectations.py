@@ -133,7 +133,10 @@ def test_monitored_barrier_gaps_of_the_recorded_sample() -> None:
     other = e[(e["rank"] == 1)].sort_values("seq")
     # The first member's op_id runs ahead of the others' by 2 x (4 - 2) per barrier.
     assert int(first["op_id"].max()) - int(other["op_id"].max()) == 4 * 4
-    assert result.diagnosis.verdict.value == "no_hang"
+    # The gaps are no unrecorded work, but they show the job runs a barrier gloo does not
+    # record: every op ended is no no-hang (a rank may never have reached the next one).
+    assert result.diagnosis.verdict.value == "inconclusive"
+    assert "runs gloo's monitored_barrier" in result.diagnosis.headline
     assert not [f for f in result.diagnosis.findings if f.kind == "unrecorded_ops"]
 
 
@@ -228,9 +231,10 @@ OPMIX = sorted(p.parent.name for p in SAMPLES.glob("opmix_*/EXPECTED.json"))
 def test_opmix_sample(name: str) -> None:
     path = SAMPLES / name
     expected = json.loads((path / "EXPECTED.json").read_text())
+    honest = expected.get("analyzer", expected)  # what the dumps can show, where it differs
     d = analyzer.analyze(path).diagnosis
-    assert list(d.culprit_ranks) == expected["culprits"], d.headline
-    assert d.kind == expected["kind"], d.headline
+    assert list(d.culprit_ranks) == honest["culprits"], d.headline
+    assert d.kind == honest["kind"], d.headline
     assert not [f for f in d.findings if f.kind.endswith("_mismatch")], d.headline
 
 
@@ -259,7 +263,9 @@ def test_cli_exit_codes_of_the_opmix_samples() -> None:
             text=True,
             timeout=120,
         )
-        assert run.returncode == (1 if want["hang"] else 0), (name, run.stdout[-500:])
+        verdict = want.get("analyzer", {}).get("verdict") or ("hang" if want["hang"] else "")
+        code = {"hang": 1, "inconclusive": 5}.get(verdict, 0)
+        assert run.returncode == code, (name, run.stdout[-500:])
 
 
 # ------------------------------------------------------------------ simulated op-mix jobs
