@@ -41,7 +41,7 @@ from analyzer.diagnosis.gone import gone_culprits
 from analyzer.diagnosis.held import (
     HeldBeside,
     held_beside_absent,
-    held_in_unpaired_p2p,
+    held_in_p2p,
     unpaired_holders,
 )
 from analyzer.diagnosis.older_round import inside_with_stale, stale_alike
@@ -170,12 +170,8 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
         )
     if kind is FindingKind.NOT_JOINED and (beside := held_beside_absent(facts, rank)):
         return Confidence.SUSPECT, _held_text(f, beside)
-    if kind is FindingKind.NOT_JOINED and (held := held_in_unpaired_p2p(facts, rank)):
-        return Confidence.SUSPECT, (
-            f"it never enqueued {place_of(f)}, but its newest entry, {held}, may still be "
-            "waiting and its recorder writes no peer: it may be held there by a member that "
-            "stopped or wrote no dump, not stopped on its own"
-        )
+    if kind is FindingKind.NOT_JOINED and (held := held_in_p2p(facts, rank, place_of(f))):
+        return Confidence.SUSPECT, held
     if kind is FindingKind.NOT_JOINED:
         return Confidence.CERTAIN, (
             f"its own dump shows it never enqueued {place_of(f)}; "

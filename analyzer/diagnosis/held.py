@@ -3,7 +3,8 @@ not certain (:mod:`analyzer.diagnosis.confidence`): its newest entry, a collecti
 not have completed for it beside members with no file (a rank no file names may be the one
 that holds it: :func:`analyzer.diagnosis.beside.unseen_suspect`), or a send/recv whose peer
 the recorder does not write, which a member with no dump may hold (each such member is then a
-suspect too). docs/diagnosis.md ("How sure").
+suspect too), or a send/recv retired when issued to a peer that stopped too and recorded no
+side of it. docs/diagnosis.md ("How sure").
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from analyzer.diagnosis.alternatives import peerless_p2p_in_flight
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit, Finding
 from analyzer.kinds import FindingKind
-from analyzer.match import completes_without_every_member
+from analyzer.match import completes_without_every_member, is_retire_on_end, is_retired_done
 
 __all__ = [
     "HeldBeside",
     "held_beside_absent",
+    "held_in_p2p",
     "held_in_unpaired_p2p",
     "in_unpaired_p2p",
     "unpaired_holders",
@@ -119,6 +121,56 @@ def held_in_unpaired_p2p(facts: Facts, rank: int) -> str:
     stopped = {r for r in facts.roots.roots if r != rank and not in_unpaired_p2p(facts, r)}
     holders = (facts.unblamed_missing - {rank}) | stopped
     return held if set(facts.members.get(str(last["pg_name"]), ())) & holders else ""
+
+
+def _held_by_stopped_peer(facts: Facts, rank: int) -> tuple[str, int] | None:
+    """(``send to rank 6 in default_pg p2p seq 9``, 6) where ``rank``'s newest entry is a
+    send/recv with a known peer, from a buffer that retires every op when it is issued and
+    reports no completion (torch 2.15's hook over a backend without completion reports: whether it
+    finished is in no file), whose peer is itself a rank others wait on that waits on nobody
+    (it stopped) and recorded no send/recv with ``rank`` in that group from the same position
+    on (the group's collective seq the entry was issued after). The rank may be held there by
+    that peer, not stopped on its own (a pipeline stage blocked in its send to a stalled
+    stage). Else None."""
+    last = facts.last_entry(rank)
+    if last is None or not bool(last["is_p2p"]) or str(last["op"]) not in ("send", "recv"):
+        return None
+    peer, group, seq = int(last["peer"]), str(last["pg_name"]), int(last["seq"])
+    if peer < 0 or peer == rank or peer not in facts.roots.roots:
+        return None
+    dialects = facts.matching.dialects
+    d = dialects.by_buffer.get((rank, str(last["backend"]))) or dialects.of(rank)
+    if d is None or d.completion_observed or is_retire_on_end(d) or is_retired_done(d):
+        return None  # its state or its retiring tells whether it finished
+    e = facts.tables.entries
+    other = "recv" if str(last["op"]) == "send" else "send"
+    theirs = e[(e["rank"] == peer) & (e["pg_name"] == group) & e["is_p2p"].to_numpy(bool)]
+    if bool(((theirs["op"] == other) & (theirs["peer"] == rank) & (theirs["seq"] >= seq)).any()):
+        return None  # the peer posted its side there: the pair may have finished
+    where = str(last["pg_desc"] or "") or group
+    to = "to" if str(last["op"]) == "send" else "from"
+    return f"{last['op']} {to} rank {peer} in {where} p2p seq {int(last['p2p_seq'])}", peer
+
+
+def held_in_p2p(facts: Facts, rank: int, place: str) -> str:
+    """Why ``rank``, blamed for never joining ``place``, may be held in its newest entry, a
+    send/recv, instead (:func:`held_in_unpaired_p2p`, :func:`_held_by_stopped_peer`); else
+    ""."""
+    if held := held_in_unpaired_p2p(facts, rank):
+        return (
+            f"it never enqueued {place}, but its newest entry, {held}, may still be "
+            "waiting and its recorder writes no peer: it may be held there by a member that "
+            "stopped or wrote no dump, not stopped on its own"
+        )
+    if by := _held_by_stopped_peer(facts, rank):
+        at, peer = by
+        return (
+            f"it never enqueued {place}, but its newest entry, {at}, was retired when issued "
+            f"(its backend reports no completion, so whether it finished is in no file), and "
+            f"rank {peer}, which stopped too, recorded no side of it: it may be held there by "
+            f"rank {peer}, not stopped on its own"
+        )
+    return ""
 
 
 def unpaired_holders(

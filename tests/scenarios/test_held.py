@@ -78,3 +78,22 @@ def test_the_members_with_no_dump_of_a_peerless_recv_that_holds_a_rank_are_suspe
     because = reasons(d)
     assert because[3].startswith("its only dump is an older round's, and it is a member of")
     assert "may be the peer that holds rank 2 there" in because[3]
+
+
+def test_a_rank_whose_send_retired_at_issue_to_a_stalled_peer_is_a_suspect(
+    tmp_path: Path,
+) -> None:
+    """Ranks 2 and 6 stalled before their pipeline recv (torch 2.15's hook over gloo, no
+    completion states: every op retires when issued). Ranks 0 and 4 are held in their send to
+    them, but that the send never finished is in no file: their dumps end at it, and they
+    never joined the world all_reduce either. Ranks 2 and 6 recorded no side of it and stopped
+    too: ranks 0 and 4 are suspects, 2 and 6 stay certain. Before: ranks 0, 2, 4, 6 certain (a
+    confident wrong culprit). The twin with completion states says 2 and 6 alone."""
+    name = "two_faults_tp2pp2dp2_nccl2_eval_cpu_snap_hookwrap_t215_s04784"
+    truth, folder = corpus_case(name, tmp_path)
+    assert truth["culprits"] == [2, 6]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert confidences(d) == {0: "suspect", 2: "certain", 4: "suspect", 6: "certain"}
+    assert "send to rank 6 in default_pg p2p seq 9, was retired when issued" in reasons(d)[4]
+    _, twin = corpus_case(f"{name}_states", tmp_path / "states")
+    assert confidences(analyzer.analyze(twin, jobs=1).diagnosis) == {2: "certain", 6: "certain"}
