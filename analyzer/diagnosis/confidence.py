@@ -30,6 +30,7 @@ from analyzer.diagnosis.beside import (
     wait_verb,
     with_silent_partners,
 )
+from analyzer.diagnosis.dead_partner import desync_beside_death, partners_changed
 from analyzer.diagnosis.evidence import (
     CycleEvidence,
     MismatchEvidence,
@@ -209,75 +210,6 @@ def _judge(facts: Facts, rank: int, f: Finding) -> tuple[Confidence, str]:
     return Confidence.LIKELY, f"others wait on it in {place_of(f)}"
 
 
-def _changed(facts: Facts, rank: int, group: str, seq: int) -> str | None:
-    """``size [[8]] -> [[12]]`` when ``rank``'s op at ``seq`` of ``group`` differs in size or
-    dtype from what it posted for every earlier op of that name in that group (two at
-    least), else None. Where that group holds fewer, its dtype against every earlier op of
-    that name in any of its groups (two at least; sizes differ between groups by design)."""
-    e = facts.tables.entries
-    coll = e[(e["rank"] == rank) & ~e["is_p2p"].to_numpy(bool)]
-    mine = coll[coll["pg_name"] == group]
-    now = mine[mine["seq"] == seq]
-    if len(now) != 1:
-        return None
-    op = now["op"].iat[0]
-    before = mine[(mine["seq"] < seq) & (mine["op"] == op)]
-    checks: tuple[tuple[str, str, str], ...] = (
-        ("input_sizes", "size", ""),
-        ("input_dtypes", "dtype", ""),
-    )
-    if len(before) < 2:
-        before = coll[(coll["record_id"] < now["record_id"].iat[0]) & (coll["op"] == op)]
-        checks = (("input_dtypes", "dtype", f" (its earlier {op} ops were in other groups)"),)
-        if len(before) < 2:
-            return None
-    for col, word, where in checks:
-        usual = set(before[col].astype(str))
-        if len(usual) == 1 and (value := str(now[col].iat[0])) not in usual:
-            return f"{word} {usual.pop()} -> {value}{where}"
-    return None
-
-
-#: Pairs checked for a desync whose partner died (each check scans the entries once).
-_MAX_PAIR_CHECKS = 64
-
-
-def _partners_changed(
-    facts: Facts, dead: set[int]
-) -> dict[int, list[tuple[int, str, str, list[int]]]]:
-    """For culprits with no dump (``dead``): rank -> (waiter, where, change, others) for each
-    member that waits on it in a group where no other member wrote a dump (``others``: its
-    only other member, or every one of them) and whose op there changed size or dtype from
-    its own history (gloo aborts the receiver of a size mismatch): no other member's entry
-    can show the mismatch, so the odd rank's own history is the only witness."""
-    w = facts.waits
-    w = w[w["holder"].isin(sorted(dead))]
-    members = facts.members
-    dumped = set(facts.tables.dumped_ranks) - set(facts.stale)
-    pairs = [
-        (int(holder), int(waiter), str(group), int(seq), str(op))
-        for holder, waiter, group, seq, op in w[
-            ["holder", "waiter", "pg_name", "seq", "op"]
-        ].itertuples(index=False)
-        if int(holder) in members.get(group, ())
-        and not (set(members.get(group, ())) - {int(waiter)}) & dumped
-    ]
-    out: dict[int, list[tuple[int, str, str, list[int]]]] = {}
-    descs = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["pg_desc"], strict=True))
-    seen: dict[tuple[int, str, int], str | None] = {}  # one check per waiter's op
-    for holder, waiter, group, seq, op in pairs:
-        key = (waiter, group, seq)
-        if key not in seen:
-            if len(seen) >= _MAX_PAIR_CHECKS:
-                continue
-            seen[key] = _changed(facts, waiter, group, seq)
-        if change := seen[key]:
-            where = f"{op} in {descs.get(group) or group} seq {seq}"
-            others = sorted(int(m) for m in members.get(group, ()) if int(m) != waiter)
-            out.setdefault(holder, []).append((waiter, where, change, others))
-    return out
-
-
 def _blind_pair(
     facts: Facts, findings: Sequence[Finding], out: dict[int, Culprit]
 ) -> dict[int, Culprit]:
@@ -297,44 +229,17 @@ def _blind_pair(
     return judged
 
 
-def _desync_beside_death(
-    r: int, peer: int, where: str, change: str, others: Sequence[int]
-) -> tuple[Culprit, Culprit]:
-    """Rank ``r`` (no dump) and ``peer``, the only member with a dump of the group of
-    ``where``, whose op there changed ``change`` from its own history: both suspects
-    (:func:`_partners_changed`)."""
-    pair = len(others) == 1
-    dead = Culprit(
-        r,
-        Confidence.SUSPECT,
-        f"it wrote no dump and {'its only peer' if pair else 'the only member with a dump'}"
-        f" in {where}, rank {peer}, changed {change} there: a desync may have aborted "
-        "it (gloo aborts the receiver of a size mismatch), or it crashed on its own",
-    )
-    odd = Culprit(
-        peer,
-        Confidence.SUSPECT,
-        f"a suspect desync: it changed {change} in {where} from what it posted "
-        + (
-            f"before, and its peer rank {r} died in that op"
-            if pair
-            else f"before, and its peers {rank_runs(others)}, none of which wrote "
-            "a dump to compare, may have died in that op"
-        ),
-    )
-    return dead, odd
-
-
 def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> tuple[Culprit, ...]:
     """Each culprit of ``ranks`` judged by the first culprit finding that names it. A rank
     with no dump where the only member of its group with a dump changed size or dtype in the
-    op it died in is a suspect, and so is that member (a desync whose partner died: the odd
-    rank's own history is the only witness)."""
+    op it died in (from its own history, or from what the sibling groups posted there) is a
+    suspect, and so is that member (a desync whose partner died: the odd rank's own entry is
+    the only witness, :mod:`analyzer.diagnosis.dead_partner`)."""
     out: dict[int, Culprit] = {}
     missing = FindingKind.MISSING_DUMP.value
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks} & ranks
     alive = {r for f in findings if f.culprit and _alive_no_dump(f) for r in f.ranks} & ranks
-    changed = _partners_changed(facts, dead) if dead else {}
+    changed = partners_changed(facts, dead) if dead else {}
     partners = silent_partners(facts, findings, ranks)
     for r in sorted(ranks):
         f = next((f for f in findings if f.culprit and r in f.ranks), None)
@@ -350,7 +255,7 @@ def culprits_of(facts: Facts, findings: Sequence[Finding], ranks: set[int]) -> t
         if f.kind != missing:
             continue
         for peer, where, change, others in changed.get(r, ()):
-            out[r], odd = _desync_beside_death(r, peer, where, change, others)
+            out[r], odd = desync_beside_death(r, peer, where, change, others)
             out.setdefault(peer, odd)
     for r, c in beside_proven(facts, findings, dead | alive, out).items():
         out[r] = c

@@ -14,7 +14,14 @@ from analyzer.kernels import in_labels
 from analyzer.kinds import MatchState
 from analyzer.match.expectations import Expectation, expectation, sides, size_checked_ops
 
-__all__ = ["MISMATCH_COLUMNS", "NO_MAJORITY", "SIZE_CHECKED_OPS", "as_str", "collective_mismatches"]
+__all__ = [
+    "MISMATCH_COLUMNS",
+    "NO_MAJORITY",
+    "SIZE_CHECKED_OPS",
+    "as_str",
+    "collective_mismatches",
+    "odd_against_siblings",
+]
 
 #: Ops whose shapes are compared on some side (see :mod:`analyzer.match.expectations`).
 SIZE_CHECKED_OPS = size_checked_ops()
@@ -254,3 +261,57 @@ def _sibling_value(
     if counts.empty or counts.iloc[0] * 2 <= len(values):
         return None
     return str(counts.index[0])
+
+
+#: Earlier sequence numbers at which a rank's group is held against its sibling groups.
+_EARLIER_SEQS = 8
+
+
+def _against(mine: pd.DataFrame, theirs: pd.DataFrame) -> tuple[str, str, str] | None:
+    """``(word, the siblings' value, mine)`` for the first compared side (dtype, then size)
+    where every sibling rank that issued the op of ``mine`` posted one value and it is not
+    ``mine``'s; ``("", "", "")`` where they posted ``mine``'s; None where nothing compares
+    (no sibling issued that op, or they differ among themselves)."""
+    if mine.empty or theirs.empty:
+        return None
+    own, sib = _signatures(mine), _signatures(theirs)
+    op = str(own["op"].iat[0])
+    rule = expectation(op)
+    sib = sib[sib["op"] == op]
+    if sib.empty:
+        return None
+    for kind, word in ((MatchState.DTYPE_MISMATCH, "dtype"), (MatchState.SIZE_MISMATCH, "size")):
+        if kind == MatchState.SIZE_MISMATCH and not rule.sizes:
+            continue
+        value, values = _check_series(own, kind, rule), _check_series(sib, kind, rule)
+        if value.empty or values.nunique() != 1:
+            return None
+        if (usual := str(values.iat[0])) != str(value.iat[0]):
+            return word, usual, str(value.iat[0])
+    return "", "", ""
+
+
+def odd_against_siblings(
+    entries: pd.DataFrame, rank: int, name: str, desc: str, seq: int
+) -> tuple[str, str, str] | None:
+    """``("dtype" | "size", the siblings' value, rank's value)`` where ``rank``'s collective
+    at ``seq`` of group ``name`` differs from what every rank of the sibling groups (same
+    desc, other name) that issued the same op there posted, while at the earlier seqs both
+    recorded (the last few) they posted what it did: sibling groups that differ by design
+    (pipeline stages holding other layers) differ before as well. None otherwise."""
+    if not desc or desc in ("undefined", "default_pg"):
+        return None
+    coll = entries.loc[~entries["is_p2p"].to_numpy(bool), _COLUMNS]
+    coll = coll[(coll["pg_desc"] == desc) & (coll["seq"] <= seq)]
+    coll = coll.astype({c: str for c in ("pg_name", "op", *_COLUMNS[-4:])})
+    mine = coll[(coll["pg_name"] == name) & (coll["rank"] == rank)]
+    theirs = coll[coll["pg_name"] != name]
+    now = _against(mine[mine["seq"] == seq], theirs[theirs["seq"] == seq])
+    if not now or not now[0]:
+        return None
+    earlier = sorted((set(mine["seq"]) & set(theirs["seq"])) - {seq})[-_EARLIER_SEQS:]
+    for s in earlier:
+        before = _against(mine[mine["seq"] == s], theirs[theirs["seq"] == s])
+        if before and before[0]:
+            return None
+    return now

@@ -4,6 +4,7 @@ rule out instead of a confident wrong culprit, kind or no-hang."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import analyzer
@@ -652,3 +653,43 @@ def test_the_only_dump_of_a_group_that_changed_size_is_a_suspect_desync(tmp_path
     because = reasons(d)
     assert because[2].startswith("a suspect desync: it changed size [[8]] -> [[12]]")
     assert "none of which wrote a dump to compare" in because[2]
+
+
+def test_a_pair_whose_only_dump_differs_from_its_sibling_groups_is_a_suspect_desync(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 sent a larger eval all_reduce ([[12]]) to its only DATA_PARALLEL_GROUP peer,
+    rank 2 (gloo 2.13), which gloo aborted: it wrote no dump. Rank 0's history in that group
+    mixes coalesced [[4], [6]] and [[8]] all_reduces, so it shows no change; the other
+    DATA_PARALLEL_GROUP group (ranks 1, 3) posted [[8]] at that seq. With the world size
+    given, rank 2 read as the likely culprit (`HANG: culprit rank 2, suspect rank 0`, a
+    confident wrong answer): now both are suspects, and the sibling groups are named."""
+    truth, folder = corpus_case("size_desync_tp1pp2dp2_gloo_eval_t213_s04268", tmp_path)
+    assert truth["culprits"] == [0] and truth["aborted_ranks"] == [2]
+    for world in (None, truth["world"]):
+        d = analyzer.analyze(folder, jobs=1, world_size=world).diagnosis
+        assert d.verdict == "inconclusive"
+        assert {0: "suspect", 2: "suspect"}.items() <= confidences(d).items()
+    because = reasons(d)
+    assert because[0].startswith("a suspect desync: it posted size [[12]]|[[12]] in all_reduce")
+    assert "the other DATA_PARALLEL_GROUP groups posted [[8]]|[[8]]" in because[0]
+    assert "a desync may have aborted it" in because[2]
+
+
+def test_sibling_groups_that_differed_before_are_no_witness_of_a_desync(tmp_path: Path) -> None:
+    """The same case, with the other DATA_PARALLEL_GROUP group's earlier all_reduces of
+    [[8]] made [[16]] (another pipeline stage, other layers: sibling groups that differ by
+    design): their [[8]] at seq 7 says nothing of rank 0's [[12]], and rank 2, which wrote no
+    dump, is the likely culprit again with the world size given."""
+    truth, folder = corpus_case("size_desync_tp1pp2dp2_gloo_eval_t213_s04268", tmp_path)
+    for rank in (1, 3):
+        path = folder / f"rank_{rank}.json"
+        doc = json.loads(path.read_text())
+        for e in doc["entries"]:
+            if e["process_group"][1] == "DATA_PARALLEL_GROUP" and e["collective_seq_id"] in (3, 6):
+                e["input_sizes"] = e["output_sizes"] = [[16]]
+        path.write_text(json.dumps(doc))
+    d = analyzer.analyze(folder, jobs=1, world_size=truth["world"]).diagnosis
+    assert d.verdict == "hang"
+    assert confidences(d)[2] == "likely"
+    assert "desync" not in reasons(d)[0]
