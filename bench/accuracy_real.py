@@ -13,6 +13,7 @@ by what went wrong, and as its last line:
     python bench/accuracy_real.py --subsets            # each case with one host's files only
     python bench/accuracy_real.py --lost-one           # each case with one waiter's file lost
     python bench/accuracy_real.py --world-given        # each case with --world-size N given
+    python bench/accuracy_real.py --dialect gloo@2.13  # the cases of one dialect
 
 ``--subsets`` scores each case with only one block of ranks' dumps kept
 (:mod:`tools.corpus.subsets`) and ends with
@@ -20,7 +21,8 @@ by what went wrong, and as its last line:
 ``--lost-one`` each case with the file of one rank that is no culprit taken away, the same
 line with ``one file lost``. ``--world-given`` analyzes each case as a user who knows the
 job's world size and types ``--world-size N`` (the truth's ``world``) and ends with
-``real corpus with the world size given: N cases (K fault classes), R right, W wrong, U unsure``.
+``real corpus with the world size given: N cases (K fault classes), R right, W wrong, U unsure``
+(``--write-baseline`` then pins them in ``corpus/BASELINE_WORLD.json``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from tools.corpus.spec import DIALECTS, FAULTS  # noqa: E402
 
 CASES = ROOT / "corpus" / "cases"
 BASELINE = ROOT / "corpus" / "BASELINE.json"
+#: The results with the world size given (``--world-given --write-baseline``).
+BASELINE_WORLD = ROOT / "corpus" / "BASELINE_WORLD.json"
 ALL_DIALECTS = tuple(  # nccl-lazy+states next to nccl-lazy
     x for d in DIALECTS for x in ((d, "nccl-lazy+states") if d == "nccl-lazy" else (d,))
 )
@@ -64,6 +68,11 @@ def stratified(paths: list[Path], per_cell: int) -> list[Path]:
             seen[cell] += 1
             picked.append(path)
     return picked
+
+
+def of_dialects(paths: list[Path], dialects: list[str]) -> list[Path]:
+    """The cases recorded as one of ``dialects``."""
+    return [p for p in paths if read_case(p)[0].get("recorded", {}).get("dialect") in dialects]
 
 
 def last_line(outcomes: list[Outcome], world_given: bool = False) -> str:
@@ -170,12 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--sample", type=int, metavar="N", help="N cases per fault class x dialect")
     ap.add_argument("--json", type=Path, help="also write every outcome as JSON here")
-    ap.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
+    ap.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help=f"write {BASELINE.name} ({BASELINE_WORLD.name} with --world-given)",
+    )
     ap.add_argument("--subsets", action="store_true", help="each case with one host's files")
     ap.add_argument("--lost-one", action="store_true", help="each case with one waiter's file lost")
     ap.add_argument("--world-given", action="store_true", help="each case with --world-size N")
+    ap.add_argument(
+        "--dialect", action="append", metavar="D", help="only the cases of dialect D (repeatable)"
+    )
     args = ap.parse_args(argv)
     paths = case_paths(args.cases)
+    if args.dialect:
+        paths = of_dialects(paths, args.dialect)
     if args.sample:
         paths = stratified(paths, args.sample)
     if not paths:
@@ -189,9 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     records = [to_record(o) for o in outcomes]
     if args.json:
         args.json.write_text(dumps(records))
-    if args.write_baseline and not args.world_given:
+    if args.write_baseline:
         base = {r["case"]: r["result"] for r in records}
-        BASELINE.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
+        where = BASELINE_WORLD if args.world_given else BASELINE
+        where.write_text(json.dumps(base, indent=1, sort_keys=True) + "\n")
     for line in table(outcomes) + wrong_lines(outcomes) + unsure_lines(outcomes):
         print(line)
     print(f"analyzed in {took:.1f} s")

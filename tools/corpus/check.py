@@ -190,6 +190,10 @@ MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("report no completion", "no completion reports: finished and stuck inside look alike"),
     ("reports no completion", "no completion reports: finished and stuck inside look alike"),
     ("no member stands out", "every member inside one collective: which holds it is unknown"),
+    (
+        "runs gloo's monitored_barrier",
+        "a monitored_barrier the recorder does not write: a rank that never reached it",
+    ),
     ("writes no peer", "a send/recv whose peer the recorder does not write"),
     ("records no send/recv", "send/recv the recorder does not write"),
     ("does not record", "send/recv the recorder does not write"),
