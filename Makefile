@@ -54,7 +54,7 @@ demo: $(DEMO_VENV)/.installed
 test: $(STAMP) browser torch
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory fuzz-native FUZZ_SECONDS=30
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The edit loop: tests/unit mirrors analyzer/ (tests/unit/match/ for analyzer/match/), plus
 # the repository's own checks. Scenarios (samples, goldens, adversarial input) and

@@ -218,3 +218,15 @@ def undecided_torchcomms_job(folder: Path) -> Path:
             op_id += 1
         (folder / f"comm_lib_trace_rank_{rank}").write_bytes(fr.dump())
     return folder
+
+
+#: The slowest test files (each runs the analyzer over the whole corpus, or its gloo cases).
+_SLOWEST_FIRST = ("test_accuracy_real.py", "test_accuracy_world.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest files first, so that ``pytest -n`` hands one to each worker at the start
+    instead of ending on them: ``make test`` passes ``--dist loadfile --no-loadscope-reorder``,
+    which deals files out in collection order (without it, files with the most tests go
+    first, and these single tests last)."""
+    items.sort(key=lambda item: item.path.name not in _SLOWEST_FIRST)
