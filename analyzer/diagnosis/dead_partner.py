@@ -97,7 +97,7 @@ def partners_changed(
         and not (set(members.get(group, ())) - {int(waiter)}) & dumped
     ]
     out: dict[int, list[tuple[int, str, Change, list[int]]]] = {}
-    descs = dict(zip(facts.tables.groups["pg_name"], facts.tables.groups["pg_desc"], strict=True))
+    descs = facts.group_descs
     seen: dict[tuple[int, str, int], Change | None] = {}  # one check per waiter's op
     for holder, waiter, group, seq, op in pairs:
         key = (waiter, group, seq)

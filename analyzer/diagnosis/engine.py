@@ -35,7 +35,7 @@ from analyzer.normalize import Tables
 from analyzer.terms import group_label, plural, rank_runs
 from analyzer.waits import chain, chain_length
 
-__all__ = ["UNKNOWN_WORLD", "UNSEEN_BARRIER", "UNSEEN_BARRIER_HEAD", "diagnose", "run_levels"]
+__all__ = ["UNKNOWN_WORLD", "UNSEEN_BARRIER_HEAD", "diagnose", "run_levels"]
 
 _NO_HANG = "every recorded op completed and the counters of every group agree"
 #: Why every op retired and the counters agreeing is no no-hang where ops retire when issued.
@@ -63,7 +63,7 @@ UNKNOWN_WORLD = (
 UNSEEN_BARRIER_HEAD = (
     "every recorded op ended and their counters agree, but this job runs gloo's monitored_barrier"
 )
-UNSEEN_BARRIER = (
+_UNSEEN_BARRIER = (
     UNSEEN_BARRIER_HEAD + " (the gaps it leaves in op_id and the sequence numbers of {groups}), "
     "which the recorder does not write: a rank that never reached the next one, or a hang "
     "inside it, leaves these same dumps"
@@ -127,11 +127,10 @@ def _settled_findings(row: VerdictRow, facts: Facts) -> list[Finding]:
     blind_p2p = _BLIND_P2P if matching.dialects.p2p_unrecorded else ""
     inconclusive = FindingKind.INCONCLUSIVE.value
     if row.name == "barrier unseen":
-        g = facts.tables.groups
-        descs = dict(zip(g["pg_name"].astype(str), g["pg_desc"].astype(str), strict=True))
+        descs = facts.group_descs
         groups = ", ".join(group_label(n, descs.get(n, "")) for n in sorted(matching.barrier_gaps))
         world = _ALSO_WORLD if facts.nothing_listed else ""
-        summary = UNSEEN_BARRIER.format(groups=groups) + world
+        summary = _UNSEEN_BARRIER.format(groups=groups) + world
         return [Finding(kind=inconclusive, ranks=(), summary=summary)]
     if row.kind is FindingKind.NO_HANG:
         return [Finding(kind=FindingKind.NO_HANG.value, ranks=(), summary=_NO_HANG + blind_p2p)]

@@ -48,6 +48,12 @@ class Facts:
         return self.tables.members()
 
     @cached_property
+    def group_descs(self) -> dict[str, str]:
+        """Each group's name -> its description (``pg_desc``), as the group table has it."""
+        g = self.tables.groups
+        return dict(zip(g["pg_name"].astype(str), g["pg_desc"].astype(str), strict=True))
+
+    @cached_property
     def _newest(self) -> dict[int, pd.Series | None]:
         return {}
 

@@ -152,7 +152,7 @@ def op_counters_ahead(facts: Facts) -> list[Finding]:
         top = newest.get((g, int(r)))
         if top is not None and int(c) > int(top):
             rows.setdefault(g, {})[int(r)] = (int(c), int(top))
-    descs = dict(zip(tables.groups["pg_name"], tables.groups["pg_desc"], strict=True))
+    descs = facts.group_descs
     out = []
     for g, per in sorted(rows.items()):
         desc = str(descs.get(g, ""))
