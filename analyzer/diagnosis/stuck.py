@@ -88,7 +88,7 @@ def _stuck_finding(facts: Facts, row: pd.Series) -> Finding:
     if suspect.rank is not None:
         ranks = (suspect.rank,)
         summary = (
-            f"{head}; the likely holder is rank {suspect.rank}: "
+            f"{head}; the evidence singles out rank {suspect.rank}: "
             f"{'; '.join(suspect.reasons)}. Suspect its host, GPU or link, not the program"
         )
     else:
