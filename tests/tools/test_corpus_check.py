@@ -631,3 +631,14 @@ def test_a_frozen_ranks_peer_that_had_not_entered_its_op_discards_the_run(tmp_pa
     assert judge(spec, logs(joins_at=1.5), set(), everyone) is None
     late = judge(spec, logs(joins_at=6.0), set(), everyone)
     assert late == f"ranks [{peer}] had not entered the frozen rank's op when the first op failed"
+
+
+def test_one_file_lost_takes_the_lowest_and_highest_waiter_and_never_the_only_file() -> None:
+    """`make accuracy-lost-one` takes away a rank that is no culprit, never the only dumped
+    rank: with no file left the analysis rightly refuses, which scored as a wrong answer."""
+    from tools.corpus.subsets import lost_ranks
+
+    assert lost_ranks({"culprits": [3], "dumped_ranks": [0, 1, 2]}) == [0, 2]
+    assert lost_ranks({"culprits": [0], "dumped_ranks": [0, 1]}) == [1]
+    assert lost_ranks({"culprits": [3], "dumped_ranks": [1]}) == []
+    assert lost_ranks({"culprits": [1], "dumped_ranks": [1]}) == []

@@ -27,7 +27,7 @@ from typing import Any
 
 from tools.corpus.check import Said, analyze_folder, classify, read_case, read_said
 
-__all__ = ["Variant", "blocks", "lost_one", "variants"]
+__all__ = ["Variant", "blocks", "lost_one", "lost_ranks", "variants"]
 
 
 @dataclass(frozen=True)
@@ -108,22 +108,25 @@ class _AllBut:
         return r != self.rank
 
 
-def _lost(truth: dict[str, Any]) -> list[int]:
+def lost_ranks(truth: dict[str, Any]) -> list[int]:
     """The ranks whose file one ``lost_one`` variant takes away: the lowest and the highest
-    dumped rank that is no culprit (one each where they are the same)."""
+    dumped rank that is no culprit (one each where they are the same). None where a single
+    rank dumped: without its file nothing is left to analyze (the analysis refuses an empty
+    set, as it should)."""
     culprits = set(truth.get("culprits") or ())
-    spared = [r for r in truth.get("dumped_ranks") or () if r not in culprits]
-    return sorted({spared[0], spared[-1]}) if spared else []
+    dumped = list(truth.get("dumped_ranks") or ())
+    spared = [r for r in dumped if r not in culprits]
+    return sorted({spared[0], spared[-1]}) if spared and len(dumped) > 1 else []
 
 
 def lost_one(paths: list[Path]) -> Iterator[Variant]:
-    """Each case with one rank's files taken away (:func:`_lost`), analyzed and scored;
+    """Each case with one rank's files taken away (:func:`lost_ranks`), analyzed and scored;
     ``kept`` names the rank lost, as (rank, rank)."""
     for path in paths:
         with tempfile.TemporaryDirectory() as tmp:
             truth, folder = read_case(path, Path(tmp))
             assert folder is not None
-            for gone in _lost(truth):
+            for gone in lost_ranks(truth):
                 sub = Path(tmp) / f"lost_{gone}"
                 copy_kept(folder, sub, _AllBut(gone))
                 narrowed = dict(truth)
