@@ -351,7 +351,7 @@ def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
     if facts.nothing_listed or len(facts.unblamed_missing) > MAX_SILENT:
         for f in findings:
             for r in f.ranks if f.culprit and f.kind == FindingKind.NOT_JOINED.value else ():
-                if (held := held_beside_absent(facts, r)) and not held.absent:
+                if (held := held_beside_absent(facts, r)) and not (held.absent or held.stopped):
                     return (
                         f"rank {r}'s last op, {held.at} ({held.state}), is in a group no dump "
                         "lists the members of: a member that wrote no file may have held it there"

@@ -121,6 +121,14 @@ def _held_text(f: Finding, held: HeldBeside) -> str:
             "collective, so it may be held there (or have timed out there) by a member that "
             "wrote no file"
         )
+    if held.stopped:
+        return (
+            f"it never enqueued {place_of(f)}, but its last op, {held.at} ({held.state}), is in "
+            "a group no other dump holds and no dump lists: every rank wrote a dump, so any "
+            f"other member is one that never issued it, and {plural(held.stopped)} "
+            f"{rank_runs(held.stopped)} stopped too: it may be held there by "
+            f"{'one of them' if len(held.stopped) > 1 else 'that rank'}"
+        )
     absent = list(held.absent)
     if not absent:  # a rooted op in a group no dump lists
         return (

@@ -81,6 +81,20 @@ class Facts:
         return not bool(listed.any())
 
     @cached_property
+    def every_rank_seen(self) -> bool:
+        """Every rank of a listed world (a dump's list, or the world size given) wrote a dump
+        that holds its process's first entry (no buffer wrapped, no entry dropped): an op of
+        theirs can be in no file only because they never issued it, and a member that no file
+        names does not exist."""
+        t = self.tables
+        listed = t.groups.loc[t.groups["source"].isin(["pg_config", "declared", "option"])]
+        world = set(range(t.world_size))
+        if t.missing_ranks or self.unsure or not any(world <= set(r) for r in listed["ranks"]):
+            return False
+        first = t.entries.groupby("rank")["record_id"].min()
+        return set(first.index) >= world and bool((first == 0).all())
+
+    @cached_property
     def unblamed_missing(self) -> frozenset[int]:
         """Ranks with no dump that are neither not given (their files sit beside) nor unsure
         (an unreadable file): whether they joined an op is in no file. A rank whose only dump

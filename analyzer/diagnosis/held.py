@@ -44,12 +44,16 @@ class HeldBeside:
     rooted: bool = False
     """The op completes for the other members without every member (a broadcast, a
     reduce, a gather, a scatter): the others going past it does not show it completed here."""
+    stopped: tuple[int, ...] = ()
+    """Where every rank of the job is seen (:attr:`Facts.every_rank_seen`) and no other dump
+    holds the group: the other ranks that stopped, each of which may be a member that never
+    issued the op and so holds it there."""
 
     @property
     def alone(self) -> bool:
         """No other dump holds the group and none lists it: the member it may wait on is one
         no file names."""
-        return not self.absent and not self.rooted
+        return not self.absent and not self.rooted and not self.stopped
 
 
 def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
@@ -57,7 +61,8 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     one gloo retired (finished or timed out alike), and either
 
     * its group's members no dump lists and no other dump holds the group (alone: no other
-      member recorded it, so a member with no file may be the one it waits on there), or
+      member recorded it, so a member with no file may be the one it waits on there; where
+      every rank of the job is seen, another rank that stopped may be that member), or
     * (retired only) every member of its group with a dump recorded it and none went past,
       and members with no dump did not: it may have timed out there waiting on them (where no
       dump lists the group's members, any rank with no dump may be one; at most
@@ -79,7 +84,13 @@ def held_beside_absent(facts: Facts, rank: int) -> HeldBeside | None:
     state = "retired, as a timed-out op is" if retired else "still in flight"
     members = set(facts.members.get(group, ()))
     if group in facts.unlisted_groups and members == {rank}:
-        return HeldBeside(at, state, ())
+        if not facts.every_rank_seen:
+            return HeldBeside(at, state, ())
+        # Any other member is a rank whose whole file shows it never issued the op: if one of
+        # them stopped too, it may hold this rank there; else the others wait on this rank
+        # (a cycle across the two groups, or a group of one that it left to stall).
+        stopped = tuple(sorted(set(facts.roots.roots) - {rank}))
+        return HeldBeside(at, state, (), stopped=stopped) if stopped else None
     if not retired:
         return None
     dumped = set(facts.tables.dumped_ranks)

@@ -75,3 +75,21 @@ def test_too_many_ranks_with_no_dump_to_name_are_one_rank_with_no_dump(tmp_path:
     assert d.verdict == "inconclusive" and confidences(d) == {3: "suspect"}
     assert d.unseen_suspect
     assert verdict_line(d).startswith("INCONCLUSIVE: suspect rank 3, or a rank with no dump")
+
+
+def test_a_last_op_alone_in_its_group_is_no_doubt_when_every_rank_is_seen(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 ran all_reduce in GROUP_B before the default group's (the others, the other
+    order). Its last op is in a group no other dump holds: without the number, a rank that
+    wrote no file may be the member it waits on there, so rank 1 is a suspect. With the world
+    size given and every rank's dump whole from its first entry, any other member is a rank
+    whose file shows it never issued that op: rank 1 is the one the others wait on, stalled
+    or deadlocked. Before: suspect with the number too."""
+    truth, folder = corpus_case("group_order_deadlock_tp1cp2pp2dp1_gloo_eval_t213_s01000", tmp_path)
+    assert truth["culprits"] == [1] and truth["world"] == 4
+    plain = analyzer.analyze(folder, jobs=1).diagnosis
+    assert plain.verdict == "inconclusive" and confidences(plain) == {1: "suspect"}
+    given = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
+    assert given.verdict == "hang" and confidences(given) == {1: "certain"}
+    assert any("deadlock" in kind for kind, _ in given.also_possible)
