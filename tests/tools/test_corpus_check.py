@@ -48,6 +48,23 @@ DESYNC_NOFILE = {
 HEALTHY = {"hang": False, "culprits": [], "kinds": ["no_hang"]}
 
 
+def _rounds(taken: str) -> dict:
+    """A stalled rank 2 whose file of the newest round is lost, with one in a round ``taken``."""
+    rounds = [{"ranks": [0, 1, 2, 3], "taken": taken}, {"ranks": [0, 1, 3], "taken": taken}]
+    return {
+        "hang": True,
+        "fault": "stall_dataloader",
+        "culprits": [2],
+        "kinds": ["missing_dump"],
+        "dumped_ranks": [0, 1, 3],
+        "recorded": {"rounds": {"rounds": rounds}},
+    }
+
+
+STALL_SEEN = _rounds("by the interval timer after the first op failed")
+STALL_BEFORE = _rounds("by the interval timer while running")
+
+
 def said(
     verdict: str, kind: str, *culprits: tuple[int, str], suspects: tuple[int, ...] = ()
 ) -> Said:
@@ -76,6 +93,16 @@ def said(
         (
             {**DESYNC_NOFILE, "dumped_ranks": [0, 1, 2, 3]},
             said("hang", "missing_dump", (3, "certain")),
+            "wrong",
+            "wrong kind",
+        ),
+        # its file of a round taken while hung shows it never joined: that kind is right too
+        (STALL_SEEN, said("hang", "not_joined", (2, "certain")), "right", ""),
+        (STALL_SEEN, said("hang", "missing_dump", (2, "likely")), "right", ""),
+        (STALL_BEFORE, said("hang", "not_joined", (2, "certain")), "wrong", "wrong kind"),
+        (
+            {**STALL_SEEN, "fault": "size_desync", "kinds": ["size_mismatch"]},
+            said("hang", "not_joined", (2, "certain")),
             "wrong",
             "wrong kind",
         ),

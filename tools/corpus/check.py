@@ -115,12 +115,29 @@ def read_said(doc: dict[str, Any]) -> Said:
 def allowed_kinds(truth: dict[str, Any]) -> set[str]:
     """The kinds a right answer may give: the truth's, and ``missing_dump`` when an injected
     rank wrote no file (its desync, its half of a deadlock or its stall is in no dump: that
-    it has none and others wait on it is all the files can say)."""
+    it has none and others wait on it is all the files can say). A stalled rank with no file
+    of the newest round but one of an earlier round taken after its stall began (the
+    interval timer's, while hung) may also be read from that file: ``not_joined``."""
     kinds = set(truth["kinds"])
     dumped = truth.get("dumped_ranks")
     if dumped is not None and set(truth["culprits"]) - set(dumped):
         kinds.add("missing_dump")
+        if str(truth.get("fault", "")).startswith("stall_") and _seen_stalled(truth):
+            kinds.add("not_joined")
     return kinds
+
+
+def _seen_stalled(truth: dict[str, Any]) -> bool:
+    """A culprit with no file of the newest round has one in a round taken after the fault
+    fired (``while hung`` or ``after the first op failed``)."""
+    gone = set(truth["culprits"]) - set(truth.get("dumped_ranks") or ())
+    rounds = ((truth.get("recorded") or {}).get("rounds") or {}).get("rounds") or []
+    return any(
+        ("while hung" in str(x.get("taken")) or "after the first op failed" in str(x.get("taken")))
+        and gone & set(x.get("ranks") or ())
+        for x in rounds
+        if isinstance(x, dict)
+    )
 
 
 def classify(truth: dict[str, Any], said: Said) -> tuple[str, str]:
