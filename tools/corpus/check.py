@@ -196,6 +196,11 @@ MISSING_FACTS: tuple[tuple[str, str], ...] = (
     ("died in that op", "a desync whose partner died: only the odd rank's history is left"),
     ("only in its last op", "a retired last op: one crash, or a crash beside a stall"),
     ("whether it joined", "a member with no dump beside a stalled rank: did it join?"),
+    ("may never have been joined by", "a member with no dump beside a stalled rank: did it join?"),
+    (
+        "ran the cycle's groups in one order",
+        "a cycle with no majority order: which rank ran its groups out of order",
+    ),
     (
         "where the job stopped",
         "a rank with no dump beside a proven culprit: file lost, or a 2nd fault",
