@@ -26,6 +26,7 @@ from analyzer.load import (
     Progress,
     find_contexts,
     load_dumps,
+    unordered_rounds,
 )
 from analyzer.match import Matching, match
 from analyzer.normalize import Tables, check_world_option, normalize, without_hugepage_advice
@@ -376,7 +377,8 @@ def _unsure(loaded: Loaded | None) -> dict[int, str]:
     out.update(
         {r: "its dump had malformed entries or values (dropped)" for r in loaded.suspect_ranks}
     )
-    for r, why in [*loaded.stale, *loaded.torchcomms.unaligned.items()]:
+    unordered = unordered_rounds(loaded.dumps, loaded.duplicates)
+    for r, why in [*loaded.stale, *loaded.torchcomms.unaligned.items(), *unordered.items()]:
         out.setdefault(r, why)
     return out
 

@@ -17,6 +17,7 @@ from analyzer.load.duplicates import (
     resolve_ranks,
     set_aside_stale,
     stale_snapshots,
+    unordered_rounds,
 )
 from analyzer.load.entry_columns import narrow
 from analyzer.load.handover import COLUMN_FIELDS, column_bytes, drop_column, is_released
@@ -92,5 +93,6 @@ __all__ = [
     "set_aside_stale",
     "stale_snapshots",
     "start_loading",
+    "unordered_rounds",
     "where_now",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "resolve_ranks",
     "set_aside_stale",
     "stale_snapshots",
+    "unordered_rounds",
 ]
 
 
@@ -157,6 +158,79 @@ def _later_than(newer: dict[str, set[str]], folders: set[str]) -> set[str]:
     return out
 
 
+def _rounds(
+    dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
+) -> tuple[dict[str, set[str]], dict[int, set[str]], dict[str, set[str]]]:
+    """(folder -> the folders where a file of it was superseded by a different, newer file
+    of the same name; rank -> the folders holding a file of it; kept path -> the folders of
+    its identical copies)."""
+    newer: dict[str, set[str]] = defaultdict(set)
+    held: dict[int, set[str]] = defaultdict(set)
+    copies: dict[str, set[str]] = defaultdict(set)
+    for d in dumps:
+        held[d.rank].add(str(Path(d.path).parent))
+    superseded: list[Duplicate] = []
+    for dup in duplicates:
+        kept, dropped = Path(dup.kept), Path(dup.dropped)
+        held[dup.rank] |= {str(kept.parent), str(dropped.parent)}
+        if dup.identical:
+            copies[dup.kept].add(str(dropped.parent))
+        if not dup.identical and kept.name == dropped.name and kept.parent != dropped.parent:
+            superseded.append(dup)
+    for dup in superseded:  # the dropped file's identical copies are superseded with it
+        for folder in {str(Path(dup.dropped).parent)} | copies[dup.dropped]:
+            if folder != str(Path(dup.kept).parent):
+                newer[folder].add(str(Path(dup.kept).parent))
+    return newer, held, copies
+
+
+#: The most distinct newest rounds held against each other (pairs: its square).
+_MAX_HEADS = 256
+
+
+def unordered_rounds(
+    dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
+) -> dict[int, str]:
+    """Ranks whose newest dump sits in a round that no file orders against the round of
+    another rank's newest dump, both newer than a round they share (no rank has a file in
+    both): which of the two is newer is in no file, so where the rank is now, against what
+    the other's file shows, is not known: rank -> why. (A rank whose dump an ordered newer
+    round supersedes is :func:`stale_snapshots`'.) Not read beyond :data:`_MAX_HEADS`
+    distinct newest rounds."""
+    newer, _, copies = _rounds(dumps, duplicates)
+    if not newer:
+        return {}
+    heads: dict[frozenset[str], list[int]] = defaultdict(list)
+    for d in dumps:
+        heads[frozenset({str(Path(d.path).parent)} | copies[d.path])].append(d.rank)
+    if not 1 < len(heads) <= _MAX_HEADS:
+        return {}
+    older_of: dict[str, set[str]] = defaultdict(set)  # folder -> the rounds it superseded
+    for f, gs in newer.items():
+        for g in gs:
+            older_of[g].add(f)
+    older = {h: _later_than(older_of, set(h)) for h in heads}  # every round older than h
+    later = {h: _later_than(newer, set(h)) for h in heads}
+    out: dict[int, str] = {}
+    for mine, ranks in heads.items():
+        for theirs, others in heads.items():
+            shared = older[mine] & older[theirs]
+            if mine & theirs or not shared:
+                continue
+            if later[mine] & theirs or later[theirs] & mine:
+                continue
+            last = min(f for f in shared if not newer.get(f, set()) & shared)
+            why = (
+                f"its newest dump is in {clean(min(mine))}, and rank {min(others)}'s in "
+                f"{clean(min(theirs))}: both rounds are newer than {clean(last)}, and "
+                f"no file orders them (where it is now, against rank {min(others)}'s file, "
+                "is not in these files)"
+            )
+            for r in ranks:
+                out.setdefault(r, why)
+    return out
+
+
 def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]) -> dict[int, str]:
     """Ranks whose only dump sits in an older round of dumps: a folder where a file of
     another rank was superseded by a different, newer file of the same name in another
@@ -164,18 +238,7 @@ def stale_snapshots(dumps: Sequence[ParsedDump], duplicates: Sequence[Duplicate]
     rank has no file in that newer folder (an identical copy counts as one, wherever it
     lies). Where it is now is not in the files: rank -> why. Rounds whose copies are
     identical say nothing moved, and flag nobody."""
-    newer: dict[str, set[str]] = defaultdict(set)
-    held: dict[int, set[str]] = defaultdict(set)
-    copies: dict[str, set[str]] = defaultdict(set)  # kept path -> its copies' folders
-    for d in dumps:
-        held[d.rank].add(str(Path(d.path).parent))
-    for dup in duplicates:
-        kept, dropped = Path(dup.kept), Path(dup.dropped)
-        held[dup.rank] |= {str(kept.parent), str(dropped.parent)}
-        if dup.identical:
-            copies[dup.kept].add(str(dropped.parent))
-        if not dup.identical and kept.name == dropped.name and kept.parent != dropped.parent:
-            newer[str(dropped.parent)].add(str(kept.parent))
+    newer, held, copies = _rounds(dumps, duplicates)
     out: dict[int, str] = {}
     for d in dumps:
         folder = str(Path(d.path).parent)

@@ -285,3 +285,21 @@ def test_three_ranks_or_more_blamed_each_for_its_absent_file_are_suspects(
     assert d.verdict == "inconclusive"
     assert confidences(d) == {8: "suspect", 9: "suspect", 10: "suspect", 11: "suspect"}
     assert "ranks 8-11 (4 of the job's 12) have no dump" in d.culprits[0].because
+
+
+def test_a_rank_whose_newest_round_no_file_orders_is_no_certain_stall(tmp_path: Path) -> None:
+    """TorchComms, interval rounds and a restart; rank 2 stalled before a tensor-parallel
+    all_reduce. With ranks 2 and 3's files only, rank 2's newest dump is in one round and
+    rank 3's in another; both are newer than a round that holds both, and no rank has a file
+    in both (rank 1's, which orders them, is gone). Rank 3 waits on rank 2 there, but rank
+    2's round may be the older one: where it is now is not in these files. Before: rank 2
+    certain (`make accuracy-subsets`). With every file, rank 1's orders the rounds."""
+    case = "stall_dataloader_tp2cp2pp1dp1_torchcomms_restart_rounds_late_t215_s04798"
+    truth, folder = corpus_case(case, tmp_path)
+    assert truth["culprits"] == [2] and 2 not in truth["dumped_ranks"]
+    whole = analyzer.analyze(folder, jobs=1).diagnosis
+    assert "no file orders them" not in " ".join(reasons(whole).values())
+    d = analyzer.analyze(_keep(folder, (2, 3)), jobs=1).diagnosis
+    assert d.verdict == "inconclusive" and confidences(d) == {2: "suspect"}
+    assert "and no file orders them" in reasons(d)[2]
+    assert "dumps_20261207_233254" in reasons(d)[2]  # the newest round both follow
