@@ -310,12 +310,17 @@ def _nothing_unrecorded(facts: Facts, rank: int) -> bool:
 
 
 def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
-    """Where ops are pending but nobody is blamed and no dump lists any group's members:
-    the ranks with no dump (at most :data:`MAX_SILENT`), each a suspect. They may be members
-    of the groups the others stopped in, and what those wait on."""
+    """Where ops are pending but nobody is blamed and no dump lists any group's members, or
+    (the world listed or given) the group of some rank's newest op: the ranks with no dump
+    (at most :data:`MAX_SILENT`), each a suspect. They may be members of the groups the
+    others stopped in, and what those wait on."""
     missing = sorted(facts.unblamed_missing)
-    if not missing or len(missing) > MAX_SILENT or not facts.nothing_listed:
+    if not missing or len(missing) > MAX_SILENT:
         return ()
+    if not facts.nothing_listed:  # the world listed: a group of a rank's newest op is not
+        newest = (facts.last_entry(r) for r in facts.tables.dumped_ranks)
+        if not {str(e["pg_name"]) for e in newest if e is not None} & facts.unlisted_groups:
+            return ()
     return tuple(
         Culprit(
             r,
@@ -328,15 +333,22 @@ def missing_suspects(facts: Facts) -> tuple[Culprit, ...]:
     )
 
 
-def unseen_suspect(facts: Facts, findings: Sequence[Finding]) -> str:
+def unseen_suspect(facts: Facts, findings: Sequence[Finding], *, pending: bool = False) -> str:
     """Why a rank that wrote no file and that no dump names may be the culprit, or "": no
     dump lists the members of the group the culprit is held in, nor the job's ranks (gloo
-    2.13), and either the ranks with no dump blamed there are told apart by no wait
+    2.13), and either ops are ``pending`` with nobody blamed (the ranks with no dump that
+    the numbering shows are suspects, :func:`missing_suspects`, and one beyond the highest
+    dumped rank may be another), or the ranks with no dump blamed there are told apart by no wait
     (:func:`awaited_together`: such a member is one more of them), or a rank blamed for not
     joining has its last op in such a group that no other dump holds
     (:func:`held_beside_absent`: such a member may have held it there), or no rank is known to
     be missing and the culprit is held inside a collective (such a member would be the one
     they all wait on). Nothing in the files gives its number."""
+    if pending and facts.nothing_listed and not any(f.culprit for f in findings):
+        return (
+            "ops are pending with nobody blamed, and no dump lists the groups' members nor the "
+            "job's ranks: a rank that no file names may be what they wait on"
+        )
     missing = FindingKind.MISSING_DUMP.value
     dead = {r for f in findings if f.culprit and f.kind == missing for r in f.ranks}
     together = awaited_together(facts, dead)

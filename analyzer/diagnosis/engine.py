@@ -236,7 +236,9 @@ def diagnose(
         also_possible=kinds_also_possible(facts, findings, judged)
         if verdict is not Verdict.NO_HANG and kind == FindingKind.NOT_JOINED.value
         else (),
-        unseen_suspect=unseen_suspect(facts, findings) if verdict is not Verdict.NO_HANG else "",
+        unseen_suspect=unseen_suspect(facts, findings, pending=row.name == "pending")
+        if verdict is not Verdict.NO_HANG
+        else "",
         not_ruled_out=not_ruled_out(facts, findings, judged)
         if verdict is not Verdict.NO_HANG
         else (),

@@ -93,3 +93,20 @@ def test_a_last_op_alone_in_its_group_is_no_doubt_when_every_rank_is_seen(
     given = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
     assert given.verdict == "hang" and confidences(given) == {1: "certain"}
     assert any("deadlock" in kind for kind, _ in given.also_possible)
+
+
+def test_pending_ops_with_nobody_blamed_name_the_ranks_with_no_dump(tmp_path: Path) -> None:
+    """Ranks 0 and 3 stalled (two faults); ranks 1 and 2 each end in a data-parallel
+    all_reduce that gloo retired, ended or timed out alike, in a group no dump lists. Nobody
+    is blamed. Without the number, rank 0 (the gap in the numbering) is a suspect, and so is
+    a rank beyond the highest dumped one: before, the answer read the world as ranks 0-2 and
+    left rank 3 out. With the world size given, both ranks with no dump are suspects: before,
+    nobody was named."""
+    truth, folder = corpus_case("two_faults_tp1pp2dp2_gloo_restart_t213_s04538", tmp_path)
+    assert truth["culprits"] == [0, 3] and truth["dumped_ranks"] == [1, 2]
+    plain = analyzer.analyze(folder, jobs=1).diagnosis
+    assert plain.verdict == "inconclusive" and confidences(plain) == {0: "suspect"}
+    assert "ops are pending with nobody blamed" in plain.unseen_suspect
+    assert verdict_line(plain).startswith("INCONCLUSIVE: suspect rank 0, or a rank with no dump")
+    given = analyzer.analyze(folder, jobs=1, world_size=4).diagnosis
+    assert confidences(given) == {0: "suspect", 3: "suspect"} and not given.unseen_suspect
