@@ -292,7 +292,9 @@ def _rounds_complete(spec: CaseSpec, out_dir: Path) -> str:
             want -= set(spec.round_skip[k]) | set(spec.round_late[k])
         if k >= n:  # the interval timer's: whoever wrote at that tick
             want = got
-        if got != want or not got:
+        if not got:
+            return f"interval round {k} holds no file"
+        if got != want:
             return f"interval round {k} holds ranks {sorted(got)}, not {sorted(want)}"
         names.append(_dumps_folder([p for p in folder.iterdir() if p.is_file()]))
     late = [p for ps in _files(out_dir).values() for p in ps]
