@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from analyzer.diagnosis.facts import Facts
 from analyzer.diagnosis.records import Confidence, Culprit
-from analyzer.match import odd_against_siblings
+from analyzer.match import odd_against_siblings, sibling_family
 from analyzer.terms import rank_runs
 
 __all__ = ["Change", "desync_beside_death", "partners_changed"]
@@ -68,7 +68,7 @@ def _changed(facts: Facts, rank: int, group: str, seq: int, desc: str) -> Change
         if len(usual) == 1 and (value := str(now[col].iat[0])) not in usual:
             return Change(word, usual.pop(), value, where=where)
     if odd := odd_against_siblings(e, rank, group, desc, seq):
-        return Change(*odd, siblings=desc)
+        return Change(*odd, siblings=sibling_family(group, desc))
     return None
 
 

@@ -8,7 +8,7 @@ from analyzer.match.dialect import is_retire_on_end, is_retired_done
 from analyzer.match.dialect_defaults import Dialect
 from analyzer.match.expectations import barrier_op_gap, completes_without_every_member
 from analyzer.match.matching import Matching, match
-from analyzer.match.mismatches import NO_MAJORITY, odd_against_siblings
+from analyzer.match.mismatches import NO_MAJORITY, odd_against_siblings, sibling_family
 
 __all__ = [
     "NO_MAJORITY",
@@ -21,5 +21,6 @@ __all__ = [
     "is_retired_done",
     "match",
     "odd_against_siblings",
+    "sibling_family",
     "stuck_collectives",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "as_str",
     "collective_mismatches",
     "odd_against_siblings",
+    "sibling_family",
 ]
 
 #: Ops whose shapes are compared on some side (see :mod:`analyzer.match.expectations`).
@@ -291,6 +292,16 @@ def _against(mine: pd.DataFrame, theirs: pd.DataFrame) -> tuple[str, str, str] |
     return "", "", ""
 
 
+def sibling_family(name: str, desc: str) -> str:
+    """What a group's sibling groups share: its description, or where it has none, the comm
+    name TorchComms gives every group of a kind (``tp`` of ``tp[6,7]``); "" where neither
+    names a kind (the default group, an undefined description)."""
+    if desc:
+        return "" if desc in ("undefined", "default_pg") else desc
+    base, bracket, _ = name.partition("[")
+    return base if bracket and name.endswith("]") and base not in ("", "world") else ""
+
+
 def odd_against_siblings(
     entries: pd.DataFrame, rank: int, name: str, desc: str, seq: int
 ) -> tuple[str, str, str] | None:
@@ -299,11 +310,14 @@ def odd_against_siblings(
     desc, other name) that issued the same op there posted, while at the earlier seqs both
     recorded (the last few) they posted what it did: sibling groups that differ by design
     (pipeline stages holding other layers) differ before as well. None otherwise."""
-    if not desc or desc in ("undefined", "default_pg"):
+    family = sibling_family(name, desc)
+    if not family:
         return None
     coll = entries.loc[~entries["is_p2p"].to_numpy(bool), _COLUMNS]
     coll = coll[(coll["pg_desc"] == desc) & (coll["seq"] <= seq)]
     coll = coll.astype({c: str for c in ("pg_name", "op", *_COLUMNS[-4:])})
+    if not desc:  # TorchComms: one comm name for every group of a kind, members appended
+        coll = coll[coll["pg_name"].str.startswith(f"{family}[")]
     mine = coll[(coll["pg_name"] == name) & (coll["rank"] == rank)]
     theirs = coll[coll["pg_name"] != name]
     now = _against(mine[mine["seq"] == seq], theirs[theirs["seq"] == seq])

@@ -695,3 +695,22 @@ def test_sibling_groups_that_differed_before_are_no_witness_of_a_desync(tmp_path
     assert d.verdict == "hang"
     assert confidences(d)[2] == "likely"
     assert "desync" not in reasons(d)[0]
+
+
+def test_a_torchcomms_desync_whose_receiver_died_is_held_against_its_sibling_comms(
+    tmp_path: Path,
+) -> None:
+    """TorchComms on CUDA, 8 ranks: rank 6 posted a larger tensor-parallel all_reduce, the
+    group's first op, and gloo aborted its peer, rank 7, which wrote no dump. Rank 6's own
+    history says nothing (no earlier op there), but the other `tp` comms posted the usual
+    size at that position: rank 6 is a suspect beside rank 7. TorchComms gives every group of a
+    kind one comm name and no description, so the sibling groups were not found. Before:
+    `HANG: culprit rank 7` (likely), a confident wrong culprit."""
+    truth, folder = corpus_case(
+        "size_desync_tp2cp2pp2dp1_torchcomms_restart_cuda_mixed_t215_s04874", tmp_path
+    )
+    assert truth["culprits"] == [6] and truth["aborted_ranks"] == [7]
+    d = analyzer.analyze(folder, jobs=1).diagnosis
+    assert d.verdict == "inconclusive"
+    assert confidences(d)[6] == "suspect" and confidences(d)[7] == "suspect"
+    assert "where the other tp groups posted [[8]]|[[8]] at that seq" in reasons(d)[6]
