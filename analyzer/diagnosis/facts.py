@@ -18,6 +18,10 @@ from analyzer.waits import Roots, root_ranks
 
 __all__ = ["Facts"]
 
+#: Group sources that list members (a dump's ``pg_config``, a declared world, ``--world-size``);
+#: ``entries`` only names those that recorded an op.
+_LISTS = ("pg_config", "declared", "option")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Facts:
@@ -77,7 +81,7 @@ class Facts:
         """No dump lists any group's members nor the world, and no world size was given:
         ranks that wrote no file at all may exist (group ``source`` pg_config, declared or
         option is such a list)."""
-        listed = self.tables.groups["source"].isin(["pg_config", "declared", "option"])
+        listed = self.tables.groups["source"].isin(_LISTS)
         return not bool(listed.any())
 
     @cached_property
@@ -87,7 +91,7 @@ class Facts:
         theirs can be in no file only because they never issued it, and a member that no file
         names does not exist."""
         t = self.tables
-        listed = t.groups.loc[t.groups["source"].isin(["pg_config", "declared", "option"])]
+        listed = t.groups.loc[t.groups["source"].isin(_LISTS)]
         world = set(range(t.world_size))
         if t.missing_ranks or self.unsure or not any(world <= set(r) for r in listed["ranks"]):
             return False
